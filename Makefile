@@ -1,0 +1,48 @@
+# One entry point for a fresh machine: `make demo` and `make test` set up everything they need.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+APT_PACKAGES := iproute2 iperf3 iputils-ping ethtool tmux
+
+.PHONY: demo test lint unit system-deps install clean completions schema bench
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing" >&2; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "warning: missing Debian packages ($$missing); run 'sudo make system-deps'" >&2; fi; \
+	fi
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+# Strict editable mode builds a link tree mypy can follow; re-run after adding a module.
+install: $(BIN)/python system-deps
+	$(BIN)/pip install -q -e '.[dev]' --config-settings editable_mode=strict
+	@touch $(STAMP)
+
+demo: install
+	$(BIN)/tcpwizard demo
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest -q -m "not lab"
+
+test: install lint
+	$(BIN)/pytest -q
+
+completions: install
+	$(BIN)/python -m tcpwizard.completion_gen completions
+
+schema: install
+	$(BIN)/python -m tcpwizard.output.schema docs/report.schema.json
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

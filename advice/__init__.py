@@ -1,0 +1,1 @@
+"""From evidence to a verdict and fixes; applying fixes with rollback."""

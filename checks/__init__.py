@@ -1,0 +1,1 @@
+"""What the hosts are configured to do: sysctls, NIC, routes, tcp_metrics."""

@@ -1,0 +1,1 @@
+"""What the path and TCP actually do: RTT, capacity, transfers, DRS, the serve end."""

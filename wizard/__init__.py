@@ -1,0 +1,4 @@
+"""tcpwizard: close the wizard gap for TCP over long fat networks."""
+
+__version__ = "0.1.0"
+TOOL_NAME = "tcpwizard"

@@ -1,0 +1,3 @@
+from tcpwizard.main import main
+
+raise SystemExit(main())

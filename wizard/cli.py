@@ -1,0 +1,174 @@
+"""The argparse parser: every command and flag, and nothing else (it also feeds the
+completion generator). Each command's logic lives in tcpwizard.commands.<name>."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from tcpwizard import __version__
+from tcpwizard.exitcodes import UsageError
+
+FORMATS = ("text", "json", "prometheus", "nagios")
+TRANSFER_MODES = ("untuned", "autotune", "static", "overprovisioned", "drs")
+DEFAULT_PORT = 5301
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage, which is CRITICAL in the plugin convention; raise
+    instead so main() maps it to ExitCode.USAGE with a one-line message."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _add_output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    p.add_argument(
+        "--json", action="store_const", const="json", dest="format", help="same as --format json"
+    )
+    p.add_argument("--no-color", action="store_true", help="plain text without colours")
+
+
+def _add_target_flags(p: argparse.ArgumentParser, host_required: bool) -> None:
+    if host_required:
+        p.add_argument("host", help="the far end: a host name or an IPv4/IPv6 literal")
+    else:
+        p.add_argument("host", nargs="?", help="the far end (omit for a local audit only)")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"tcpwizard serve port ({DEFAULT_PORT})"
+    )
+    p.add_argument("--secret-file", help="file holding the shared secret of the serve end")
+    p.add_argument("--tcp-port", type=int, help="without serve: an open TCP port for RTT probes")
+
+
+def _add_path_hint_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rtt", help="path round-trip time to judge buffers against, e.g. 50ms")
+    p.add_argument("--bandwidth", help="path bottleneck rate to judge buffers against, e.g. 1gbit")
+
+
+def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--modes",
+        help="comma list of " + ",".join(TRANSFER_MODES) + " (default: a set that answers fast)",
+    )
+    p.add_argument("--streams", type=int, default=1, help="parallel streams, 1-8")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--duration", help="length of each transfer, e.g. 3s")
+    length.add_argument("--bytes", dest="nbytes", help="bytes per transfer, e.g. 128MB")
+    p.add_argument("--direction", choices=("up", "down", "both"), default="up")
+    p.add_argument(
+        "--force-buffers",
+        action="store_true",
+        help="as root: SO_RCVBUFFORCE/SO_SNDBUFFORCE to measure tuned throughput before fixing",
+    )
+
+
+def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("check", help="audit, measure and diagnose (local audit without HOST)")
+    _add_target_flags(p, host_required=False)
+    _add_path_hint_flags(p)
+    _add_transfer_flags(p)
+    _add_output_flags(p)
+    p.add_argument("--quick", action="store_true", help="a shorter run (about 5 s)")
+    p.add_argument("--fix", action="store_true", help="plan the fixes; apply them with --yes")
+    p.add_argument("--yes", action="store_true", help="with --fix: apply without asking")
+    p.add_argument("--warning", help="Nagios warning threshold, e.g. 100mbit or gap:50%%")
+    p.add_argument("--critical", help="Nagios critical threshold, e.g. 10mbit or gap:90%%")
+    p.add_argument("--no-history", action="store_true", help="do not record this run")
+
+
+def _add_calc(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("calc", help="bandwidth-delay product and recommended buffer sizes")
+    p.add_argument("--rtt", required=True, help="round-trip time, e.g. 150ms, 800us, 0.2s")
+    p.add_argument("--bandwidth", required=True, help="bottleneck rate, e.g. 500mbit, 1gbit")
+    _add_output_flags(p)
+
+
+def _add_serve(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("serve", help="the far end: reflect probes and take part in transfers")
+    p.add_argument("--bind", default="::", help="address to listen on (default: all)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--secret-file", help="require clients to prove they know this secret")
+    p.add_argument("--max-duration", type=float, default=30.0, help="longest test, seconds")
+    p.add_argument("--max-bytes", default="2GB", help="most bytes one test may move")
+    p.add_argument("--max-clients", type=int, default=4, help="concurrent clients")
+    p.add_argument("--once", action="store_true", help="exit after the first client")
+
+
+def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("probe", help="measure the path: RTT, loss, bottleneck capacity, BDP")
+    _add_target_flags(p, host_required=True)
+    p.add_argument("--budget", default="3s", help="time budget for the whole characterization")
+    _add_output_flags(p)
+
+
+def _add_transfer(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("transfer", help="test transfers with each buffer strategy (incl. DRS)")
+    _add_target_flags(p, host_required=True)
+    _add_path_hint_flags(p)
+    _add_transfer_flags(p)
+    _add_output_flags(p)
+
+
+def _add_fix(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("fix", help="apply the fixes of the last check, or roll them back")
+    p.add_argument("--rollback", action="store_true", help="restore the values saved by --fix")
+    p.add_argument("--yes", action="store_true", help="apply without asking")
+    p.add_argument("--plan", help="a JSON report from `check --json` to take the fixes from")
+    _add_output_flags(p)
+
+
+def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("lab", help="an emulated WAN on this machine (root)")
+    lab = p.add_subparsers(dest="lab_command", metavar="LAB_COMMAND", parser_class=Parser)
+    lab.required = True
+    up = lab.add_parser("up", help="build two hosts a and b joined by an emulated bottleneck")
+    up.add_argument("--name", default="tw", help="lab name (namespaces are NAME-a, NAME-b)")
+    up.add_argument("--rtt", default="50ms", help="round-trip time, e.g. 100ms")
+    up.add_argument("--rate", default="100mbit", help="bottleneck rate, e.g. 100mbit")
+    up.add_argument("--loss", default="0%", help="random loss per direction, e.g. 0.5%%")
+    up.add_argument("--jitter", default="0ms", help="delay jitter, e.g. 2ms")
+    up.add_argument("--queue", default="1bdp", help="drop-tail queue: 1bdp, 0.5bdp or bytes")
+    up.add_argument("--mtu", type=int, default=1500)
+    up.add_argument(
+        "--reverse", help="a different b->a direction, e.g. 'rate=10mbit,loss=1%%,rtt=...'"
+    )
+    up.add_argument(
+        "--sysctl",
+        action="append",
+        default=[],
+        metavar="HOST:KEY=VALUE",
+        help="per-host sysctl, e.g. a:net.ipv4.tcp_rmem='4096 65536 131072' (repeatable)",
+    )
+    up.add_argument("--backend", choices=("auto", "netem", "delayline"), default="auto")
+    lab.add_parser("status", help="show running labs")
+    ex = lab.add_parser("exec", help="run a command inside host a or b")
+    ex.add_argument("--name", default="tw")
+    ex.add_argument("side", choices=("a", "b"))
+    ex.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+    down = lab.add_parser("down", help="remove the lab (all of it, even half-built)")
+    down.add_argument("--name", default="tw")
+    down.add_argument("--all", action="store_true", help="remove every tcpwizard lab")
+    lab.add_parser("demo", help="build a lab with a mistuned host and run check across it")
+    bench = lab.add_parser("bench", help="accuracy and performance benchmarks on the lab")
+    what = bench.add_mutually_exclusive_group(required=True)
+    what.add_argument("--calibrate", action="store_true", help="the emulator against its truth")
+    what.add_argument("--probes", action="store_true", help="RTT and capacity probe accuracy")
+    what.add_argument("--transfer", action="store_true", help="transfer modes against iperf3")
+    what.add_argument("--paper", action="store_true", help="the seed papers' experiment matrix")
+    bench.add_argument("--quick", action="store_true", help="a smaller matrix")
+    bench.add_argument("--out", default="results", help="folder for tables and plots")
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="tcpwizard",
+        description="Why is my TCP transfer slow, how fast could it be, and what is the fix?",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for add in (_add_check, _add_calc, _add_probe, _add_transfer, _add_serve, _add_fix, _add_lab):
+        add(sub)
+    return parser

@@ -1,0 +1,1 @@
+"""Renderers: text (rich), json (versioned), prometheus, nagios."""
