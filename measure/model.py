@@ -1,0 +1,102 @@
+"""Result types of path measurement and test transfers (frozen; JSON is built from them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Direction = Literal["up", "down"]
+Mode = Literal["untuned", "autotune", "static", "overprovisioned", "drs"]
+
+
+@dataclass(frozen=True)
+class RttStats:
+    """Milliseconds. mdev is the population standard deviation, as iputils ping reports."""
+
+    min: float
+    p50: float
+    p95: float
+    mean: float
+    mdev: float
+    max: float
+    loss_pct: float
+    jitter: float
+    samples: int
+    method: str  # "udp-echo", "tcp-connect", "icmp"
+
+
+@dataclass(frozen=True)
+class CapacityEstimate:
+    mbps: float
+    method: str  # e.g. "capprobe-pairs+train", "train", "peerless-pairs"
+    confidence: float  # 0..1
+    pairs_mbps: float | None = None
+    train_mbps: float | None = None
+    limited_by: str | None = None  # "sender", "coalescing", "shaper" or None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PathEstimate:
+    rtt: RttStats
+    capacity: CapacityEstimate | None
+    bdp_bytes: int | None  # capacity x min RTT
+    duration_s: float
+    address: str
+    port: int
+
+
+@dataclass(frozen=True)
+class TcpInfoSample:
+    rtt_us: int
+    rttvar_us: int
+    snd_cwnd: int
+    total_retrans: int
+    delivery_rate_bps: int
+    busy_time_us: int
+    rwnd_limited_us: int
+    sndbuf_limited_us: int
+    snd_mss: int
+
+
+@dataclass(frozen=True)
+class TransferSample:
+    t_s: float  # seconds since the transfer started
+    goodput_mbps: float
+    rcvbuf_bytes: int
+    sndbuf_bytes: int
+    drs_bandwidth_mbps: float | None = None
+    drs_rtt_ms: float | None = None
+    tcp_info: TcpInfoSample | None = None
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    mode: Mode
+    direction: Direction
+    streams: int
+    bytes: int
+    seconds: float
+    throughput_mbps: float
+    max_buffer_bytes: int
+    retransmits: int
+    samples: tuple[TransferSample, ...]
+    # Time shares from TCP_INFO chrono counters, 0..1 of the elapsed time.
+    rwnd_limited: float | None = None
+    sndbuf_limited: float | None = None
+    busy: float | None = None
+    congestion_control: str = ""
+    forced: bool = False  # SO_*BUFFORCE was used (root what-if)
+    error: str | None = None
+
+    @property
+    def mbps_per_mb(self) -> float:
+        """The drsFTP paper's memory-efficiency metric: throughput per MB of buffer."""
+        if self.max_buffer_bytes <= 0:
+            return 0.0
+        return self.throughput_mbps / (self.max_buffer_bytes / 1e6)
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    modes: tuple[ModeResult, ...]
