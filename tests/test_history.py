@@ -6,7 +6,10 @@ import multiprocessing
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tcpwizard.history import History
+from tcpwizard.main import main
 
 
 def report(rtt: float, mbps: float, factor: str) -> dict[str, object]:
@@ -65,3 +68,15 @@ def test_corrupted_row_is_reported_not_fatal(tmp_path: Path) -> None:
     rows, bad = h.rows("x")
     assert [r.rtt_min_ms for r in rows] == [11]
     assert len(bad) == 1 and bad[0].ts == 1.0
+
+
+def test_history_command_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "h.sqlite3"
+    h = History(db)
+    for i, mbps in enumerate([10.0, 40.0, 90.0]):
+        h.append("dtn", report(50, mbps, "receiver-window"), ts=1_700_000_000.0 + 3600 * i)
+    assert main(["history", "dtn", "--db", str(db), "--no-color"]) == 0
+    out = capsys.readouterr().out
+    assert "receiver-window" in out and "2023-11-14" in out
+    assert "▁" in out and "█" in out  # throughput rose: the plot spans low to high
+    assert main(["history", "nobody", "--db", str(db)]) == 3

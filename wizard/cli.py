@@ -161,6 +161,24 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     bench.add_argument("--out", default="results", help="folder for tables and plots")
 
 
+def _add_exporter(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("exporter", help="serve Prometheus /metrics for a list of targets")
+    p.add_argument("--listen", default="127.0.0.1:9788", help="ADDR:PORT for /metrics")
+    p.add_argument("--targets", required=True, help="file: one 'host[:port] [key=value...]' a line")
+    p.add_argument("--interval", default="15m", help="how often each target is checked")
+    p.add_argument("--quick", action="store_true", help="the short check for each target")
+    p.add_argument("--no-history", action="store_true", help="do not record checks")
+
+
+def _add_history(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("history", help="the trend of a path: RTT, capacity, throughput, verdict")
+    p.add_argument("host", nargs="?", help="target (omit to list recorded targets)")
+    p.add_argument("--since", help="only this recent, e.g. 24h, 7d")
+    p.add_argument("--db", help="history database (default: ~/.local/state/tcpwizard)")
+    p.add_argument("--no-plot", action="store_true", help="table only")
+    _add_output_flags(p)
+
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="tcpwizard",
@@ -169,6 +187,16 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for add in (_add_check, _add_calc, _add_probe, _add_transfer, _add_serve, _add_fix, _add_lab):
+    for add in (
+        _add_check,
+        _add_calc,
+        _add_probe,
+        _add_transfer,
+        _add_serve,
+        _add_fix,
+        _add_lab,
+        _add_exporter,
+        _add_history,
+    ):
         add(sub)
     return parser
