@@ -25,9 +25,9 @@ def _ceiling_text(window: int, env: AuditEnv, direction: str) -> tuple[float, st
     rate = mbps(window, env.target.rtt_s)
     ratio = rate * 1e6 / env.target.rate_bps
     return ratio, (
-        f"at most {format_bytes(window)} in flight: one connection {direction} at most "
-        f"{format_rate(rate * 1e6)} at {env.target.rtt_s * 1000:g} ms RTT "
-        f"({ratio:.0%} of the {env.describe_target()} target)"
+        f"{format_bytes(window)} in flight, so one connection {direction} at most "
+        f"{format_rate(rate * 1e6)} at {env.target.rtt_s * 1000:g} ms "
+        f"({ratio:.0%} of the {format_rate(env.target.rate_bps)} target)"
     )
 
 
@@ -144,7 +144,7 @@ class _CoreMaxCheck(Check):
             return self.finding("ok", str(core_max), expected, message)
         recommended = max(core_max, recommended_buffer(env.target, env.ram_bytes))
         fixes: tuple[Fix, ...] = (self.fix(key, str(recommended)),)
-        note = " (global: set it in the initial network namespace)"
+        note = " (A global setting: change it in the initial network namespace.)"
         return self.finding(severity, str(core_max), expected, message + note, fixes)
 
 
