@@ -22,8 +22,8 @@ def line(report: Report) -> str:
         text = "TCP settings fit the target path"
     perf = [f"findings_crit={len(crit)};;;0", f"findings_warn={len(warn)};;;0"]
     for c in report.host.ceilings:
-        perf.append(f"recv_{c.rtt_ms:g}ms={c.receive_mbps}Mb;;;0")
-        perf.append(f"send_{c.rtt_ms:g}ms={c.send_mbps}Mb;;;0")
+        perf.append(f"recv_mbps_{c.rtt_ms:g}ms={c.receive_mbps};;;0")
+        perf.append(f"send_mbps_{c.rtt_ms:g}ms={c.send_mbps};;;0")
     return f"TCPWIZARD {STATE.get(code, 'UNKNOWN')} - {text} | {' '.join(perf)}"
 
 
