@@ -176,6 +176,14 @@ class PacingQdisc(Check):
             return self.finding("ok", observed, "-", f"{cc} does not rely on pacing.")
         if egress == "fq" or (egress is None and default == "fq"):
             return self.finding("ok", observed, "fq", "BBR paces through fq.")
+        if egress is None and default is None:
+            return self.finding(
+                "info",
+                observed,
+                "fq",
+                "BBR runs here but neither the default nor the egress qdisc is visible; "
+                "make sure the host's egress interface uses fq.",
+            )
         if egress == "noqueue":
             return self.finding(
                 "ok", observed, "fq", f"{iface.name if iface else '?'} has no queue to pace in."
