@@ -124,3 +124,11 @@ def test_schema_rejects_a_broken_document(tmp_path: Path) -> None:
     doc["verdict"]["limiting_factor"] = "gremlins"
     with pytest.raises(jsonschema.ValidationError):
         validate(doc)
+
+
+def test_readme_lists_every_check() -> None:
+    from tcpwizard.checks import check_ids
+
+    readme = (ROOT / "README.md").read_text()
+    missing = [c for c in check_ids() if f"| `{c}` |" not in readme]
+    assert missing == [], "document these checks in README.md"
