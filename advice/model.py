@@ -4,7 +4,7 @@ the wizard gap. Frozen; JSON is built from these (DESIGN.md, 'Verdict vocabulary
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from tcpwizard.checks.model import HostRole
 
@@ -19,7 +19,7 @@ LimitingFactor = Literal[
     "cached-metrics",
     "unknown",
 ]
-LIMITING_FACTORS: tuple[str, ...] = LimitingFactor.__args__  # type: ignore[attr-defined]
+LIMITING_FACTORS: tuple[str, ...] = get_args(LimitingFactor)
 
 
 @dataclass(frozen=True)
