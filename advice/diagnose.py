@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tcpwizard.advice.verdict import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.window_law import (
     UNSCALED_WINDOW,
     mathis_mbps,
     max_receive_window,
-    max_send_buffer,
+    max_send_window,
     scaling_enabled,
     window_limit_mbps,
 )
@@ -60,6 +60,12 @@ class Evidence:
     # Fixes computed for the measured BDP, per host (the audits re-judged at that BDP).
     local_fixes: tuple[Fix, ...] = ()
     peer_fixes: tuple[Fix, ...] = ()
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    verdict: Verdict
+    fixes: tuple[Fix, ...]  # only those that answer the limiting factor, for the right host
 
 
 @dataclass(frozen=True)
@@ -246,13 +252,14 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
     if snd is not None and snd >= CHRONO_SHARE:
         evidence.append(f"sender was send-buffer limited {snd:.0%} of the time (TCP_INFO)")
         confidence = 0.6 + 0.35 * min(1.0, snd)
-    wbuf = max_send_buffer(d.sender) if d.sender else None
+    inflight = max_send_window(d.sender) if d.sender else None
     cap = _capacity(ev, d)
-    if wbuf and rtt and cap:
-        # Roughly half the send buffer holds unacknowledged data in flight.
-        limit = window_limit_mbps(wbuf / 2, rtt)
+    if inflight and rtt and cap:
+        limit = window_limit_mbps(inflight, rtt)
         if limit < HEALTHY_SHARE * cap:
-            evidence.append(f"sender's tcp_wmem max {wbuf / 1e6:.2f} MB allows ~{_fmt(limit)}")
+            evidence.append(
+                f"sender's tcp_wmem max keeps ~{inflight / 1e6:.2f} MB in flight: ~{_fmt(limit)}"
+            )
             confidence = max(confidence, 0.5)
     if confidence == 0.0 or cur is None:
         return None
@@ -392,7 +399,7 @@ def _gap(ev: Evidence, dirs: Sequence[_Direction], factor: str) -> WizardGap:
         default=None,
     )
     if worst is None or worst.current is None:
-        return WizardGap(None, None, False)
+        return WizardGap()
     current = worst.current.throughput_mbps
     best = worst.best.throughput_mbps if worst.best else None
     cap = _capacity(ev, worst)
@@ -418,7 +425,7 @@ def _fixes_for(ev: Evidence, factor: str, host: HostRole | None) -> tuple[Fix, .
     return tuple(chosen)
 
 
-def _audit_only(ev: Evidence) -> Verdict:
+def _audit_only(ev: Evidence) -> Diagnosis:
     worst = [f for f in ev.local.findings if f.severity == "crit"] or [
         f for f in ev.local.findings if f.severity == "warn"
     ]
@@ -426,12 +433,13 @@ def _audit_only(ev: Evidence) -> Verdict:
     why = "no path was measured, so no single limiting factor can be named; " + (
         f"{len(worst)} setting(s) would limit a long fat path." if worst else "settings look fine."
     )
-    return Verdict(
-        "unknown", 0.0, "local" if worst else None, why, evidence, WizardGap(None, None, False)
+    return Diagnosis(
+        Verdict("unknown", 0.0, "local" if worst else None, why, evidence, WizardGap()),
+        ev.local_fixes,
     )
 
 
-def diagnose(ev: Evidence) -> Verdict:
+def diagnose(ev: Evidence) -> Diagnosis:
     dirs = _directions(ev)
     if not dirs or (ev.path is None and ev.transfer is None):
         return _audit_only(ev)
@@ -443,18 +451,14 @@ def diagnose(ev: Evidence) -> Verdict:
     limits = [c for c in limits if c.direction not in healthy_dirs]
     pool = limits or healthy
     if not pool:
-        gap = _gap(ev, dirs, "unknown")
-        return Verdict(
-            "unknown",
-            0.2,
-            None,
-            "no rule explains the measured throughput; the evidence is shown as measured.",
-            tuple(
-                f"{d.name}: {d.current.mode} {_fmt(d.current.throughput_mbps)}"
-                for d in dirs
-                if d.current
-            ),
-            gap,
+        evidence = tuple(
+            f"{d.name}: {d.current.mode} {_fmt(d.current.throughput_mbps)}"
+            for d in dirs
+            if d.current
+        )
+        why = "no rule explains the measured throughput; the evidence is shown as measured."
+        return Diagnosis(
+            Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown")), ()
         )
     best = max(pool, key=lambda c: c.confidence)
     confidence = best.confidence
@@ -466,12 +470,12 @@ def diagnose(ev: Evidence) -> Verdict:
         missing.append("no test transfer")
         confidence *= 0.7
     evidence = best.evidence + tuple(f"missing: {m}" for m in missing)
-    return Verdict(
+    verdict = Verdict(
         best.factor,
         round(confidence, 2),
         best.host,
         best.explanation,
         evidence,
         _gap(ev, dirs, best.factor),
-        _fixes_for(ev, best.factor, best.host),
     )
+    return Diagnosis(verdict, _fixes_for(ev, best.factor, best.host))

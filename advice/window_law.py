@@ -1,9 +1,6 @@
 """The laws the verdict rests on: throughput <= window / RTT, and the Mathis bound for loss.
-
-Linux grants twice a setsockopt request and advertises only part of the receive buffer (the
-rest pays for skb overhead). Since 6.x the share is learned per socket (`scaling_ratio`, about
-half of the buffer for 1500-byte frames); before it was `tcp_adv_win_scale` (1 -> 1/2). We use
-the share the audit reports, else one half, which is what both schemes give for MTU 1500.
+The kernel's buffer-to-window arithmetic lives in tcpwizard.checks.window; this module applies
+it to an audit (possibly the peer's) and adds the loss law.
 """
 
 from __future__ import annotations
@@ -11,24 +8,24 @@ from __future__ import annotations
 import math
 
 from tcpwizard.checks.model import HostAudit
+from tcpwizard.checks.window import (
+    MAX_UNSCALED_WINDOW,
+    parse_kernel_version,
+    send_window_from_space,
+    window_from_space,
+)
 
-UNSCALED_WINDOW = 65535
-DEFAULT_WINDOW_SHARE = 0.5
+UNSCALED_WINDOW = MAX_UNSCALED_WINDOW
 # Mathis, Semke, Mahdavi, Ott (1997): rate <= (MSS / RTT) * C / sqrt(p), C = sqrt(3/2).
 MATHIS_C = math.sqrt(1.5)
 
 
-def window_share(audit: HostAudit) -> float:
+def _adv_win_scale(audit: HostAudit) -> int:
     raw = audit.sysctl("net.ipv4.tcp_adv_win_scale")
     try:
-        scale = int(raw) if raw is not None else 1
+        return int(raw) if raw is not None else 1
     except ValueError:
-        scale = 1
-    if scale > 0:
-        return 1.0 - 2.0**-scale
-    if scale < 0:
-        return 2.0**scale
-    return DEFAULT_WINDOW_SHARE
+        return 1
 
 
 def _triple(audit: HostAudit, key: str) -> tuple[int, int, int] | None:
@@ -52,16 +49,16 @@ def max_receive_window(audit: HostAudit) -> int | None:
     rmem = _triple(audit, "net.ipv4.tcp_rmem")
     if rmem is None:
         return None
-    window = int(rmem[2] * window_share(audit))
+    window = window_from_space(rmem[2], parse_kernel_version(audit.kernel), _adv_win_scale(audit))
     if scaling_enabled(audit) is False:
         window = min(window, UNSCALED_WINDOW)
     return window
 
 
-def max_send_buffer(audit: HostAudit) -> int | None:
-    """Largest autotuned send buffer: bytes in flight plus what waits to be sent."""
+def max_send_window(audit: HostAudit) -> int | None:
+    """Most data in flight an autotuned send buffer on this host sustains."""
     wmem = _triple(audit, "net.ipv4.tcp_wmem")
-    return None if wmem is None else wmem[2]
+    return None if wmem is None else send_window_from_space(wmem[2])
 
 
 def window_limit_mbps(window_bytes: float, rtt_ms: float) -> float:

@@ -71,9 +71,11 @@ def fixes(*keys: str) -> tuple[Fix, ...]:
 
 def test_healthy_path_is_path_capacity_without_fixes() -> None:
     ev = Evidence(audit(), audit(), path(50, 100), _t(mode(94.0)), fixes("net.ipv4.tcp_rmem"))
-    v = diagnose(ev)
+    d = diagnose(ev)
+
+    v = d.verdict
     assert v.limiting_factor == "path-capacity"
-    assert v.fixes == ()
+    assert d.fixes == ()
     assert v.confidence >= 0.8
 
 
@@ -88,10 +90,12 @@ def test_small_receiver_buffer_names_the_peer_for_uploads() -> None:
         _t(mode(got, rwnd=0.9)),
         peer_fixes=fixes("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"),
     )
-    v = diagnose(ev)
+    d = diagnose(ev)
+
+    v = d.verdict
     assert v.limiting_factor == "receiver-window"
     assert v.host_to_fix == "peer"
-    assert [f.key for f in v.fixes] == ["net.ipv4.tcp_rmem"]
+    assert [f.key for f in d.fixes] == ["net.ipv4.tcp_rmem"]
     assert v.wizard_gap.current_mbps == pytest.approx(got)
     assert v.wizard_gap.tuned_mbps == pytest.approx(100)
 
@@ -99,7 +103,9 @@ def test_small_receiver_buffer_names_the_peer_for_uploads() -> None:
 def test_download_receiver_is_local() -> None:
     small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
     ev = Evidence(small, audit(), path(50, 100), _t(mode(20, direction="down", rwnd=0.8)))
-    v = diagnose(ev)
+    d = diagnose(ev)
+
+    v = d.verdict
     assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "local")
 
 
@@ -111,23 +117,27 @@ def test_sender_buffer() -> None:
         _t(mode(10, snd=0.85)),
         fixes("net.ipv4.tcp_wmem"),
     )
-    v = diagnose(ev)
+    d = diagnose(ev)
+
+    v = d.verdict
     assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "local")
-    assert v.fixes and v.fixes[0].key == "net.ipv4.tcp_wmem"
+    assert d.fixes and d.fixes[0].key == "net.ipv4.tcp_wmem"
 
 
 def test_window_scaling_off_at_receiver_beats_receiver_window() -> None:
     ws_off = audit(**{"net.ipv4.tcp_window_scaling": "0"})
     ceiling = window_limit_mbps(65535, 50)
     ev = Evidence(audit(), ws_off, path(50, 100), _t(mode(ceiling * 0.95, rwnd=0.9)))
-    v = diagnose(ev)
+    d = diagnose(ev)
+
+    v = d.verdict
     assert (v.limiting_factor, v.host_to_fix) == ("window-scaling", "peer")
 
 
 def test_window_scaling_off_on_a_short_path_is_not_the_limit() -> None:
     ws_off = audit(**{"net.ipv4.tcp_window_scaling": "0"})
     ev = Evidence(audit(), ws_off, path(1, 100), _t(mode(95)))
-    assert diagnose(ev).limiting_factor == "path-capacity"
+    assert diagnose(ev).verdict.limiting_factor == "path-capacity"
 
 
 def test_loss_with_reno_is_congestion() -> None:
@@ -143,15 +153,17 @@ def test_loss_with_reno_is_congestion() -> None:
         _t(mode(bound, retrans=retrans, nbytes=nbytes, cc="reno")),
         fixes("net.ipv4.tcp_congestion_control", "net.core.default_qdisc", "net.ipv4.tcp_rmem"),
     )
-    v = diagnose(ev)
+    d = diagnose(ev)
+
+    v = d.verdict
     assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")
-    assert {f.key for f in v.fixes} == {"net.ipv4.tcp_congestion_control", "net.core.default_qdisc"}
+    assert {f.key for f in d.fixes} == {"net.ipv4.tcp_congestion_control", "net.core.default_qdisc"}
     assert "BBR" in v.explanation
 
 
 def test_lossy_path_where_bbr_keeps_the_rate_is_healthy() -> None:
     ev = Evidence(audit(), audit(), path(52, 90, 2.0), _t(mode(80, retrans=900)))
-    assert diagnose(ev).limiting_factor == "path-capacity"
+    assert diagnose(ev).verdict.limiting_factor == "path-capacity"
 
 
 def test_cached_ssthresh() -> None:
@@ -178,24 +190,26 @@ def test_cached_ssthresh() -> None:
         _t(mode(15, cc="reno")),
         fixes("net.ipv4.tcp_no_metrics_save"),
     )
-    v = diagnose(ev)
+    d = diagnose(ev)
+
+    v = d.verdict
     assert (v.limiting_factor, v.host_to_fix) == ("cached-metrics", "local")
 
 
 def test_idle_sender_is_application() -> None:
     ev = Evidence(audit(), audit(), path(50, 100), _t(mode(20, busy=0.3)))
-    assert diagnose(ev).limiting_factor == "application"
+    assert diagnose(ev).verdict.limiting_factor == "application"
 
 
 def test_measured_tuned_mode_is_the_wizard_gap() -> None:
     small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
     ev = Evidence(audit(), small, path(50, 100), _t(mode(20, rwnd=0.9), mode(93, name="drs")))
-    gap = diagnose(ev).wizard_gap
-    assert (gap.current_mbps, gap.tuned_mbps, gap.tuned_measured) == (20, 93, True)
+    gap = diagnose(ev).verdict.wizard_gap
+    assert (gap.current_mbps, gap.tuned_mbps, gap.measured) == (20, 93, True)
 
 
 def test_audit_only_is_unknown() -> None:
-    v = diagnose(Evidence(audit()))
+    v = diagnose(Evidence(audit())).verdict
     assert v.limiting_factor == "unknown"
 
 
@@ -207,8 +221,8 @@ def test_missing_peer_lowers_confidence() -> None:
     without = diagnose(
         Evidence(small, None, path(50, 100), _t(mode(20, "autotune", "down", rwnd=0.9)))
     )
-    assert without.confidence < with_peer.confidence
-    assert any("missing" in e for e in without.evidence)
+    assert without.verdict.confidence < with_peer.verdict.confidence
+    assert any("missing" in e for e in without.verdict.evidence)
 
 
 def _t(*modes: ModeResult) -> TransferResult:

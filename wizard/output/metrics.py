@@ -114,15 +114,41 @@ def report_families(
 
     for side in ("host", "peer"):
         part = report.get(side)
-        if not isinstance(part, Mapping):
-            continue
-        findings = part.get("findings") or []
-        g = _gauge("findings", "audit findings by severity", [*keys, "side", "severity"])
-        for sev in SEVERITIES:
-            n = sum(1 for f in findings if isinstance(f, Mapping) and f.get("severity") == sev)
-            g.add_metric([*vals, side, sev], float(n))
-        fams.append(g)
+        if isinstance(part, Mapping):
+            fams.extend(_audit_families(part, side, keys, vals))
     return fams
+
+
+def _audit_families(
+    part: Mapping[str, Any], side: str, keys: list[str], vals: list[str]
+) -> list[Metric]:
+    findings = [f for f in part.get("findings") or [] if isinstance(f, Mapping)]
+    count = _gauge("findings", "audit findings by severity", [*keys, "side", "severity"])
+    for sev in SEVERITIES:
+        n = sum(1 for f in findings if f.get("severity") == sev)
+        count.add_metric([*vals, side, sev], float(n))
+    each = _gauge(
+        "finding_severity",
+        "severity of each audit check (0 ok, 1 info, 2 warn, 3 crit)",
+        [*keys, "side", "check"],
+    )
+    for f in findings:
+        if f.get("severity") in SEVERITIES:
+            each.add_metric([*vals, side, str(f.get("id"))], SEVERITIES.index(f["severity"]))
+    ceil = _gauge(
+        "ceiling_bits_per_second",
+        "largest throughput one autotuned connection of this host reaches at a given RTT",
+        [*keys, "side", "direction", "rtt_ms"],
+    )
+    for c in part.get("ceilings") or []:
+        if not isinstance(c, Mapping):
+            continue
+        for direction in ("receive", "send"):
+            v = _num(c.get(f"{direction}_mbps"))
+            rtt = _num(c.get("rtt_ms"))
+            if v is not None and rtt is not None:
+                ceil.add_metric([*vals, side, direction, f"{rtt:g}"], v * 1e6)
+    return [f for f in (count, each, ceil) if f.samples]
 
 
 class ReportCollector(Collector):

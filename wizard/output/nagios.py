@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.report import Report
 from tcpwizard.units import parse_percent, parse_rate
 
 STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
@@ -69,18 +70,23 @@ def nagios_status(
         elif warn_t and warn_t.breached(current, gap_share) and status < ExitCode.WARNING:
             status = ExitCode.WARNING
 
-    target = report.get("target") or {}
-    host = target.get("host", "localhost") if isinstance(target, Mapping) else "localhost"
+    target = report.get("target")
+    host = target.get("host") if isinstance(target, Mapping) else None
     factor = verdict.get("limiting_factor", "unknown")
-    summary = f"{factor}"
-    if verdict.get("host_to_fix"):
-        summary += f" (fix: {verdict['host_to_fix']})"
-    if current is not None:
-        summary += f", {current:.1f} Mbit/s"
-        if tuned:
-            summary += f" of {tuned:.1f} Mbit/s tuned"
     if report.get("error"):
         summary = str(report["error"])
+    elif factor == "unknown" and current is None:
+        summary = _findings_summary(report)
+    else:
+        summary = f"{factor}"
+        if verdict.get("host_to_fix"):
+            summary += f" (fix: {verdict['host_to_fix']})"
+        if current is not None:
+            summary += f", {current:.1f} Mbit/s"
+            if tuned:
+                summary += f" of {tuned:.1f} Mbit/s tuned"
+    if host:
+        summary = f"{host}: {summary}"
 
     path = report.get("path") or {}
     rtt = path.get("rtt_ms") or {}
@@ -103,6 +109,33 @@ def nagios_status(
                     _num(m.get("throughput_mbps")),
                 )
             )
+    part = report.get("host") or {}
+    findings = [f for f in part.get("findings") or [] if isinstance(f, Mapping)]
+    for sev in ("crit", "warn"):
+        perf.append(
+            _perf(f"findings_{sev}", float(sum(f.get("severity") == sev for f in findings)))
+        )
     perfdata = " ".join(p for p in perf if p)
-    line = f"TCPWIZARD {STATUS[int(status)]} - {host}: {summary}"
+    line = f"TCPWIZARD {STATUS[int(status)]} - {summary}"
     return status, f"{line} | {perfdata}" if perfdata else line
+
+
+def _findings_summary(report: Mapping[str, Any]) -> str:
+    """Audit only: name the checks that failed, worst first."""
+    part = report.get("host") or {}
+    findings = [f for f in part.get("findings") or [] if isinstance(f, Mapping)]
+    crit = [str(f.get("id")) for f in findings if f.get("severity") == "crit"]
+    warn = [str(f.get("id")) for f in findings if f.get("severity") == "warn"]
+    if not crit and not warn:
+        return "TCP settings fit the target path"
+    return f"{len(crit)} critical, {len(warn)} warning: {', '.join(crit + warn)}"
+
+
+def render(
+    report: Report, stream: TextIO, warning: str | None = None, critical: str | None = None
+) -> ExitCode:
+    from tcpwizard.output.json_format import report_json
+
+    code, line = nagios_status(report_json(report), warning, critical)
+    stream.write(line + "\n")
+    return code
