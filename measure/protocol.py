@@ -79,9 +79,12 @@ class LineReader:
     """Reads JSON lines from a socket, buffering what arrived after a newline, with a hard
     cap on line length so a peer cannot make us buffer without bound."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, partial_timeout: float | None = None) -> None:
         self.sock = sock
         self._buf = bytearray()
+        # Once part of a message has arrived, the rest must follow within this time (a
+        # slow-loris client); between messages the socket's own timeout applies.
+        self.partial_timeout = partial_timeout
 
     def read_line(self) -> bytes:
         """The next line without its newline. Raises EOFError on a clean close between
@@ -97,6 +100,8 @@ class LineReader:
                 return line
             if len(self._buf) > MAX_MESSAGE:
                 raise ProtocolError(f"message longer than {MAX_MESSAGE} bytes", "too-large")
+            if self._buf and self.partial_timeout is not None:
+                self.sock.settimeout(self.partial_timeout)
             chunk = self.sock.recv(65536)
             if not chunk:
                 if self._buf:
