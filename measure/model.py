@@ -44,6 +44,9 @@ class PathEstimate:
     duration_s: float
     address: str
     port: int
+    peer: bool = False  # a serve answered (False: peerless probes, lower confidence)
+    capacity_down: CapacityEstimate | None = None  # serve -> client, when measured
+    notes: tuple[str, ...] = ()  # what was skipped or fell back, and why
 
 
 @dataclass(frozen=True)
