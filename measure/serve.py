@@ -180,6 +180,8 @@ class Server:
                     "bad-request",
                     f"first message must be hello or attach, not {str(first['type'])[:40]!r}",
                 )
+        except ProtocolError as exc:  # raised outside a request: handshake, framing
+            self._send_error(conn, exc.code, str(exc))
         except (EOFError, TimeoutError, ConnectionError):
             pass  # the client went away or stalled: nothing to answer
         except OSError as exc:
