@@ -40,8 +40,9 @@ Log = Callable[[str], None]
 MAX_TRAINS_PER_SESSION = 16
 MAX_ARRIVALS_PER_TRAIN = 1024
 MAX_TRAIN_PACKETS = 1024
-# Pending connections (before hello/attach) and attach streams per control client.
-CONNECTIONS_PER_CLIENT = 12
+# Open connections per allowed control client: a DRS transfer with 8 streams uses 16 attach
+# connections (data + DRS channel each) besides its control connection.
+CONNECTIONS_PER_CLIENT = 20  # 8 streams x (data + DRS) + control + slack
 
 
 class TransferHandler(Protocol):
