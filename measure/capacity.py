@@ -57,12 +57,23 @@ def _span_rate(times: list[int], wire: int) -> float | None:
     return (len(times) - 1) * wire * 8 * 1e9 / (times[-1] - times[0])
 
 
+def _half_rate(half: list[tuple[int, int]], wire: int) -> float | None:
+    """Rate over one half of a train (arrival order). Gaps between packets with adjacent
+    sequence numbers are exact whatever was lost: a packet dropped at the bottleneck queue
+    never occupied the link (survivors leave back to back), one lost after it leaves a
+    hole. With too few adjacent pairs (heavy drop-tail loss) the span over all survivors
+    is used, which is right for queue drops."""
+    gaps = [b[1] - a[1] for a, b in itertools.pairwise(half) if b[0] - a[0] == 1]
+    if len(gaps) >= max(3, len(half) // 4) and sum(gaps) > 0:
+        return len(gaps) * wire * 8 * 1e9 / sum(gaps)
+    return _span_rate([t for _, t in half], wire)
+
+
 def score_train(
     tx_ns: Mapping[int, int] | None, arrivals: Iterable[tuple[int, int]], sent: int, wire: int
 ) -> TrainScore:
-    """Rate from the second half of the arrivals (by arrival order), in bit/s at the IP layer.
-    Lost packets do not matter: while the bottleneck queue is non-empty the survivors leave
-    it back to back at the bottleneck rate."""
+    """Rate from the second half of the arrivals (by arrival order), in bit/s at the IP
+    layer; the first half is scored too, to spot a token bucket running dry."""
     arr = sorted(arrivals, key=lambda a: a[1])
     n = len(arr)
     if n < 4:
@@ -70,8 +81,8 @@ def score_train(
     half = n // 2
     second = arr[half - 1 :]  # include the boundary packet: its departure starts the span
     first = arr[: half + 1]
-    rate = _span_rate([t for _, t in second], wire)
-    first_rate = _span_rate([t for _, t in first], wire)
+    rate = _half_rate(second, wire)
+    first_rate = _half_rate(first, wire)
     send_rate = None
     if tx_ns is not None:
         tx = sorted(tx_ns[s] for s, _ in second if s in tx_ns)
