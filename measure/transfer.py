@@ -402,3 +402,73 @@ def _nearest(rows: Sequence[engine.SideSample], t: float) -> engine.SideSample |
     if not rows:
         return None
     return min(rows, key=lambda r: abs(r.t - t))
+
+
+# ---------------------------------------------------------------------------- JSON
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def sample_json(s: TransferSample) -> dict[str, Any]:
+    ti = s.tcp_info
+    return {
+        "t_s": s.t_s,
+        "goodput_mbps": _r(s.goodput_mbps),
+        "rcvbuf_bytes": s.rcvbuf_bytes,
+        "sndbuf_bytes": s.sndbuf_bytes,
+        "drs_bandwidth_mbps": _r(s.drs_bandwidth_mbps),
+        "drs_rtt_ms": _r(s.drs_rtt_ms),
+        "tcp_info": None
+        if ti is None
+        else {
+            "rtt_us": ti.rtt_us,
+            "rttvar_us": ti.rttvar_us,
+            "snd_cwnd": ti.snd_cwnd,
+            "total_retrans": ti.total_retrans,
+            "delivery_rate_bps": ti.delivery_rate_bps,
+            "busy_time_us": ti.busy_time_us,
+            "rwnd_limited_us": ti.rwnd_limited_us,
+            "sndbuf_limited_us": ti.sndbuf_limited_us,
+            "snd_mss": ti.snd_mss,
+        },
+    }
+
+
+def mode_json(m: ModeResult) -> dict[str, Any]:
+    """One entry of `transfer.modes[]` (DESIGN.md names first, additive details after)."""
+    return {
+        "mode": m.mode,
+        "streams": m.streams,
+        "throughput_mbps": _r(m.throughput_mbps),
+        "max_buffer_bytes": m.max_buffer_bytes,
+        "retransmits": m.retransmits,
+        "samples": [sample_json(s) for s in m.samples],
+        "direction": m.direction,
+        "bytes": m.bytes,
+        "bytes_sent": m.bytes_sent,
+        "seconds": _r(m.seconds, 4),
+        "mbps_per_mb": _r(m.mbps_per_mb),
+        "rwnd_limited": _r(m.rwnd_limited),
+        "sndbuf_limited": _r(m.sndbuf_limited),
+        "busy": _r(m.busy),
+        "congestion_control": m.congestion_control,
+        "rcv_autotuning": m.rcv_autotuning,
+        "forced": m.forced,
+        "notes": list(m.notes),
+        "error": m.error,
+    }
+
+
+def transfer_json(result: TransferResult) -> dict[str, Any]:
+    """The `transfer` object of the JSON report."""
+    return {
+        "direction": result.direction,
+        "modes": [mode_json(m) for m in result.modes],
+        "streams": result.streams,
+        "congestion_control": {
+            "local": result.local_congestion_control,
+            "peer": result.peer_congestion_control,
+        },
+    }
