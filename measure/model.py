@@ -44,6 +44,9 @@ class PathEstimate:
     duration_s: float
     address: str
     port: int
+    peer: bool = False  # a serve answered (False: peerless probes, lower confidence)
+    capacity_down: CapacityEstimate | None = None  # serve -> client, when measured
+    notes: tuple[str, ...] = ()  # what was skipped or fell back, and why
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,10 @@ class ModeResult:
     congestion_control: str = ""
     forced: bool = False  # SO_*BUFFORCE was used (root what-if)
     error: str | None = None
+    # False when the receiver set SO_RCVBUF: Linux then stops autotuning that socket.
+    rcv_autotuning: bool = True
+    bytes_sent: int | None = None  # the sender's count (differs when a peer vanished)
+    notes: tuple[str, ...] = ()
 
     @property
     def mbps_per_mb(self) -> float:
@@ -100,3 +107,7 @@ class ModeResult:
 @dataclass(frozen=True)
 class TransferResult:
     modes: tuple[ModeResult, ...]
+    direction: str = "up"  # "up", "down" or "both" (each ModeResult has its own)
+    streams: int = 1
+    peer_congestion_control: str = ""
+    local_congestion_control: str = ""

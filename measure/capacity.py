@@ -1,0 +1,449 @@
+"""Bottleneck capacity: packet pairs (CapProbe) and packet trains, timed with kernel receive
+timestamps, plus a peerless ICMP-pair mode.
+
+Why both: a pair measures the narrow link's serialization time of one packet, but a single
+pair is easily disturbed, so CapProbe keeps the pair whose two packets saw the least delay
+(minimum delay sum: neither packet queued behind cross traffic). A train measures what the
+path sustains; scoring only its second half skips the part where a token bucket still has
+credit or a queue is still filling. Their disagreement is itself evidence:
+pairs >> train means a shaper (or competing traffic) limits the sustained rate; arrival
+times in tight clusters mean interrupt coalescing/GRO blurred the spacing; a receive rate
+as fast as we could send means the sender, not the path, set the pace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import select
+import socket
+import statistics
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from tcpwizard.measure import udpwire
+from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.model import CapacityEstimate
+from tcpwizard.measure.rtt import icmp_echo_packet, open_icmp, parse_icmp_reply
+
+TRAIN_LEN = 100
+PROBE_TRAIN_LEN = 48
+PAIRS = 16
+AGREE = 0.10  # pairs and train within 10% agree
+SHAPER_RATIO = 1.3  # pairs this much faster than the train: a shaper or cross traffic
+SENDER_RATIO = 0.92  # received at >= 92% of our own sending rate: we were the bottleneck
+CLUSTERED = 0.5  # this share of arrival gaps near zero: coalescing / GRO
+
+
+@dataclass(frozen=True)
+class TrainScore:
+    sent: int
+    received: int
+    rate_bps: float | None  # second half of the arrivals
+    first_half_bps: float | None
+    send_rate_bps: float | None  # our sending pace over the same packets
+    clustered: float  # share of arrival gaps < 20% of the mean gap
+
+    @property
+    def loss(self) -> float:
+        return 1.0 - self.received / self.sent if self.sent else 0.0
+
+
+def _span_rate(times: list[int], wire: int) -> float | None:
+    if len(times) < 2 or times[-1] <= times[0]:
+        return None
+    return (len(times) - 1) * wire * 8 * 1e9 / (times[-1] - times[0])
+
+
+def _half_rate(half: list[tuple[int, int]], wire: int) -> float | None:
+    """Rate over one half of a train (arrival order). Gaps between packets with adjacent
+    sequence numbers are exact whatever was lost: a packet dropped at the bottleneck queue
+    never occupied the link (survivors leave back to back), one lost after it leaves a
+    hole. With too few adjacent pairs (heavy drop-tail loss) the span over all survivors
+    is used, which is right for queue drops."""
+    gaps = [b[1] - a[1] for a, b in itertools.pairwise(half) if b[0] - a[0] == 1]
+    if len(gaps) >= max(3, len(half) // 4) and sum(gaps) > 0:
+        return len(gaps) * wire * 8 * 1e9 / sum(gaps)
+    return _span_rate([t for _, t in half], wire)
+
+
+def score_train(
+    tx_ns: Mapping[int, int] | None, arrivals: Iterable[tuple[int, int]], sent: int, wire: int
+) -> TrainScore:
+    """Rate from the second half of the arrivals (by arrival order), in bit/s at the IP
+    layer; the first half is scored too, to spot a token bucket running dry."""
+    arr = sorted(arrivals, key=lambda a: a[1])
+    n = len(arr)
+    if n < 4:
+        return TrainScore(sent, n, None, None, None, 0.0)
+    half = n // 2
+    second = arr[half - 1 :]  # include the boundary packet: its departure starts the span
+    first = arr[: half + 1]
+    rate = _half_rate(second, wire)
+    first_rate = _half_rate(first, wire)
+    send_rate = None
+    if tx_ns is not None:
+        tx = sorted(tx_ns[s] for s, _ in second if s in tx_ns)
+        send_rate = _span_rate(tx, wire)
+    gaps = [b[1] - a[1] for a, b in itertools.pairwise(second)]
+    mean_gap = (second[-1][1] - second[0][1]) / len(gaps) if gaps else 0
+    clustered = sum(1 for g in gaps if g < 0.2 * mean_gap) / len(gaps) if gaps else 0.0
+    return TrainScore(sent, n, rate, first_rate, send_rate, clustered)
+
+
+def capprobe(
+    tx_ns: Mapping[int, int], rx_ns: Mapping[int, int], npairs: int, wire: int
+) -> tuple[float, float] | None:
+    """(rate in bit/s, share of pairs that were sender-limited) from the pair with the
+    minimum delay sum. Pair i is seq 2i and 2i+1. Clock offset between the hosts adds the
+    same constant to every sum, so it does not change which pair wins."""
+    best: tuple[int, int] | None = None  # (delay sum, dispersion)
+    sender_limited = 0
+    valid = 0
+    for i in range(npairs):
+        a, b = 2 * i, 2 * i + 1
+        if not all(k in tx_ns and k in rx_ns for k in (a, b)):
+            continue
+        disp = rx_ns[b] - rx_ns[a]
+        if disp <= 0:
+            continue
+        valid += 1
+        if disp <= 1.1 * (tx_ns[b] - tx_ns[a]):
+            sender_limited += 1
+        total = (rx_ns[a] - tx_ns[a]) + (rx_ns[b] - tx_ns[b])
+        if best is None or total < best[0]:
+            best = (total, disp)
+    if best is None:
+        return None
+    return wire * 8 * 1e9 / best[1], sender_limited / valid
+
+
+def combine(
+    pairs: tuple[float, float] | None,
+    train: TrainScore | None,
+    direction: str = "up",
+) -> CapacityEstimate | None:
+    """One estimate from pairs and train, saying what limited it and how sure we are."""
+    pair_bps = pairs[0] if pairs else None
+    train_bps = train.rate_bps if train else None
+    to_mbps = 1e-6
+    if train_bps is None and pair_bps is None:
+        return None
+    pm = pair_bps * to_mbps if pair_bps else None
+    tm = train_bps * to_mbps if train_bps else None
+    notes: list[str] = []
+    limited: str | None = None
+    if train is not None and train_bps is not None:
+        if train.send_rate_bps and train_bps >= SENDER_RATIO * train.send_rate_bps:
+            limited = "sender"
+            notes.append(
+                f"received as fast as this host sent ({train.send_rate_bps * to_mbps:.0f} "
+                "Mbit/s): the path is at least this fast"
+            )
+        elif train.clustered >= CLUSTERED:
+            limited = "coalescing"
+            notes.append(
+                f"{train.clustered:.0%} of arrivals came in bursts (interrupt coalescing/GRO):"
+                " pair spacing is unreliable, the train span is used"
+            )
+    if tm is not None and pm is not None and limited is None:
+        if pm > SHAPER_RATIO * tm:
+            limited = "shaper"
+            notes.append(
+                f"pairs see {pm:.1f} Mbit/s but trains sustain {tm:.1f}: a token-bucket "
+                "shaper (or competing traffic) limits the sustained rate"
+            )
+        elif (
+            train is not None
+            and train.first_half_bps
+            and (train.first_half_bps > SHAPER_RATIO * (train_bps or 0))
+        ):
+            limited = "shaper"
+            notes.append("the train slowed down after its first half: a token bucket ran dry")
+    if tm is not None:
+        mbps = tm
+        if pm is not None and abs(pm - tm) <= AGREE * tm:
+            method, confidence = "capprobe-pairs+train", 0.9
+        else:
+            method = "train" if pm is None else "train (pairs disagree)"
+            confidence = 0.75 if limited == "shaper" else 0.6
+    else:
+        assert pm is not None
+        mbps, method, confidence = pm, "capprobe-pairs", 0.5
+    if limited == "sender":
+        confidence = min(confidence, 0.4)
+    elif limited == "coalescing":
+        confidence = min(confidence, 0.6)
+    if train is not None and train.loss > 0.5:
+        notes.append(f"{train.loss:.0%} of the train was lost (small bottleneck queue)")
+    note = "; ".join(notes)
+    if direction != "up":
+        method = f"{method} ({direction})"
+    return CapacityEstimate(
+        mbps=mbps,
+        method=method,
+        confidence=confidence,
+        pairs_mbps=pm,
+        train_mbps=tm,
+        limited_by=limited,
+        note=note,
+    )
+
+
+# -- upload (client -> serve): we send, serve timestamps arrivals -----------------------------
+class _Sender:
+    def __init__(self, sock: socket.socket, token: bytes, size: int) -> None:
+        self.sock = sock
+        self.token = token
+        self.size = size
+        self.buf = bytearray(size)
+
+    def send(self, train: int, seq: int) -> int:
+        now = time.time_ns()
+        udpwire.HEADER.pack_into(
+            self.buf, 0, udpwire.MAGIC, udpwire.KIND_TRAIN_UP, self.token, train, seq, now, 0
+        )
+        with contextlib.suppress(BlockingIOError, OSError):
+            self.sock.send(self.buf)
+        return now
+
+    def train(self, train: int, count: int, rate_bps: float | None, wire: int) -> dict[int, int]:
+        """Send `count` packets back to back, or paced at rate_bps (busy-wait: sleep() is
+        far too coarse for microsecond gaps)."""
+        tx: dict[int, int] = {}
+        gap = wire * 8 * 1e9 / rate_bps if rate_bps else 0.0
+        t0 = time.perf_counter_ns()
+        for seq in range(count):
+            if gap:
+                due = t0 + seq * gap
+                while time.perf_counter_ns() < due:
+                    pass
+            tx[seq] = self.send(train, seq)
+        return tx
+
+    def pairs(self, train: int, npairs: int, spacing_s: float) -> dict[int, int]:
+        tx: dict[int, int] = {}
+        t0 = time.perf_counter_ns()
+        for i in range(npairs):
+            due = t0 + i * spacing_s * 1e9
+            while (left := due - time.perf_counter_ns()) > 0:
+                if left > 2e6:
+                    time.sleep((left - 1e6) / 1e9)
+            tx[2 * i] = self.send(train, 2 * i)
+            tx[2 * i + 1] = self.send(train, 2 * i + 1)
+        return tx
+
+
+def _report(
+    client: ControlClient, trains: list[int], expect: int, wait_s: float
+) -> dict[int, dict[int, int]]:
+    reply = client.request(
+        {
+            "type": "probe_report",
+            "trains": trains,
+            "expect": expect,
+            "wait_ms": int(max(0.0, wait_s) * 1000),
+            "quiet_ms": 150,
+        },
+        timeout=wait_s + client.timeout,
+    )
+    base = reply.get("base_ns")
+    raw = reply.get("trains")
+    if not isinstance(base, int) or not isinstance(raw, dict):
+        return {}
+    out: dict[int, dict[int, int]] = {}
+    for key, arr in raw.items():
+        rx: dict[int, int] = {}
+        if isinstance(arr, list):
+            for item in arr:
+                if isinstance(item, list) and len(item) == 2:
+                    seq, t = item
+                    if isinstance(seq, int) and isinstance(t, int):
+                        rx.setdefault(seq, base + t)
+        out[int(key)] = rx
+    return out
+
+
+def measure_upload(
+    client: ControlClient,
+    sock: socket.socket,
+    budget_s: float = 1.5,
+    mtu: int = 1500,
+) -> CapacityEstimate | None:
+    """Capacity client -> serve within about budget_s seconds."""
+    deadline = time.monotonic() + budget_s
+    size = udpwire.udp_payload_size(client.family, mtu)
+    wire = udpwire.wire_bytes(client.family, size)
+    sender = _Sender(sock, client.udp_token, size)
+    base_id = int.from_bytes(os.urandom(3), "big") << 4
+
+    def left() -> float:
+        return max(0.0, deadline - time.monotonic())
+
+    # 1. A short unpaced train: a first rate, and how fast this host can send at all.
+    tx_a = sender.train(base_id, PROBE_TRAIN_LEN, None, wire)
+    rx_a = _report(client, [base_id], PROBE_TRAIN_LEN, min(1.0, left()))
+    score_a = score_train(tx_a, rx_a.get(base_id, {}).items(), PROBE_TRAIN_LEN, wire)
+    rough = score_a.rate_bps
+    # 2. Pairs, spaced so each pair meets an empty bottleneck queue (5x a pair's
+    #    transmission time at the rough rate), within a quarter of what is left.
+    npairs = PAIRS
+    spacing = 0.002 if rough is None else max(0.0005, 5 * 2 * wire * 8 / rough)
+    npairs = max(4, min(PAIRS, int(0.25 * left() / spacing)))
+    # 3. The main train paced a little above the rough rate: the queue stays busy (so
+    #    arrivals are spaced by the bottleneck) but fills slowly (little loss in small
+    #    queues). If the rough train was sender-limited, send as fast as we can.
+    pace: float | None = None
+    if rough and score_a.send_rate_bps and rough < SENDER_RATIO * score_a.send_rate_bps:
+        pace = 1.5 * rough
+    # Let the first train drain before the pairs.
+    time.sleep(min(0.05, left() / 10))
+    tx_p = sender.pairs(base_id + 1, npairs, spacing)
+    time.sleep(min(spacing, left() / 10))
+    tx_b = sender.train(base_id + 2, TRAIN_LEN, pace, wire)
+    rx = _report(client, [base_id + 1, base_id + 2], 2 * npairs + TRAIN_LEN, min(1.0, left()))
+    score_b = score_train(tx_b, rx.get(base_id + 2, {}).items(), TRAIN_LEN, wire)
+    if score_b.rate_bps is None:
+        score_b = score_a
+    elif pace and score_b.send_rate_bps and score_b.rate_bps >= SENDER_RATIO * pace:
+        # We throttled ourselves below the path: the rough train underestimated. Use the
+        # unpaced train, which the sender check above judged path-limited.
+        score_b = score_a if rough and rough > score_b.rate_bps else score_b
+    pairs = capprobe(tx_p, rx.get(base_id + 1, {}), npairs, wire)
+    return combine(pairs, score_b, "up")
+
+
+# -- download (serve -> client): serve sends a train, we timestamp ----------------------------
+def measure_download(
+    client: ControlClient, sock: socket.socket, budget_s: float = 1.0, mtu: int = 1500
+) -> CapacityEstimate | None:
+    deadline = time.monotonic() + budget_s
+    size = udpwire.udp_payload_size(client.family, mtu)
+    wire = udpwire.wire_bytes(client.family, size)
+    reg = udpwire.pack(udpwire.KIND_REGISTER, client.udp_token)
+    registered = False
+    for _ in range(3):  # UDP may drop the registration; it is tiny, retry a little
+        sock.send(reg)
+        if _wait(sock, min(0.3, max(0.0, deadline - time.monotonic()))):
+            with contextlib.suppress(OSError):
+                data, _a, _t, _k = udpwire.recv_stamped(sock)
+                pkt = udpwire.unpack(data)
+                registered = pkt is not None and pkt.kind == udpwire.KIND_REGISTER_ACK
+        if registered:
+            break
+    if not registered:
+        return None
+    train = int.from_bytes(os.urandom(3), "big")
+    client.send({"type": "probe_train", "train": train, "count": TRAIN_LEN, "size": size})
+    rx: dict[int, int] = {}
+    tx: dict[int, int] = {}
+    quiet_until = deadline
+    while len(rx) < TRAIN_LEN and _wait(sock, min(deadline, quiet_until) - time.monotonic()):
+        try:
+            data, _a, t, _k = udpwire.recv_stamped(sock)
+        except OSError:
+            break
+        pkt = udpwire.unpack(data)
+        if pkt and pkt.kind == udpwire.KIND_TRAIN_DOWN and pkt.train == train:
+            rx.setdefault(pkt.seq, t)
+            tx.setdefault(pkt.seq, pkt.client_ns)
+            quiet_until = time.monotonic() + 0.2
+    done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
+    if done.get("type") == "error":
+        return None
+    return combine(None, score_train(tx, rx.items(), TRAIN_LEN, wire), "down")
+
+
+def _wait(sock: socket.socket, timeout: float) -> bool:
+    if timeout <= 0:
+        return False
+    r, _, _ = select.select([sock], [], [], timeout)
+    return bool(r)
+
+
+# -- peerless: ICMP echo pairs --------------------------------------------------------------
+def peerless_pairs(
+    host: str, npairs: int = 12, spacing_s: float = 0.01, size: int = 1472, timeout: float = 1.0
+) -> CapacityEstimate | None:
+    """Pairs of large ICMP echo requests; the spacing of the replies is set by the narrowest
+    link of the round trip. Lower confidence: no train, replies may be rate limited or
+    deprioritised by routers, and the return path is mixed in. Needs root or ping sockets."""
+    infos = socket.getaddrinfo(host, None, socket.AF_UNSPEC, socket.SOCK_DGRAM)
+    family, _, _, _, addr = infos[0]
+    sock, raw = open_icmp(family)
+    payload_len = udpwire.udp_payload_size(family) if size > 1472 else size
+    wire = udpwire.wire_bytes(family, payload_len)  # ICMP header is 8 bytes, like UDP
+    ident = os.getpid() & 0xFFFF
+    reply_kind = 129 if family == socket.AF_INET6 else 0
+    tx: dict[int, int] = {}
+    rx: dict[int, int] = {}
+    try:
+        udpwire.enable_rx_timestamps(sock)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        if not raw:
+            sock.connect(addr)
+            ident = sock.getsockname()[1] & 0xFFFF
+        base = int.from_bytes(os.urandom(2), "big") & 0x7FFF
+        payload = bytes(payload_len)
+        pkts = [
+            icmp_echo_packet(family, ident, (base + i) & 0xFFFF, payload) for i in range(2 * npairs)
+        ]
+        for i in range(npairs):
+            for k in (2 * i, 2 * i + 1):
+                tx[k] = time.time_ns()
+                with contextlib.suppress(OSError):
+                    sock.sendto(pkts[k], addr)
+            until = time.monotonic() + spacing_s
+            while _wait(sock, until - time.monotonic()):
+                _icmp_collect(sock, family, raw, ident, reply_kind, base, rx)
+        until = time.monotonic() + timeout
+        while len(rx) < 2 * npairs and _wait(sock, until - time.monotonic()):
+            _icmp_collect(sock, family, raw, ident, reply_kind, base, rx)
+    finally:
+        sock.close()
+    pairs = capprobe(tx, rx, npairs, wire)
+    if pairs is None:
+        return None
+    dispersions = [
+        rx[2 * i + 1] - rx[2 * i] for i in range(npairs) if 2 * i in rx and 2 * i + 1 in rx
+    ]
+    spread = (
+        statistics.pstdev(dispersions) / statistics.mean(dispersions)
+        if len(dispersions) > 1 and statistics.mean(dispersions) > 0
+        else 0.0
+    )
+    note = "peerless ICMP pairs (no serve): round-trip bottleneck, lower confidence"
+    if pairs[1] > 0.5:
+        note += "; most pairs were sender-limited: the path is at least this fast"
+    return CapacityEstimate(
+        mbps=pairs[0] / 1e6,
+        method="peerless-icmp-pairs",
+        confidence=0.2 if pairs[1] > 0.5 else (0.35 if spread < 0.5 else 0.25),
+        pairs_mbps=pairs[0] / 1e6,
+        limited_by="sender" if pairs[1] > 0.5 else None,
+        note=note,
+    )
+
+
+def _icmp_collect(
+    sock: socket.socket,
+    family: int,
+    raw: bool,
+    ident: int,
+    reply_kind: int,
+    base: int,
+    rx: dict[int, int],
+) -> None:
+    try:
+        data, _a, t, _k = udpwire.recv_stamped(sock, 65535)
+    except OSError:
+        return
+    parsed = parse_icmp_reply(data, family, raw)
+    if parsed is None:
+        return
+    kind, rid, rseq = parsed
+    if kind == reply_kind and (not raw or rid == ident):
+        rx.setdefault((rseq - base) & 0xFFFF, t)

@@ -1,0 +1,232 @@
+"""ControlClient: the client end of a serve control connection (docs/protocol.md).
+
+Used by the probes (RTT, capacity), by the transfer engine (transfer_* requests and
+attach connections) and by `check` (the peer's audit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from tcpwizard import __version__
+from tcpwizard.measure import auth, udpwire
+from tcpwizard.measure.protocol import (
+    MAX_MESSAGE,
+    SUPPORTED_VERSIONS,
+    AuthFailed,
+    LineReader,
+    PeerUnavailable,
+    ProtocolError,
+    encode,
+)
+
+Presetup = Callable[[socket.socket], None]
+
+
+def resolve(host: str, port: int, socktype: int = socket.SOCK_STREAM) -> list[Any]:
+    """getaddrinfo results, or one clear line when the name does not resolve."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socktype)
+    except socket.gaierror as exc:
+        raise PeerUnavailable(f"cannot resolve host {host!r}: {exc.strerror}") from None
+    except UnicodeError:
+        raise PeerUnavailable(f"cannot resolve host {host!r}: invalid name") from None
+    if not infos:
+        raise PeerUnavailable(f"cannot resolve host {host!r}: no addresses")
+    return infos
+
+
+def connect(
+    host: str, port: int, timeout: float, presetup: Presetup | None = None
+) -> socket.socket:
+    """A TCP connection to the first address that answers (IPv6 and IPv4 in resolver order)."""
+    errors: list[str] = []
+    refused = False
+    deadline = time.monotonic() + timeout
+    for family, socktype, proto, _, sockaddr in resolve(host, port):
+        sock = socket.socket(family, socktype, proto)
+        try:
+            if presetup is not None:
+                presetup(sock)
+            sock.settimeout(max(0.05, deadline - time.monotonic()))
+            sock.connect(sockaddr)
+        except ConnectionRefusedError:
+            refused = True
+            errors.append(f"{sockaddr[0]}: connection refused")
+            sock.close()
+            continue
+        except (TimeoutError, OSError) as exc:
+            errors.append(f"{sockaddr[0]}: {getattr(exc, 'strerror', None) or 'timed out'}")
+            sock.close()
+            continue
+        sock.settimeout(timeout)
+        return sock
+    hint = " (is `tcpwizard serve` running there?)" if refused else ""
+    raise PeerUnavailable(f"cannot connect to {host} port {port}: {'; '.join(errors)}{hint}")
+
+
+class ControlClient:
+    """A control connection. A context manager; close() says bye."""
+
+    def __init__(
+        self, host: str, port: int, secret: bytes | None = None, timeout: float = 5.0
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self._sock = connect(host, port, timeout)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.family: int = self._sock.family
+        self.address: tuple[Any, ...] = self._sock.getpeername()
+        self._reader = LineReader(self._sock)
+        self._closed = False
+        try:
+            self.server_info: dict[str, Any] = self._handshake(secret)
+        except BaseException:
+            self._sock.close()
+            raise
+        self.version: int = int(self.server_info["version"])
+        self.udp_token = bytes.fromhex(str(self.server_info["udp_token"]))
+        self.udp_port = int(self.server_info.get("udp_port", port))
+
+    def _handshake(self, secret: bytes | None) -> dict[str, Any]:
+        self.send(
+            {
+                "type": "hello",
+                "version": max(SUPPORTED_VERSIONS),
+                "versions": list(SUPPORTED_VERSIONS),
+                "client": f"tcpwizard/{__version__}",
+            }
+        )
+        info = self._recv_checked(self.timeout)
+        if info["type"] != "hello":
+            raise ProtocolError(f"expected hello from serve, got {info['type']!r}", "state")
+        if info.get("auth", "none") == "none":
+            return info
+        if secret is None:
+            raise AuthFailed(
+                f"serve at {self.host} port {self.port} requires a shared secret (--secret-file)"
+            )
+        challenge = info.get("challenge")
+        if not isinstance(challenge, str):
+            raise ProtocolError("serve asked for authentication without a challenge", "auth")
+        nonce = auth.new_nonce()
+        self.send(
+            {"type": "auth", "nonce": nonce, "proof": auth.client_proof(secret, challenge, nonce)}
+        )
+        try:
+            ok = self._recv_checked(self.timeout)
+        except ProtocolError as exc:
+            if exc.code == "auth-failed":
+                raise AuthFailed(f"serve at {self.host} rejected the shared secret") from None
+            raise
+        if ok["type"] != "auth_ok" or not auth.verify(
+            auth.server_proof(secret, challenge, nonce), ok.get("proof")
+        ):
+            # The other end does not know the secret: not the serve we meant to talk to.
+            raise AuthFailed(f"serve at {self.host} could not prove it knows the shared secret")
+        info.update({k: v for k, v in ok.items() if k != "type"})
+        return info
+
+    # -- messages ---------------------------------------------------------------------------
+    def send(self, msg: dict[str, object]) -> None:
+        try:
+            self._sock.sendall(encode(msg))
+        except OSError as exc:
+            raise PeerUnavailable(f"lost the connection to serve at {self.host}: {exc}") from None
+
+    def recv(self, timeout: float | None = None) -> dict[str, object]:
+        """The next message, whatever its type (an error message is returned, not raised)."""
+        self._sock.settimeout(self.timeout if timeout is None else timeout)
+        try:
+            return self._reader.read_msg()
+        except EOFError:
+            raise PeerUnavailable(f"serve at {self.host} closed the connection") from None
+        except TimeoutError:
+            raise PeerUnavailable(f"serve at {self.host} did not answer in time") from None
+        except OSError as exc:
+            raise PeerUnavailable(f"lost the connection to serve at {self.host}: {exc}") from None
+
+    def _recv_checked(self, timeout: float | None = None) -> dict[str, Any]:
+        msg = self.recv(timeout)
+        if msg["type"] == "error":
+            code = str(msg.get("code", "error"))
+            text = str(msg.get("message", "error"))
+            if code in ("busy", "version"):
+                raise PeerUnavailable(f"serve at {self.host}: {text}")
+            raise ProtocolError(f"serve at {self.host}: {text}", code)
+        return msg
+
+    def request(self, msg: dict[str, object], timeout: float | None = None) -> dict[str, object]:
+        """Send one request and return its reply; a {"type":"error"} reply raises."""
+        self.send(msg)
+        return self._recv_checked(timeout)
+
+    def peer_audit(self) -> dict[str, object]:
+        reply = self.request({"type": "audit"})
+        audit = reply.get("audit")
+        if not isinstance(audit, dict):
+            raise ProtocolError("serve sent an audit reply without an audit", "malformed")
+        return audit
+
+    # -- attach connections and UDP --------------------------------------------------------
+    def open_attached(
+        self, session: str, role: str, stream: int = 0, presetup: Presetup | None = None
+    ) -> socket.socket:
+        """A new TCP connection to the same address, announced as part of `session`.
+        `presetup` runs after socket() and before connect() (buffer sizes fix the window
+        scale at SYN time)."""
+        sock = socket.socket(self.family, socket.SOCK_STREAM)
+        try:
+            if presetup is not None:
+                presetup(sock)
+            sock.settimeout(self.timeout)
+            sock.connect(self.address)
+            header = {"type": "attach", "session": session, "role": role, "stream": stream}
+            sock.sendall(encode(header))
+        except OSError as exc:
+            sock.close()
+            raise PeerUnavailable(
+                f"cannot open a {role} connection to {self.host}: {exc}"
+            ) from None
+        return sock
+
+    def udp_socket(self) -> socket.socket:
+        """A UDP socket connected to the serve's reflector, with kernel receive timestamps."""
+        sock = socket.socket(self.family, socket.SOCK_DGRAM)
+        addr = (self.address[0], self.udp_port, *self.address[2:])
+        sock.connect(addr)
+        udpwire.enable_rx_timestamps(sock)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        return sock
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(OSError, PeerUnavailable, ProtocolError):
+            self._sock.settimeout(min(self.timeout, 1.0))
+            self._sock.sendall(encode({"type": "bye"}))
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def __enter__(self) -> ControlClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+__all__ = ["MAX_MESSAGE", "ControlClient", "connect", "resolve"]

@@ -1,0 +1,559 @@
+"""The data path of a test transfer, shared by the client (transfer.py) and serve
+(transfer_server.py): buffer plans per mode, the sending and receiving loops over already
+connected sockets, per-interval sampling, and the per-side report that crosses the wire.
+
+Speed matters (the engine must not be the bottleneck): one thread per stream moving 1 MiB
+memoryview chunks with send()/recv_into() into preallocated buffers; the GIL is released in
+the syscalls, and the sampling thread wakes at most every sample interval.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tcpwizard.measure import buffers
+from tcpwizard.measure.drs import DrsConfig, DrsReceiverChannel, run_echo
+from tcpwizard.measure.model import Mode, TcpInfoSample
+from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
+
+CHUNK = 1 << 20
+MAX_STREAMS = 8
+DEFAULT_SAMPLE_INTERVAL = 0.1  # reporting grid; the issue asks for <= 250 ms
+DEFAULT_STALL_TIMEOUT = 5.0  # no progress this long on a stream: the peer is gone
+MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
+Role = Literal["sender", "receiver"]
+
+
+class TransferError(Exception):
+    """A transfer could not start (bad plan, missing BDP); not a peer failure."""
+
+
+# ---------------------------------------------------------------------------- buffer plans
+
+
+@dataclass(frozen=True)
+class BufferPlan:
+    """setsockopt arguments for one side's data sockets. `pre_*` go on before connect (on
+    an accepted socket: right after accept), `post_*` right after connect. None: leave it
+    to the kernel (autotuning stays on for that buffer)."""
+
+    mode: Mode
+    pre_sndbuf: int | None = None
+    pre_rcvbuf: int | None = None
+    post_sndbuf: int | None = None
+    post_rcvbuf: int | None = None
+    drs: bool = False
+    force: bool = False
+    max_request: int = 0  # DRS: the most either buffer may be set to
+
+    @property
+    def rcv_autotuning(self) -> bool:
+        return self.pre_rcvbuf is None and self.post_rcvbuf is None
+
+    def presetup(self, sock: socket.socket) -> None:
+        """Before connect: window scaling is negotiated in the SYN from the buffer in
+        place now, so DRS opens it to the largest size here (drsFTP §3.4)."""
+        if self.pre_sndbuf is not None:
+            buffers.set_sndbuf(sock, self.pre_sndbuf, self.force)
+        if self.pre_rcvbuf is not None:
+            buffers.set_rcvbuf(sock, self.pre_rcvbuf, self.force)
+
+    def postsetup(self, sock: socket.socket, accepted: bool) -> None:
+        """After connect (client) or on the accepted socket (serve)."""
+        if accepted:
+            self.presetup(sock)
+        if self.post_sndbuf is not None:
+            buffers.set_sndbuf(sock, self.post_sndbuf, self.force)
+        if self.post_rcvbuf is not None:
+            buffers.set_rcvbuf(sock, self.post_rcvbuf, self.force)
+        if accepted and not self.rcv_autotuning:
+            # An accepted socket's window clamp was fixed from the listener's default
+            # buffer; without this a larger SO_RCVBUF would never show in the window.
+            top = max(self.pre_rcvbuf or 0, self.post_rcvbuf or 0, self.max_request)
+            buffers.raise_window_clamp(sock, 2 * top)
+
+
+def plan_buffers(
+    mode: Mode,
+    limits: buffers.HostBufferLimits,
+    static_request: int | None = None,
+    force: bool = False,
+) -> BufferPlan:
+    """The buffer strategy of each mode on this host. `static_request` is the SO_*BUF
+    argument for `static` (the kernel doubles it, so BDP gives a 2 x BDP buffer)."""
+    rmax = limits.max_request(receive=True, force=force)
+    wmax = limits.max_request(receive=False, force=force)
+    if mode == "untuned":
+        u = buffers.UNTUNED_BYTES
+        return BufferPlan(mode, pre_sndbuf=u, pre_rcvbuf=u, force=force)
+    if mode == "autotune":
+        return BufferPlan(mode)
+    if mode == "static":
+        if not static_request or static_request <= 0:
+            raise TransferError("static mode needs the path's BDP (probe it, or --rtt/--bandwidth)")
+        return BufferPlan(mode, pre_sndbuf=static_request, pre_rcvbuf=static_request, force=force)
+    if mode == "overprovisioned":
+        return BufferPlan(mode, pre_sndbuf=wmax, pre_rcvbuf=rmax, force=force)
+    if mode == "drs":
+        u = buffers.UNTUNED_BYTES
+        return BufferPlan(
+            mode,
+            pre_sndbuf=u,
+            pre_rcvbuf=rmax,  # open large for the SYN's window scale...
+            post_rcvbuf=u,  # ...then bring it back; DRS grows it from here
+            drs=True,
+            force=force,
+            max_request=min(rmax, wmax) if not force else rmax,
+        )
+    raise TransferError(f"unknown transfer mode {mode!r}")
+
+
+# ---------------------------------------------------------------------------- reports
+
+
+@dataclass(frozen=True)
+class SideSample:
+    """One sampling instant on one side. Bytes are cumulative over all streams; buffers
+    are summed over streams; tcp_info (sender side) is aggregated over streams."""
+
+    t: float
+    bytes: int
+    rcvbuf: int
+    sndbuf: int
+    drs_bandwidth_bps: float | None = None
+    drs_rtt_s: float | None = None
+    tcp_info: TcpInfoSample | None = None
+
+
+@dataclass
+class SideReport:
+    role: Role
+    streams: int
+    bytes: int = 0
+    seconds: float = 0.0
+    samples: list[SideSample] = field(default_factory=list)
+    error: str | None = None
+    max_rcvbuf: int = 0
+    max_sndbuf: int = 0
+    final_tcp_info: list[TcpInfoSample] = field(default_factory=list)
+    congestion_control: str = ""
+    forced: bool = False
+    rcv_autotuning: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "streams": self.streams,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "error": self.error,
+            "max_rcvbuf": self.max_rcvbuf,
+            "max_sndbuf": self.max_sndbuf,
+            "congestion_control": self.congestion_control,
+            "forced": self.forced,
+            "rcv_autotuning": self.rcv_autotuning,
+            "final_tcp_info": [_ti_json(t) for t in self.final_tcp_info],
+            # Compact rows: a 30 s test at 100 ms is 300 rows, well inside one 64 KiB line
+            # once thinned (see thin()).
+            "samples": [
+                [
+                    round(s.t, 4),
+                    s.bytes,
+                    s.rcvbuf,
+                    s.sndbuf,
+                    s.drs_bandwidth_bps,
+                    s.drs_rtt_s,
+                    _ti_json(s.tcp_info) if s.tcp_info else None,
+                ]
+                for s in thin(self.samples, 240)
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> SideReport:
+        """Parse a peer's report; raises ValueError on anything malformed."""
+        if not isinstance(obj, dict):
+            raise ValueError("report is not an object")
+        try:
+            role = obj["role"]
+            if role not in ("sender", "receiver"):
+                raise ValueError(f"bad role {role!r}")
+            rep = cls(
+                role=role,
+                streams=int(obj["streams"]),
+                bytes=int(obj["bytes"]),
+                seconds=float(obj["seconds"]),
+                error=None if obj.get("error") is None else str(obj["error"]),
+                max_rcvbuf=int(obj["max_rcvbuf"]),
+                max_sndbuf=int(obj["max_sndbuf"]),
+                congestion_control=str(obj.get("congestion_control", "")),
+                forced=bool(obj.get("forced", False)),
+                rcv_autotuning=bool(obj.get("rcv_autotuning", True)),
+                final_tcp_info=[_ti_from(t) for t in obj.get("final_tcp_info", [])],
+            )
+            for row in obj["samples"]:
+                t, b, rb, sb, bw, rtt, ti = row
+                rep.samples.append(
+                    SideSample(
+                        float(t),
+                        int(b),
+                        int(rb),
+                        int(sb),
+                        None if bw is None else float(bw),
+                        None if rtt is None else float(rtt),
+                        None if ti is None else _ti_from(ti),
+                    )
+                )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed transfer report: {exc}") from None
+        if not math.isfinite(rep.seconds) or rep.seconds < 0 or rep.bytes < 0:
+            raise ValueError("malformed transfer report: negative or infinite totals")
+        return rep
+
+
+_TI_FIELDS = (
+    "rtt_us",
+    "rttvar_us",
+    "snd_cwnd",
+    "total_retrans",
+    "delivery_rate_bps",
+    "busy_time_us",
+    "rwnd_limited_us",
+    "sndbuf_limited_us",
+    "snd_mss",
+)
+
+
+def _ti_json(ti: TcpInfoSample) -> list[int]:
+    return [int(getattr(ti, f)) for f in _TI_FIELDS]
+
+
+def _ti_from(row: object) -> TcpInfoSample:
+    if not isinstance(row, list) or len(row) != len(_TI_FIELDS):
+        raise ValueError("bad tcp_info row")
+    return TcpInfoSample(**{f: int(v) for f, v in zip(_TI_FIELDS, row, strict=True)})
+
+
+def thin(samples: Sequence[SideSample], limit: int) -> list[SideSample]:
+    """At most `limit` samples, evenly spaced, always keeping the last."""
+    if len(samples) <= limit:
+        return list(samples)
+    step = len(samples) / limit
+    picked = [samples[int(i * step)] for i in range(limit - 1)]
+    picked.append(samples[-1])
+    return picked
+
+
+def aggregate_tcp_info(infos: Sequence[TcpInfoSample]) -> TcpInfoSample | None:
+    """Streams summed (cwnd, retransmits, rate) or averaged (RTT, chrono counters)."""
+    if not infos:
+        return None
+    n = len(infos)
+    return TcpInfoSample(
+        rtt_us=sum(i.rtt_us for i in infos) // n,
+        rttvar_us=sum(i.rttvar_us for i in infos) // n,
+        snd_cwnd=sum(i.snd_cwnd for i in infos),
+        total_retrans=sum(i.total_retrans for i in infos),
+        delivery_rate_bps=sum(i.delivery_rate_bps for i in infos),
+        busy_time_us=sum(i.busy_time_us for i in infos) // n,
+        rwnd_limited_us=sum(i.rwnd_limited_us for i in infos) // n,
+        sndbuf_limited_us=sum(i.sndbuf_limited_us for i in infos) // n,
+        snd_mss=max(i.snd_mss for i in infos),
+    )
+
+
+# ---------------------------------------------------------------------------- running
+
+
+@dataclass
+class _Stream:
+    sock: socket.socket
+    count: int = 0
+    first: float | None = None
+    end: float | None = None
+    error: str | None = None
+
+
+def _describe(exc: BaseException, stall: float) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no progress for {stall:g} s: the peer stopped taking part"
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+        return "the peer closed the connection in the middle of the transfer"
+    return f"socket error: {exc}"
+
+
+def _safe_tcp_info(sock: socket.socket) -> TcpInfoSample | None:
+    try:
+        return read_tcp_info(sock).to_sample()
+    except OSError:
+        return None
+
+
+def _safe_buffers(sock: socket.socket) -> tuple[int, int]:
+    try:
+        return buffers.get_buffers(sock)
+    except OSError:
+        return (0, 0)
+
+
+Sampler = Callable[[SideSample], None]
+
+
+def run_sender(
+    socks: Sequence[socket.socket],
+    *,
+    duration_s: float | None,
+    nbytes: int | None,
+    drs_socks: Sequence[socket.socket] = (),
+    plan: BufferPlan | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sample_interval: float = DEFAULT_SAMPLE_INTERVAL,
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+    max_seconds: float | None = None,
+    stop: threading.Event | None = None,
+    on_sample: Sampler | None = None,
+) -> SideReport:
+    """Send on every socket until `duration_s` is over or `nbytes` (split over streams)
+    have gone, then wait for the receiver to close (so the final TCP_INFO covers the whole
+    transfer). Never raises for peer failures: they land in report.error."""
+    if duration_s is None and nbytes is None:
+        raise TransferError("a transfer needs a duration or a byte count")
+    stop = stop or threading.Event()
+    streams = [_Stream(s) for s in socks]
+    report = SideReport("sender", len(socks))
+    report.congestion_control = congestion_control(socks[0]) if socks else ""
+    payload = memoryview(bytearray(CHUNK))
+    start = clock()
+    limit_t = start + (duration_s if duration_s is not None else math.inf)
+    if max_seconds is not None:
+        limit_t = min(limit_t, start + max_seconds)
+    shares: list[int | None] = [None] * len(socks)
+    if nbytes is not None:
+        base, extra = divmod(nbytes, len(socks))
+        shares = [base + (1 if i < extra else 0) for i in range(len(socks))]
+
+    def send_one(i: int) -> None:
+        st = streams[i]
+        sock = st.sock
+        left = shares[i]
+        try:
+            sock.settimeout(stall_timeout)
+            st.first = clock()
+            while not stop.is_set() and clock() < limit_t:
+                if left is not None:
+                    if left <= 0:
+                        break
+                    n = sock.send(payload[: min(CHUNK, left)])
+                    left -= n
+                else:
+                    n = sock.send(payload)
+                st.count += n
+            sock.shutdown(socket.SHUT_WR)
+            # The receiver closes after EOF: then every byte is acknowledged.
+            while sock.recv(4096):
+                pass
+            st.end = clock()
+        except OSError as exc:
+            st.error = _describe(exc, stall_timeout)
+            st.end = clock()
+
+    echo_errors: list[str] = []
+    threads = [threading.Thread(target=send_one, args=(i,), daemon=True) for i in range(len(socks))]
+    echo_stop = threading.Event()
+    if plan is not None and plan.drs:
+        for i, d in enumerate(drs_socks):
+
+            def echo(i: int = i, d: socket.socket = d) -> None:
+                err = run_echo(d, socks[i], echo_stop, plan.max_request, plan.force)
+                if err:
+                    echo_errors.append(err)
+
+            threads.append(threading.Thread(target=echo, daemon=True))
+    for t in threads:
+        t.start()
+    data_threads = threads[: len(socks)]
+    next_sample = start + sample_interval
+    hard_end = limit_t + 2 * stall_timeout + 1.0  # bounded even if a thread misbehaves
+    while any(t.is_alive() for t in data_threads) and clock() < hard_end:
+        data_threads[0].join(timeout=max(0.0, min(next_sample - clock(), 0.25)))
+        now = clock()
+        if now >= next_sample:
+            next_sample = now + sample_interval
+            report.samples.append(_sender_sample(streams, now - start))
+            if on_sample:
+                on_sample(report.samples[-1])
+            for t in data_threads:
+                if t.is_alive():
+                    break
+            else:
+                break
+    stop.set()
+    echo_stop.set()
+    for t in threads:
+        t.join(timeout=1.0)
+    report.samples.append(_sender_sample(streams, clock() - start))
+    report.bytes = sum(s.count for s in streams)
+    ends = [s.end for s in streams if s.end is not None]
+    report.seconds = (max(ends) if ends else clock()) - start
+    report.final_tcp_info = [ti for s in streams if (ti := _safe_tcp_info(s.sock))]
+    report.max_sndbuf = max((x.sndbuf for x in report.samples), default=0)
+    report.max_rcvbuf = max((x.rcvbuf for x in report.samples), default=0)
+    errors = [s.error for s in streams if s.error]
+    if errors:
+        errors += echo_errors
+    report.error = errors[0] if errors else None
+    if plan is not None:
+        report.forced = plan.force and buffers.can_force()
+        report.rcv_autotuning = plan.rcv_autotuning
+    return report
+
+
+def _sender_sample(streams: Sequence[_Stream], t: float) -> SideSample:
+    bufs = [_safe_buffers(s.sock) for s in streams]
+    infos = [ti for s in streams if (ti := _safe_tcp_info(s.sock))]
+    return SideSample(
+        t=t,
+        bytes=sum(s.count for s in streams),
+        rcvbuf=sum(b[1] for b in bufs),
+        sndbuf=sum(b[0] for b in bufs),
+        tcp_info=aggregate_tcp_info(infos),
+    )
+
+
+def run_receiver(
+    socks: Sequence[socket.socket],
+    *,
+    drs_socks: Sequence[socket.socket] = (),
+    plan: BufferPlan | None = None,
+    drs_config: DrsConfig | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sample_interval: float = DEFAULT_SAMPLE_INTERVAL,
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+    max_seconds: float = 60.0,
+    stop: threading.Event | None = None,
+    on_sample: Sampler | None = None,
+) -> SideReport:
+    """Receive on every socket until each sees EOF; timed from the first byte on any
+    stream to the last EOF (a parallel transfer ends with its slowest stream). With a DRS
+    plan, runs the receiver's DRS controller per stream from the sampling loop."""
+    stop = stop or threading.Event()
+    streams = [_Stream(s) for s in socks]
+    report = SideReport("receiver", len(socks))
+    report.congestion_control = congestion_control(socks[0]) if socks else ""
+    start = clock()
+
+    def recv_one(i: int) -> None:
+        st = streams[i]
+        sock = st.sock
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        try:
+            sock.settimeout(stall_timeout)
+            n = sock.recv_into(view)
+            st.first = clock()
+            while n and not stop.is_set():
+                st.count += n
+                n = sock.recv_into(view)
+            st.end = clock()
+        except OSError as exc:
+            st.error = _describe(exc, stall_timeout)
+            st.end = clock()
+        finally:
+            # Closing tells the sender every byte is in (it waits for this EOF).
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    channels: list[DrsReceiverChannel] = []
+    if plan is not None and plan.drs:
+        cfg = drs_config or DrsConfig(max_request=plan.max_request)
+        channels = [
+            DrsReceiverChannel(socks[i], d, cfg, clock, plan.force) for i, d in enumerate(drs_socks)
+        ]
+    threads = [threading.Thread(target=recv_one, args=(i,), daemon=True) for i in range(len(socks))]
+    for t in threads:
+        t.start()
+    next_sample = start + sample_interval
+    hard_end = start + max_seconds + stall_timeout
+    t0: float | None = None
+    while any(t.is_alive() for t in threads):
+        now = clock()
+        if now > hard_end:
+            report.error = report.error or "transfer ran past its time limit"
+            stop.set()
+            break
+        wake = next_sample
+        for i, ch in enumerate(channels):
+            if streams[i].end is None:
+                ch.poll(streams[i].count)
+                wake = min(wake, ch.core.next_due())
+        firsts = [s.first for s in streams if s.first is not None]
+        if t0 is None and firsts:
+            t0 = min(firsts)
+        now = clock()
+        if now >= next_sample:
+            next_sample = now + sample_interval
+            if t0 is not None:
+                report.samples.append(_receiver_sample(streams, channels, now - t0))
+                if on_sample:
+                    on_sample(report.samples[-1])
+        wait = max(0.001, min(wake, next_sample) - clock())
+        live = [c.drs_sock for c in channels if not c.closed]
+        if live:
+            # Wake on an echo at once: the RTT is measured when we read it, so a late
+            # read would inflate every estimate by our own polling delay.
+            try:
+                select.select(live, [], [], wait)
+            except (OSError, ValueError):
+                time.sleep(wait)
+        else:
+            threads[0].join(timeout=wait)
+    for t in threads:
+        t.join(timeout=stall_timeout)
+    firsts = [s.first for s in streams if s.first is not None]
+    ends = [s.end for s in streams if s.end is not None]
+    t0 = min(firsts) if firsts else None
+    if t0 is not None and ends:
+        report.samples.append(_receiver_sample(streams, channels, max(ends) - t0))
+        report.seconds = max(ends) - t0
+    report.bytes = sum(s.count for s in streams)
+    report.max_rcvbuf = max((x.rcvbuf for x in report.samples), default=0)
+    report.max_sndbuf = max((x.sndbuf for x in report.samples), default=0)
+    errors = [s.error for s in streams if s.error]
+    # A DRS channel that breaks while the data flows only stops the adaptation; it is
+    # an error of the transfer only together with a broken data stream.
+    if errors:
+        errors += [c.error for c in channels if c.error]
+    if errors:
+        report.error = errors[0]
+    if plan is not None:
+        report.forced = plan.force and buffers.can_force()
+        report.rcv_autotuning = plan.rcv_autotuning
+    return report
+
+
+def _receiver_sample(
+    streams: Sequence[_Stream], channels: Sequence[DrsReceiverChannel], t: float
+) -> SideSample:
+    bufs = [_safe_buffers(s.sock) for s in streams]
+    bw: float | None = None
+    rtt: float | None = None
+    if channels:
+        bw = sum(c.core.last_bandwidth_bps for c in channels)
+        rtts = [r for c in channels if (r := c.core.rtt_s) is not None]
+        rtt = min(rtts) if rtts else None
+    return SideSample(
+        t=t,
+        bytes=sum(s.count for s in streams),
+        rcvbuf=sum(b[1] for b in bufs),
+        sndbuf=sum(b[0] for b in bufs),
+        drs_bandwidth_bps=bw,
+        drs_rtt_s=rtt,
+    )

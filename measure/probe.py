@@ -1,0 +1,207 @@
+"""Path characterization: RTT, loss, bottleneck capacity and BDP within a time budget.
+
+With a serve at the far end: UDP echo for RTT, upload pairs+train and a download train.
+Without one: TCP connect time to a known open port and/or ICMP echo, and peerless ICMP
+pairs for capacity, all with lower confidence and the missing evidence named in `notes`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tcpwizard.exitcodes import PermissionRequired
+from tcpwizard.measure import capacity, rtt
+from tcpwizard.measure.control import ControlClient, resolve
+from tcpwizard.measure.model import CapacityEstimate, PathEstimate, RttStats
+from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
+
+DEFAULT_BUDGET_S = 3.0
+Progress = Callable[[str], None]
+
+
+def bdp_bytes(cap: CapacityEstimate | None, rtt_stats: RttStats) -> int | None:
+    """Bandwidth-delay product from the *minimum* RTT: queueing delay is not path."""
+    if cap is None:
+        return None
+    return round(cap.mbps * 1e6 / 8 * rtt_stats.min / 1000.0)
+
+
+def probe(
+    host: str,
+    port: int = 5301,
+    *,
+    secret: bytes | None = None,
+    tcp_port: int | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    download: bool = True,
+    progress: Progress | None = None,
+) -> PathEstimate:
+    """Characterize the path to `host`. Raises PeerUnavailable when nothing answers at all
+    (or the name does not resolve), AuthFailed when serve rejects our secret."""
+    say = progress or (lambda _m: None)
+    start = time.monotonic()
+    deadline = start + budget_s
+    infos = resolve(host, port)
+    notes: list[str] = []
+    try:
+        say(f"connecting to tcpwizard serve at {host} port {port}")
+        client = ControlClient(host, port, secret, timeout=max(0.5, min(2.0, budget_s / 2)))
+    except AuthFailed:
+        raise
+    except PeerUnavailable as exc:
+        notes.append(f"no serve: {exc}; peerless probes, lower confidence")
+        return _peerless(host, infos, tcp_port, deadline, start, notes, say)
+    with client:
+        return _with_serve(client, host, port, deadline, start, download, notes, say)
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _with_serve(
+    client: ControlClient,
+    host: str,
+    port: int,
+    deadline: float,
+    start: float,
+    download: bool,
+    notes: list[str],
+    say: Progress,
+) -> PathEstimate:
+    udp = client.udp_socket()
+    try:
+        say("RTT: UDP echo")
+        stats = rtt.udp_echo(udp, client.udp_token, count=20, timeout=min(1.0, _left(deadline)))
+        if stats is None:
+            notes.append("no UDP echo replies (UDP blocked?): RTT from TCP connect time")
+            stats = rtt.require_reply(
+                rtt.tcp_connect(host, port, count=5, timeout=min(1.0, _left(deadline))),
+                "TCP connect",
+                host,
+            )
+        up: CapacityEstimate | None = None
+        down: CapacityEstimate | None = None
+        if stats.loss_pct < 100:
+            say("capacity: packet pairs and trains (upload)")
+            up = capacity.measure_upload(client, udp, budget_s=_left(deadline) * 0.6)
+            if up is None:
+                notes.append("upload capacity probe got no arrivals (UDP blocked?)")
+            if download and _left(deadline) > 0.2:
+                say("capacity: train (download)")
+                down = capacity.measure_download(client, udp, budget_s=_left(deadline) * 0.9)
+                if down is None:
+                    notes.append("download train did not arrive (UDP blocked inbound?)")
+            elif download:
+                notes.append("download capacity skipped: time budget used up")
+    finally:
+        udp.close()
+    return PathEstimate(
+        rtt=stats,
+        capacity=up,
+        bdp_bytes=bdp_bytes(up, stats),
+        duration_s=time.monotonic() - start,
+        address=str(client.address[0]),
+        port=port,
+        peer=True,
+        capacity_down=down,
+        notes=tuple(notes),
+    )
+
+
+def _peerless(
+    host: str,
+    infos: list[Any],
+    tcp_port: int | None,
+    deadline: float,
+    start: float,
+    notes: list[str],
+    say: Progress,
+) -> PathEstimate:
+    address = str(infos[0][4][0])
+    stats: RttStats | None = None
+    if tcp_port is not None:
+        say(f"RTT: TCP connect to port {tcp_port}")
+        stats = rtt.tcp_connect(host, tcp_port, count=10, timeout=min(1.0, _left(deadline)))
+        if stats is None:
+            notes.append(f"TCP port {tcp_port} did not answer")
+    else:
+        notes.append("no --tcp-port given: TCP connect RTT skipped")
+    icmp_ok = True
+    if stats is None:
+        say("RTT: ICMP echo")
+        try:
+            stats = rtt.icmp_echo(host, count=10, timeout=min(1.0, _left(deadline)))
+        except PermissionRequired as exc:
+            icmp_ok = False
+            notes.append(str(exc))
+        if icmp_ok and stats is None:
+            notes.append("no ICMP echo replies")
+    if stats is None:
+        raise PeerUnavailable(f"{host} did not answer any probe: " + "; ".join(notes))
+    cap: CapacityEstimate | None = None
+    if icmp_ok and _left(deadline) > 0.3:
+        say("capacity: peerless ICMP pairs")
+        try:
+            cap = capacity.peerless_pairs(host, timeout=min(1.0, _left(deadline)))
+        except PermissionRequired as exc:
+            notes.append(f"peerless capacity: {exc}")
+        if cap is None:
+            notes.append("peerless ICMP pairs got no usable replies")
+    return PathEstimate(
+        rtt=stats,
+        capacity=cap,
+        bdp_bytes=bdp_bytes(cap, stats),
+        duration_s=time.monotonic() - start,
+        address=address,
+        port=tcp_port or 0,
+        peer=False,
+        notes=tuple(notes),
+    )
+
+
+def _round(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def capacity_json(cap: CapacityEstimate) -> dict[str, Any]:
+    return {
+        "mbps": _round(cap.mbps),
+        "method": cap.method,
+        "confidence": cap.confidence,
+        "pairs_mbps": _round(cap.pairs_mbps),
+        "train_mbps": _round(cap.train_mbps),
+        "limited_by": cap.limited_by,
+        "note": cap.note,
+    }
+
+
+def path_json(est: PathEstimate) -> dict[str, Any]:
+    """The `path` object of the JSON report (DESIGN.md contract), plus additive details."""
+    r = est.rtt
+    return {
+        "rtt_ms": {
+            "min": _round(r.min),
+            "p50": _round(r.p50),
+            "p95": _round(r.p95),
+            "mean": _round(r.mean),
+            "mdev": _round(r.mdev),
+            "max": _round(r.max),
+            "loss_pct": _round(r.loss_pct, 2),
+            "jitter": _round(r.jitter),
+            "samples": r.samples,
+            "method": r.method,
+        },
+        "capacity_mbps": _round(est.capacity.mbps) if est.capacity else None,
+        "capacity_method": est.capacity.method if est.capacity else None,
+        "bdp_bytes": est.bdp_bytes,
+        "capacity": capacity_json(est.capacity) if est.capacity else None,
+        "capacity_down": capacity_json(est.capacity_down) if est.capacity_down else None,
+        "peer": est.peer,
+        "address": est.address,
+        "port": est.port,
+        "duration_s": round(est.duration_s, 3),
+        "notes": list(est.notes),
+    }

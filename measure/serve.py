@@ -1,0 +1,562 @@
+"""`tcpwizard serve`: the far end. One TCP port for control and attach connections, a UDP
+reflector on the same port number, one thread per connection (blocking sockets).
+
+Robustness rules (docs/protocol.md): every malformed, oversized or out-of-state message
+gets one error line and the connection is closed; nothing a client sends can stop the
+server or disturb other clients. Limits come from ServeLimits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tcpwizard import __version__
+from tcpwizard.measure import auth, udpwire
+from tcpwizard.measure.peer_audit import host_audit
+from tcpwizard.measure.protocol import (
+    MAX_MESSAGE,
+    SUPPORTED_VERSIONS,
+    LineReader,
+    ProtocolError,
+    decode,
+    encode,
+    error_msg,
+    read_first_line,
+)
+from tcpwizard.measure.serve_limits import ServeLimits
+
+Log = Callable[[str], None]
+# Trains the server records per session, and arrivals per train (bounds memory per client).
+MAX_TRAINS_PER_SESSION = 16
+MAX_ARRIVALS_PER_TRAIN = 1024
+MAX_TRAIN_PACKETS = 1024
+# Open connections per allowed control client: a DRS transfer with 8 streams uses 16 attach
+# connections (data + DRS channel each) besides its control connection.
+CONNECTIONS_PER_CLIENT = 20  # 8 streams x (data + DRS) + control + slack
+
+
+class TransferHandler(Protocol):
+    """What serve needs from measure/transfer_server.TransferService (engineer T)."""
+
+    def handle_request(
+        self, request: dict[str, object], send: Callable[[dict[str, object]], None]
+    ) -> None: ...
+
+    def handle_attach(self, header: dict[str, object], sock: socket.socket) -> None: ...
+
+
+@dataclass
+class UdpSession:
+    """UDP state of one control session, found by its token."""
+
+    token: bytes
+    peer_host: str
+    address: Any = None  # registered UDP address for downlink trains
+    trains: OrderedDict[int, list[tuple[int, int]]] = field(default_factory=OrderedDict)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+
+class Server:
+    def __init__(
+        self,
+        bind: str = "::",
+        port: int = 5301,
+        limits: ServeLimits | None = None,
+        secret: bytes | None = None,
+        once: bool = False,
+        log: Log | None = None,
+        transfer: TransferHandler | None = None,
+        sysctl_root: str = "/proc/sys",
+    ) -> None:
+        self.limits = limits or ServeLimits()
+        self.secret = secret
+        self.once = once
+        self.log: Log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+        self.sysctl_root = sysctl_root
+        self.stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._controls = 0
+        self._conns: set[socket.socket] = set()
+        self._threads: set[threading.Thread] = set()
+        self._sessions: dict[bytes, UdpSession] = {}
+        self._served_one = False
+        self.transfer = transfer if transfer is not None else _load_transfer(self.limits)
+        self.tcp, self.udp = _bind_pair(bind, port)
+        self.port = self.tcp.getsockname()[1]
+        self.kernel_timestamps = udpwire.enable_rx_timestamps(self.udp)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def serve_forever(self) -> None:
+        """Until stop() (signal handler) or, with once=True, the first client is done."""
+        udp_thread = threading.Thread(target=self._udp_loop, name="serve-udp", daemon=True)
+        udp_thread.start()
+        self.tcp.settimeout(0.2)  # wake up regularly to notice stop()
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    conn, addr = self.tcp.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    if self.stop_event.is_set():
+                        break
+                    raise
+                self._start_connection(conn, addr)
+        finally:
+            self._shutdown()
+            udp_thread.join(timeout=2.0)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def _shutdown(self) -> None:
+        self.stop_event.set()
+        for s in (self.tcp, self.udp):
+            with contextlib.suppress(OSError):
+                s.close()
+        with self._lock:
+            conns = list(self._conns)
+            threads = list(self._threads)
+        for c in conns:  # unblock threads sitting in recv()
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+        deadline = time.monotonic() + 3.0
+        for t in threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    def _start_connection(self, conn: socket.socket, addr: Any) -> None:
+        with self._lock:
+            too_many = len(self._conns) >= self.limits.max_clients * CONNECTIONS_PER_CLIENT
+            if not too_many:
+                self._conns.add(conn)
+        if too_many:
+            self._refuse(conn, "busy", "server busy: too many open connections; try again later")
+            return
+        t = threading.Thread(target=self._connection, args=(conn, addr), daemon=True)
+        with self._lock:
+            self._threads.add(t)
+        t.start()
+
+    def _refuse(self, conn: socket.socket, code: str, message: str) -> None:
+        with contextlib.suppress(OSError):
+            conn.settimeout(1.0)
+            conn.sendall(encode(error_msg(code, message)))
+        _close(conn)
+
+    # -- one TCP connection ----------------------------------------------------------------
+    def _connection(self, conn: socket.socket, addr: Any) -> None:
+        peer = _fmt_addr(addr)
+        handed_over = False
+        try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.settimeout(self.limits.slow_client_timeout_s)
+            try:
+                first = decode(read_first_line(conn))
+            except ProtocolError as exc:
+                self._send_error(conn, exc.code, str(exc))
+                self.log(f"{peer}: {exc}")
+                return
+            if first["type"] == "hello":
+                self._control(conn, peer, first)
+            elif first["type"] == "attach":
+                if self.transfer is None:
+                    self._send_error(conn, "unsupported", "this serve has no transfer engine")
+                    return
+                handed_over = True  # the transfer engine owns and closes the socket now
+                conn.settimeout(None)
+                self.transfer.handle_attach(first, conn)
+            else:
+                self._send_error(
+                    conn,
+                    "bad-request",
+                    f"first message must be hello or attach, not {str(first['type'])[:40]!r}",
+                )
+        except ProtocolError as exc:  # raised outside a request: handshake, framing
+            self._send_error(conn, exc.code, str(exc))
+        except (EOFError, TimeoutError, ConnectionError):
+            pass  # the client went away or stalled: nothing to answer
+        except OSError as exc:
+            self.log(f"{peer}: socket error: {exc}")
+        except Exception as exc:  # a bug must cost one connection, never the server
+            self.log(f"{peer}: internal error: {type(exc).__name__}: {exc}")
+            self._send_error(conn, "internal", "internal server error")
+        finally:
+            if not handed_over:
+                _close(conn)
+            with self._lock:
+                self._conns.discard(conn)
+                self._threads.discard(threading.current_thread())
+
+    def _send_error(self, conn: socket.socket, code: str, message: str) -> None:
+        with contextlib.suppress(OSError):
+            conn.sendall(encode(error_msg(code, message[:1000])))
+
+    def _control(self, conn: socket.socket, peer: str, hello: dict[str, Any]) -> None:
+        version = _negotiate(hello)
+        if version is None:
+            self._send_error(
+                conn,
+                "version",
+                f"no common protocol version: server speaks {list(SUPPORTED_VERSIONS)}, "
+                f"client offered {hello.get('versions', hello.get('version'))!r}",
+            )
+            return
+        with self._lock:
+            busy = self._controls >= self.limits.max_clients
+            if not busy:
+                self._controls += 1
+        if busy:
+            self.log(f"{peer}: refused, {self.limits.max_clients} clients already connected")
+            self._send_error(
+                conn,
+                "busy",
+                f"server busy: {self.limits.max_clients} clients already connected "
+                "(serve --max-clients); try again later",
+            )
+            return
+        token = secrets.token_bytes(udpwire.TOKEN_LEN)
+        session = UdpSession(token, peer)
+        try:
+            self.log(f"{peer}: control connection (protocol {version})")
+            reader = LineReader(conn, partial_timeout=self.limits.slow_client_timeout_s)
+            reply: dict[str, Any] = {
+                "type": "hello",
+                "version": version,
+                "server": f"tcpwizard/{__version__}",
+                "auth": "hmac-sha256" if self.secret else "none",
+                "udp_port": self.port,
+                "kernel_timestamps": self.kernel_timestamps,
+                "transfer": self.transfer is not None,
+                "limits": {
+                    "max_duration_s": self.limits.max_duration_s,
+                    "max_bytes": self.limits.max_bytes,
+                    "max_message": MAX_MESSAGE,
+                    "idle_timeout_s": self.limits.idle_timeout_s,
+                },
+            }
+            if self.secret:
+                if not self._authenticate(conn, reader, reply, peer):
+                    return
+                ok: dict[str, Any] = {"type": "auth_ok", "udp_token": token.hex()}
+                ok["proof"] = reply.pop("_proof")
+                conn.sendall(encode(ok))
+            else:
+                reply["udp_token"] = token.hex()
+                conn.sendall(encode(reply))
+            with self._lock:
+                self._sessions[token] = session
+            self._requests(conn, reader, session)
+        finally:
+            with self._lock:
+                self._sessions.pop(token, None)
+                self._controls -= 1
+                self._served_one = True
+            self.log(f"{peer}: control connection closed")
+            if self.once:
+                self.stop()
+
+    def _authenticate(
+        self, conn: socket.socket, reader: LineReader, reply: dict[str, Any], peer: str
+    ) -> bool:
+        assert self.secret is not None
+        nonce = auth.new_nonce()
+        reply["challenge"] = nonce
+        conn.sendall(encode({k: v for k, v in reply.items() if not k.startswith("_")}))
+        conn.settimeout(self.limits.slow_client_timeout_s)
+        msg = reader.read_msg()
+        if msg["type"] != "auth":
+            raise ProtocolError("this server requires authentication: expected auth", "auth")
+        client_nonce = msg.get("nonce")
+        if not isinstance(client_nonce, str) or not 16 <= len(client_nonce) <= 128:
+            raise ProtocolError("auth needs a nonce of 16-128 characters", "auth")
+        expected = auth.client_proof(self.secret, nonce, client_nonce)
+        if not auth.verify(expected, msg.get("proof")):
+            # A short pause makes online guessing slow; it only blocks this connection.
+            time.sleep(0.2)
+            self.log(f"{peer}: authentication failed")
+            self._send_error(conn, "auth-failed", "authentication failed: wrong shared secret")
+            return False
+        reply["_proof"] = auth.server_proof(self.secret, nonce, client_nonce)
+        return True
+
+    def _requests(self, conn: socket.socket, reader: LineReader, session: UdpSession) -> None:
+        send_lock = threading.Lock()
+
+        def send(msg: dict[str, object]) -> None:
+            data = encode(msg)
+            with send_lock:
+                conn.sendall(data)
+
+        while not self.stop_event.is_set():
+            conn.settimeout(self.limits.idle_timeout_s)
+            try:
+                line = reader.read_line()
+            except TimeoutError:
+                if reader.pending:
+                    why = f"message incomplete after {self.limits.slow_client_timeout_s:g} s"
+                    send(error_msg("slow", f"{why}; closing"))
+                else:
+                    send(error_msg("idle", f"idle for {self.limits.idle_timeout_s:g} s; closing"))
+                return
+            try:
+                msg = decode(line)
+                conn.settimeout(self.limits.slow_client_timeout_s)
+                if not self._dispatch(msg, send, session):
+                    return
+            except ProtocolError as exc:
+                send(error_msg(exc.code, str(exc)[:1000]))
+                return
+
+    def _dispatch(
+        self, msg: dict[str, Any], send: Callable[[dict[str, object]], None], session: UdpSession
+    ) -> bool:
+        """Handle one request; False ends the conversation."""
+        kind: str = msg["type"]
+        if kind == "bye":
+            send({"type": "bye"})
+            return False
+        if kind == "ping":
+            send({"type": "pong", "id": _int(msg, "id", 0, 0, 2**53), "t_ns": time.time_ns()})
+        elif kind == "audit":
+            send({"type": "audit", "audit": host_audit(self.sysctl_root)})
+        elif kind == "probe_report":
+            send(self._probe_report(msg, session))
+        elif kind == "probe_train":
+            send(self._probe_train(msg, session))
+        elif kind.startswith("transfer"):
+            if self.transfer is None:
+                raise ProtocolError("this serve has no transfer engine", "unsupported")
+            self.transfer.handle_request(msg, send)
+        elif kind in ("hello", "auth"):
+            raise ProtocolError(f"{kind} is only allowed at the start", "state")
+        else:
+            raise ProtocolError(f"unknown request type {kind[:40]!r}", "unknown-type")
+        return True
+
+    # -- probes ------------------------------------------------------------------------------
+    def _probe_report(self, msg: dict[str, Any], session: UdpSession) -> dict[str, Any]:
+        """Arrival times of the client's upload trains. Waits (bounded) for the expected
+        packets so the client need not guess how long the bottleneck queue takes to drain."""
+        ids = msg.get("trains")
+        if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_TRAINS_PER_SESSION:
+            raise ProtocolError(f"trains must be a list of 1-{MAX_TRAINS_PER_SESSION} ids")
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise ProtocolError("train ids must be integers")
+        expect = _int(msg, "expect", 0, 0, MAX_TRAINS_PER_SESSION * MAX_ARRIVALS_PER_TRAIN)
+        wait_s = min(_int(msg, "wait_ms", 500, 0, 5000) / 1000.0, self.limits.max_duration_s)
+        quiet_s = _int(msg, "quiet_ms", 100, 1, 2000) / 1000.0
+        deadline = time.monotonic() + wait_s
+
+        def count() -> int:
+            return sum(len(session.trains.get(i, ())) for i in ids)
+
+        with session.cond:
+            last_n, last_change = count(), time.monotonic()
+            while (n := count()) < expect:
+                now = time.monotonic()
+                if n != last_n:
+                    last_n, last_change = n, now
+                if now >= deadline or now - last_change >= quiet_s:
+                    break
+                session.cond.wait(timeout=min(0.02, deadline - now))
+            trains = {str(i): list(session.trains.pop(i, [])) for i in ids}
+        base = min((t for arr in trains.values() for _, t in arr), default=0)
+        return {
+            "type": "probe_report",
+            "base_ns": base,
+            "kernel_timestamps": self.kernel_timestamps,
+            # [seq, arrival ns since base]: relative times keep the line short.
+            "trains": {k: [[s, t - base] for s, t in arr] for k, arr in trains.items()},
+        }
+
+    def _probe_train(self, msg: dict[str, Any], session: UdpSession) -> dict[str, Any]:
+        """Send a train to the client's registered UDP address (download direction)."""
+        if session.address is None:
+            raise ProtocolError(
+                "no UDP address registered for this session (UDP blocked?)", "no-udp"
+            )
+        count = _int(msg, "count", 64, 1, MAX_TRAIN_PACKETS)
+        size = _int(msg, "size", 1472, udpwire.HEADER_LEN, udpwire.MAX_DATAGRAM)
+        gap_ns = _int(msg, "gap_us", 0, 0, 1_000_000) * 1000
+        train = _int(msg, "train", 0, 0, 2**32 - 1)
+        if count * size > self.limits.max_bytes:
+            raise ProtocolError(f"train of {count * size} bytes exceeds the serve limit", "limit")
+        deadline = time.monotonic() + self.limits.max_duration_s
+        t0 = time.time_ns()
+        sent = 0
+        next_ns = t0
+        for seq in range(count):
+            if gap_ns:
+                while time.time_ns() < next_ns:  # busy-wait: sleep() is far too coarse
+                    pass
+                next_ns += gap_ns
+            pkt = udpwire.pack(
+                udpwire.KIND_TRAIN_DOWN, session.token, train, seq, time.time_ns(), 0, size
+            )
+            try:
+                self.udp.sendto(pkt, session.address)
+                sent += 1
+            except OSError:
+                break
+            if time.monotonic() > deadline:
+                break
+        return {
+            "type": "probe_train_done",
+            "train": train,
+            "sent": sent,
+            "tx_span_ns": time.time_ns() - t0,
+        }
+
+    def _udp_loop(self) -> None:
+        self.udp.settimeout(0.2)
+        while not self.stop_event.is_set():
+            try:
+                data, addr, rx_ns, _kernel = udpwire.recv_stamped(self.udp)
+            except TimeoutError:
+                continue
+            except OSError:
+                if self.stop_event.is_set():
+                    return
+                continue  # e.g. ICMP port unreachable reported on the socket
+            pkt = udpwire.unpack(data)
+            if pkt is None:
+                continue
+            with self._lock:
+                session = self._sessions.get(pkt.token)
+            if session is None:
+                continue  # only clients with a live control session get answers
+            try:
+                self._udp_packet(pkt, data, addr, rx_ns, session)
+            except OSError:
+                continue
+
+    def _udp_packet(
+        self, pkt: udpwire.Packet, data: bytes, addr: Any, rx_ns: int, session: UdpSession
+    ) -> None:
+        if pkt.kind == udpwire.KIND_ECHO:
+            # Turnaround = kernel arrival -> just before sendto; the client subtracts it.
+            reply = bytearray(data)
+            turn = max(0, time.time_ns() - rx_ns)
+            udpwire.HEADER.pack_into(
+                reply,
+                0,
+                udpwire.MAGIC,
+                udpwire.KIND_ECHO_REPLY,
+                pkt.token,
+                pkt.train,
+                pkt.seq,
+                pkt.client_ns,
+                turn,
+            )
+            self.udp.sendto(bytes(reply), addr)
+        elif pkt.kind == udpwire.KIND_TRAIN_UP:
+            with session.cond:
+                arr = session.trains.get(pkt.train)
+                if arr is None:
+                    if len(session.trains) >= MAX_TRAINS_PER_SESSION:
+                        session.trains.popitem(last=False)
+                    arr = session.trains[pkt.train] = []
+                if len(arr) < MAX_ARRIVALS_PER_TRAIN:
+                    arr.append((pkt.seq, rx_ns))
+                session.cond.notify_all()
+        elif pkt.kind == udpwire.KIND_REGISTER:
+            session.address = addr
+            ack = udpwire.pack(udpwire.KIND_REGISTER_ACK, pkt.token, 0, pkt.seq, pkt.client_ns)
+            self.udp.sendto(ack, addr)
+
+
+def _load_transfer(limits: ServeLimits) -> TransferHandler | None:
+    """The transfer engine lives in measure/transfer_server.py (engineer T)."""
+    try:
+        mod = importlib.import_module("tcpwizard.measure.transfer_server")
+    except ImportError:
+        return None
+    cls = getattr(mod, "TransferService", None)
+    if cls is None:
+        return None
+    handler: TransferHandler = cls(limits)
+    return handler
+
+
+def _negotiate(hello: dict[str, Any]) -> int | None:
+    offered = hello.get("versions")
+    if not isinstance(offered, list):
+        offered = [hello.get("version")]
+    common = [v for v in offered if isinstance(v, int) and v in SUPPORTED_VERSIONS]
+    return max(common) if common else None
+
+
+def _int(msg: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
+    value = msg.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ProtocolError(f"{key} must be an integer in {lo}..{hi}")
+    return value
+
+
+def _bind_pair(bind: str, port: int) -> tuple[socket.socket, socket.socket]:
+    """TCP listener and UDP socket on the same port number. '::' means dual-stack (IPv4
+    clients arrive as mapped addresses); hosts without IPv6 fall back to 0.0.0.0."""
+    candidates = [bind]
+    if bind == "::":
+        candidates.append("0.0.0.0")
+    last: OSError | None = None
+    for host in candidates:
+        for attempt in range(20 if port == 0 else 1):
+            try:
+                return _try_bind(host, port)
+            except OSError as exc:
+                last = exc
+                if port != 0 or attempt == 19:
+                    break
+    assert last is not None
+    raise last
+
+
+def _try_bind(host: str, port: int) -> tuple[socket.socket, socket.socket]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, _, _, _, sockaddr = infos[0]
+    tcp = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and host == "::":
+            tcp.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        tcp.bind(sockaddr)
+        tcp.listen(64)
+        real_port = tcp.getsockname()[1]
+        udp = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            if family == socket.AF_INET6 and host == "::":
+                udp.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            udp.bind((sockaddr[0], real_port, *sockaddr[2:]))
+            # Bursts of trains must not be dropped by our own receive buffer.
+            with contextlib.suppress(OSError):
+                udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        except OSError:
+            udp.close()
+            raise
+    except OSError:
+        tcp.close()
+        raise
+    return tcp, udp
+
+
+def _fmt_addr(addr: Any) -> str:
+    host, port = addr[0], addr[1]
+    if isinstance(host, str) and host.startswith("::ffff:"):
+        host = host[7:]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.close()

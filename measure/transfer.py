@@ -1,0 +1,474 @@
+"""Client side of test transfers: one transfer per mode and direction against
+`tcpwizard serve`, merged with the far end's report into ModeResults.
+
+The receiver's byte count is the goodput (the sender's count includes what sits in its own
+buffer); TCP_INFO comes from the sender, whichever end that is. A far end that vanishes
+mid-transfer gives a ModeResult with `error` set and whatever this side measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tcpwizard.measure import buffers, engine
+from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.model import (
+    Direction,
+    Mode,
+    ModeResult,
+    TransferResult,
+    TransferSample,
+)
+from tcpwizard.measure.protocol import PeerUnavailable, ProtocolError
+from tcpwizard.measure.tcpinfo import congestion_control
+
+DEFAULT_MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")
+DEFAULT_DURATION = 3.0
+ATTACH_MARGIN = 12.0  # serve waits 10 s for attaches; a little more before we give up
+
+
+@dataclass(frozen=True)
+class TransferOptions:
+    modes: tuple[Mode, ...] = DEFAULT_MODES
+    streams: int = 1
+    direction: Literal["up", "down", "both"] = "up"
+    duration_s: float | None = DEFAULT_DURATION
+    nbytes: int | None = None
+    static_request: int | None = None  # SO_*BUF argument for `static` (see static_request)
+    force: bool = False  # root what-if: SO_RCVBUFFORCE/SO_SNDBUFFORCE
+    sample_interval_s: float = engine.DEFAULT_SAMPLE_INTERVAL
+    stall_timeout_s: float = engine.DEFAULT_STALL_TIMEOUT
+
+    def directions(self) -> tuple[Direction, ...]:
+        return ("up", "down") if self.direction == "both" else (self.direction,)
+
+
+def static_request(rtt_s: float, rate_bps: float) -> int:
+    """The SO_*BUF argument for a statically tuned (2 x BDP) buffer: Linux doubles the
+    request, so asking for BDP yields a 2 x BDP buffer (what getsockopt then reports)."""
+    return max(buffers.UNTUNED_BYTES, int(rate_bps / 8.0 * rtt_s))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One update for a progress display (local samples only; the far end's come later)."""
+
+    mode: Mode
+    direction: Direction
+    phase: Literal["start", "sample", "done"]
+    t_s: float
+    bytes: int
+    goodput_mbps: float
+    total_s: float | None  # duration-limited transfer: its length
+    total_bytes: int | None  # byte-limited transfer: its size
+    result: ModeResult | None = None
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+def run_transfer(
+    host: str,
+    port: int,
+    options: TransferOptions,
+    *,
+    secret: bytes | None = None,
+    timeout: float = 5.0,
+    control: ControlClient | None = None,
+    progress: ProgressFn | None = None,
+    sysctl_root: str = "/proc/sys",
+) -> TransferResult:
+    """Run every mode in every direction of `options` against serve at host:port (or over
+    an open `control` connection). Raises PeerUnavailable if serve cannot be reached at all;
+    failures during a mode end that mode with `error` set and, since the control connection
+    is then gone, the remaining modes with the same error."""
+    if not 1 <= options.streams <= engine.MAX_STREAMS:
+        raise engine.TransferError(f"streams must be 1-{engine.MAX_STREAMS}")
+    own = control is None
+    ctrl = control if control is not None else ControlClient(host, port, secret, timeout)
+    results: list[ModeResult] = []
+    peer_cc = ""
+    try:
+        broken: str | None = None
+        for direction in options.directions():
+            for mode in options.modes:
+                if broken is not None:
+                    results.append(_failed(mode, direction, options.streams, broken))
+                    continue
+                out = run_mode(ctrl, mode, direction, options, progress, sysctl_root)
+                peer_cc = peer_cc or out.peer_congestion_control
+                results.append(out.result)
+                if not out.control_ok:
+                    # serve closes the control connection after an error: nothing more
+                    # can run on it, and a hung peer must not cost one timeout per mode.
+                    broken = out.result.error or "lost the control connection to serve"
+    finally:
+        if own:
+            ctrl.close()
+    probe = socket.socket(ctrl.family, socket.SOCK_STREAM)
+    local_cc = congestion_control(probe)
+    probe.close()
+    return TransferResult(
+        modes=tuple(results),
+        direction=options.direction,
+        streams=options.streams,
+        peer_congestion_control=peer_cc,
+        local_congestion_control=local_cc,
+    )
+
+
+def _failed(mode: Mode, direction: Direction, streams: int, error: str) -> ModeResult:
+    return ModeResult(mode, direction, streams, 0, 0.0, 0.0, 0, 0, (), error=error)
+
+
+@dataclass(frozen=True)
+class ModeOutcome:
+    result: ModeResult
+    peer_congestion_control: str
+    control_ok: bool  # the control connection can carry another request
+
+
+def run_mode(
+    ctrl: ControlClient,
+    mode: Mode,
+    direction: Direction,
+    options: TransferOptions,
+    progress: ProgressFn | None = None,
+    sysctl_root: str = "/proc/sys",
+) -> ModeOutcome:
+    """One transfer over an open control connection."""
+    local_limits = buffers.read_host_limits(sysctl_root)
+    force = options.force and buffers.can_force()
+    plan = engine.plan_buffers(mode, local_limits, options.static_request, force)
+    stall = options.stall_timeout_s
+    total_s = options.duration_s if options.nbytes is None else None
+    try:
+        ready = ctrl.request(
+            {
+                "type": "transfer_start",
+                "mode": mode,
+                "direction": direction,
+                "streams": options.streams,
+                "duration_s": total_s,
+                "bytes": options.nbytes,
+                "static_request": options.static_request,
+                "force": options.force,
+                "sample_interval_s": options.sample_interval_s,
+                "stall_timeout_s": stall,
+            },
+        )
+    except (PeerUnavailable, ProtocolError) as exc:
+        return ModeOutcome(_failed(mode, direction, options.streams, str(exc)), "", False)
+    session = str(ready.get("session", ""))
+    peer_cc = str(ready.get("congestion_control", ""))
+    # serve may have clamped the length to its limits; follow what it will do.
+    duration = _opt_float(ready.get("duration_s"))
+    nbytes = _opt_int(ready.get("bytes"))
+    if duration is None and nbytes is None:
+        duration = total_s
+    data: list[socket.socket] = []
+    drs: list[socket.socket] = []
+    try:
+        try:
+            for i in range(options.streams):
+                s = ctrl.open_attached(session, "data", i, presetup=plan.presetup)
+                plan.postsetup(s, accepted=False)
+                data.append(s)
+            if plan.drs:
+                for i in range(options.streams):
+                    d = ctrl.open_attached(session, "drs", i)
+                    # SBUF lines are tiny: Nagle would hold them and inflate every RTT.
+                    d.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    drs.append(d)
+            running = ctrl.recv(timeout=ATTACH_MARGIN)
+            if running.get("type") != "transfer_running":
+                raise ProtocolError(
+                    f"serve: {running.get('message', running.get('type'))}",
+                    str(running.get("code", "state")),
+                )
+        except (PeerUnavailable, ProtocolError) as exc:
+            failed = _failed(mode, direction, options.streams, str(exc))
+            return ModeOutcome(failed, peer_cc, False)
+        local, peer, err, control_ok = _run_local(
+            ctrl, plan, direction, data, drs, duration, nbytes, options, progress
+        )
+    finally:
+        for s in (*data, *drs):
+            with contextlib.suppress(OSError):
+                s.close()
+    sender, receiver = (local, peer) if direction == "up" else (peer, local)
+    result = merge(mode, direction, options.streams, sender, receiver, err)
+    if progress:
+        progress(
+            Progress(
+                mode,
+                direction,
+                "done",
+                result.seconds,
+                result.bytes,
+                result.throughput_mbps,
+                duration,
+                nbytes,
+                result,
+            )
+        )
+    return ModeOutcome(result, peer_cc, control_ok)
+
+
+def _opt_float(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _opt_int(v: object) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _run_local(
+    ctrl: ControlClient,
+    plan: engine.BufferPlan,
+    direction: Direction,
+    data: list[socket.socket],
+    drs: list[socket.socket],
+    duration: float | None,
+    nbytes: int | None,
+    options: TransferOptions,
+    progress: ProgressFn | None,
+) -> tuple[engine.SideReport, engine.SideReport | None, str | None, bool]:
+    """Run our role, then collect the far end's report. The far end's report is awaited in
+    a thread from the start, so a serve that dies is noticed even while we send."""
+    mode = plan.mode
+    last: list[tuple[float, int]] = [(0.0, 0)]
+
+    def on_sample(s: engine.SideSample) -> None:
+        if progress is None:
+            return
+        t0, b0 = last[0]
+        dt = s.t - t0
+        rate = (s.bytes - b0) * 8 / dt / 1e6 if dt > 0 else 0.0
+        last[0] = (s.t, s.bytes)
+        progress(Progress(mode, direction, "sample", s.t, s.bytes, rate, duration, nbytes))
+
+    if progress:
+        progress(Progress(mode, direction, "start", 0.0, 0, 0.0, duration, nbytes))
+    stop = threading.Event()
+    peer_box: dict[str, Any] = {}
+    # The longest the far end can legitimately take: the transfer, its drain, the stall.
+    wait = (duration or 0.0) + 3 * options.stall_timeout_s + 10.0
+    if duration is None:
+        wait += 300.0  # byte-limited: serve's max_duration bounds it on that side
+
+    def collect() -> None:
+        try:
+            peer_box["msg"] = ctrl.recv(timeout=wait)
+        except (PeerUnavailable, ProtocolError) as exc:
+            peer_box["error"] = str(exc)
+            # A dead peer: stop our side now instead of waiting for stall timeouts.
+            stop.set()
+
+    collector = threading.Thread(target=collect, daemon=True)
+    collector.start()
+    if direction == "up":
+        local = engine.run_sender(
+            data,
+            duration_s=duration,
+            nbytes=nbytes,
+            drs_socks=drs,
+            plan=plan,
+            sample_interval=options.sample_interval_s,
+            stall_timeout=options.stall_timeout_s,
+            stop=stop,
+            on_sample=on_sample,
+        )
+    else:
+        local = engine.run_receiver(
+            data,
+            drs_socks=drs,
+            plan=plan,
+            sample_interval=options.sample_interval_s,
+            stall_timeout=options.stall_timeout_s,
+            max_seconds=(duration or 300.0) + options.stall_timeout_s,
+            stop=stop,
+            on_sample=on_sample,
+        )
+    collector.join(timeout=wait)
+    err: str | None = peer_box.get("error")
+    peer: engine.SideReport | None = None
+    msg = peer_box.get("msg")
+    control_ok = False
+    if isinstance(msg, dict):
+        if msg.get("type") == "transfer_result":
+            control_ok = True
+            try:
+                peer = engine.SideReport.from_json(msg.get("report"))
+            except ValueError as exc:
+                err = f"serve sent a bad report: {exc}"
+        elif msg.get("type") == "error":
+            err = f"serve: {msg.get('message', 'error')}"
+    elif err is None:
+        err = "serve did not report the transfer in time"
+    if err is not None and local.error is not None and "serve" not in local.error:
+        err = f"{local.error} ({err})"
+    elif err is None:
+        err = local.error
+    if peer is not None and peer.error and err is None:
+        err = f"serve: {peer.error}"
+    return local, peer, err, control_ok
+
+
+def merge(
+    mode: Mode,
+    direction: Direction,
+    streams: int,
+    sender: engine.SideReport | None,
+    receiver: engine.SideReport | None,
+    error: str | None = None,
+) -> ModeResult:
+    """One ModeResult from the two sides' reports (either may be missing after a failure):
+    goodput and receive buffers from the receiver, TCP_INFO and send buffers from the
+    sender, matched by time."""
+    notes: list[str] = []
+    rows = receiver.samples if receiver is not None else []
+    if receiver is None and sender is not None:
+        rows = sender.samples
+        notes.append("the receiver's report was lost: goodput is from bytes sent")
+    snd_rows = sender.samples if sender is not None else []
+    samples: list[TransferSample] = []
+    prev_t, prev_b = 0.0, 0
+    for r in rows:
+        dt = r.t - prev_t
+        if dt <= 0:
+            continue
+        goodput = (r.bytes - prev_b) * 8 / dt / 1e6
+        prev_t, prev_b = r.t, r.bytes
+        s = _nearest(snd_rows, r.t)
+        samples.append(
+            TransferSample(
+                t_s=round(r.t, 4),
+                goodput_mbps=goodput,
+                rcvbuf_bytes=r.rcvbuf if receiver is not None else 0,
+                sndbuf_bytes=s.sndbuf if s is not None else 0,
+                drs_bandwidth_mbps=None
+                if r.drs_bandwidth_bps is None
+                else r.drs_bandwidth_bps / 1e6,
+                drs_rtt_ms=None if r.drs_rtt_s is None else r.drs_rtt_s * 1e3,
+                tcp_info=s.tcp_info if s is not None else None,
+            )
+        )
+    main = receiver if receiver is not None else sender
+    nbytes = main.bytes if main is not None else 0
+    seconds = main.seconds if main is not None else 0.0
+    mbps = nbytes * 8 / seconds / 1e6 if seconds > 0 else 0.0
+    finals = sender.final_tcp_info if sender is not None else []
+    retrans = sum(t.total_retrans for t in finals)
+    rwnd = sndbuf_l = busy = None
+    if finals and sender is not None and sender.seconds > 0:
+        span = sender.seconds * 1e6
+        rwnd = min(1.0, sum(t.rwnd_limited_us for t in finals) / len(finals) / span)
+        sndbuf_l = min(1.0, sum(t.sndbuf_limited_us for t in finals) / len(finals) / span)
+        busy = min(1.0, sum(t.busy_time_us for t in finals) / len(finals) / span)
+    max_buf = receiver.max_rcvbuf if receiver is not None else 0
+    rcv_auto = receiver.rcv_autotuning if receiver is not None else True
+    if not rcv_auto:
+        notes.append("SO_RCVBUF was set on the receiver: kernel autotuning was off for it")
+    forced = any(r.forced for r in (sender, receiver) if r is not None)
+    return ModeResult(
+        mode=mode,
+        direction=direction,
+        streams=streams,
+        bytes=nbytes,
+        seconds=seconds,
+        throughput_mbps=mbps,
+        max_buffer_bytes=max_buf,
+        retransmits=retrans,
+        samples=tuple(samples),
+        rwnd_limited=rwnd,
+        sndbuf_limited=sndbuf_l,
+        busy=busy,
+        congestion_control=sender.congestion_control if sender is not None else "",
+        forced=forced,
+        error=error,
+        rcv_autotuning=rcv_auto,
+        bytes_sent=sender.bytes if sender is not None else None,
+        notes=tuple(notes),
+    )
+
+
+def _nearest(rows: Sequence[engine.SideSample], t: float) -> engine.SideSample | None:
+    if not rows:
+        return None
+    return min(rows, key=lambda r: abs(r.t - t))
+
+
+# ---------------------------------------------------------------------------- JSON
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def sample_json(s: TransferSample) -> dict[str, Any]:
+    ti = s.tcp_info
+    return {
+        "t_s": s.t_s,
+        "goodput_mbps": _r(s.goodput_mbps),
+        "rcvbuf_bytes": s.rcvbuf_bytes,
+        "sndbuf_bytes": s.sndbuf_bytes,
+        "drs_bandwidth_mbps": _r(s.drs_bandwidth_mbps),
+        "drs_rtt_ms": _r(s.drs_rtt_ms),
+        "tcp_info": None
+        if ti is None
+        else {
+            "rtt_us": ti.rtt_us,
+            "rttvar_us": ti.rttvar_us,
+            "snd_cwnd": ti.snd_cwnd,
+            "total_retrans": ti.total_retrans,
+            "delivery_rate_bps": ti.delivery_rate_bps,
+            "busy_time_us": ti.busy_time_us,
+            "rwnd_limited_us": ti.rwnd_limited_us,
+            "sndbuf_limited_us": ti.sndbuf_limited_us,
+            "snd_mss": ti.snd_mss,
+        },
+    }
+
+
+def mode_json(m: ModeResult) -> dict[str, Any]:
+    """One entry of `transfer.modes[]` (DESIGN.md names first, additive details after)."""
+    return {
+        "mode": m.mode,
+        "streams": m.streams,
+        "throughput_mbps": _r(m.throughput_mbps),
+        "max_buffer_bytes": m.max_buffer_bytes,
+        "retransmits": m.retransmits,
+        "samples": [sample_json(s) for s in m.samples],
+        "direction": m.direction,
+        "bytes": m.bytes,
+        "bytes_sent": m.bytes_sent,
+        "seconds": _r(m.seconds, 4),
+        "mbps_per_mb": _r(m.mbps_per_mb),
+        "rwnd_limited": _r(m.rwnd_limited),
+        "sndbuf_limited": _r(m.sndbuf_limited),
+        "busy": _r(m.busy),
+        "congestion_control": m.congestion_control,
+        "rcv_autotuning": m.rcv_autotuning,
+        "forced": m.forced,
+        "notes": list(m.notes),
+        "error": m.error,
+    }
+
+
+def transfer_json(result: TransferResult) -> dict[str, Any]:
+    """The `transfer` object of the JSON report."""
+    return {
+        "direction": result.direction,
+        "modes": [mode_json(m) for m in result.modes],
+        "streams": result.streams,
+        "congestion_control": {
+            "local": result.local_congestion_control,
+            "peer": result.peer_congestion_control,
+        },
+    }

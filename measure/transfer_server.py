@@ -1,0 +1,254 @@
+"""The serve end of test transfers (docs/INTERFACES-measure.md, docs/protocol.md).
+
+One request on the control connection runs one transfer:
+
+  client -> {"type":"transfer_start", "mode", "direction":"up"|"down", "streams":1-8,
+             "duration_s":float|null, "bytes":int|null, "static_request":int|null,
+             "force":bool, "sample_interval_s":float, "stall_timeout_s":float}
+  serve  -> {"type":"transfer_ready", "session", "limits":{rmem_max,...},
+             "congestion_control", "max_duration_s", "max_bytes"}
+  client opens `streams` attach connections role "data" (and as many role "drs" for DRS)
+  serve  -> {"type":"transfer_running", "role":"sender"|"receiver"}
+  ... data flows; "up" means client -> serve (serve receives) ...
+  serve  -> {"type":"transfer_result", "report":{...SideReport...}}
+
+Bad requests raise ProtocolError (serve answers with an error line and closes). A client
+that never attaches, or vanishes mid-transfer, costs at most the stall timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcpwizard.measure import buffers, engine
+from tcpwizard.measure.protocol import ProtocolError, encode, error_msg
+from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.tcpinfo import congestion_control
+
+ATTACH_TIMEOUT = 10.0  # from transfer_ready until every stream has attached
+MIN_STALL, MAX_STALL = 1.0, 30.0
+
+
+@dataclass
+class _Session:
+    token: str
+    streams: int
+    drs: bool
+    data: list[socket.socket | None]
+    drs_socks: list[socket.socket | None]
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    done: threading.Event = field(default_factory=threading.Event)
+    closed: bool = False
+
+    def complete(self) -> bool:
+        return all(s is not None for s in self.data) and (
+            not self.drs or all(s is not None for s in self.drs_socks)
+        )
+
+
+def _get(req: dict[str, Any], key: str, kind: type, required: bool = True) -> Any:
+    val = req.get(key)
+    if val is None and not required:
+        return None
+    # bool is an int in Python; a JSON true must not pass for a count.
+    if kind in (int, float) and isinstance(val, bool):
+        raise ProtocolError(f"transfer_start: {key!r} must be a number")
+    if kind is float and isinstance(val, int):
+        val = float(val)
+    if not isinstance(val, kind):
+        raise ProtocolError(f"transfer_start: {key!r} must be {kind.__name__}")
+    return val
+
+
+class TransferService:
+    def __init__(
+        self,
+        limits: ServeLimits,
+        sysctl_root: str = "/proc/sys",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limits = limits
+        self.sysctl_root = sysctl_root
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _Session] = {}
+
+    # ------------------------------------------------------------------ control requests
+    def handle_request(
+        self, request: dict[str, object], send: Callable[[dict[str, object]], None]
+    ) -> None:
+        kind = request.get("type")
+        if kind != "transfer_start":
+            raise ProtocolError(f"unknown transfer request {str(kind)[:40]!r}", "unknown-type")
+        req: dict[str, Any] = dict(request)
+        mode = _get(req, "mode", str)
+        if mode not in engine.MODES:
+            raise ProtocolError(f"transfer_start: unknown mode {mode[:40]!r}")
+        direction = _get(req, "direction", str)
+        if direction not in ("up", "down"):
+            raise ProtocolError("transfer_start: direction must be 'up' or 'down'")
+        streams = _get(req, "streams", int)
+        if not 1 <= streams <= engine.MAX_STREAMS:
+            raise ProtocolError(f"transfer_start: streams must be 1-{engine.MAX_STREAMS}")
+        duration = _get(req, "duration_s", float, required=False)
+        nbytes = _get(req, "bytes", int, required=False)
+        if (duration is None) == (nbytes is None):
+            raise ProtocolError("transfer_start: give exactly one of duration_s and bytes")
+        if duration is not None and duration <= 0:
+            raise ProtocolError("transfer_start: duration_s must be positive")
+        if nbytes is not None and nbytes <= 0:
+            raise ProtocolError("transfer_start: bytes must be positive")
+        static = _get(req, "static_request", int, required=False)
+        force = bool(req.get("force", False))
+        interval = _get(req, "sample_interval_s", float, required=False) or 0.1
+        stall = _get(req, "stall_timeout_s", float, required=False) or engine.DEFAULT_STALL_TIMEOUT
+        interval = min(0.25, max(0.02, interval))
+        stall = min(MAX_STALL, max(MIN_STALL, stall))
+        # Our limits, not the client's wishes, bound how long and how much.
+        if duration is not None:
+            duration = self.limits.clamp_duration(duration)
+        if nbytes is not None:
+            nbytes = self.limits.clamp_bytes(nbytes)
+        try:
+            host = buffers.read_host_limits(self.sysctl_root)
+        except OSError as exc:
+            raise ProtocolError(f"cannot read buffer limits: {exc}", "internal") from None
+        try:
+            plan = engine.plan_buffers(mode, host, static, force and buffers.can_force())
+        except engine.TransferError as exc:
+            raise ProtocolError(str(exc)) from None
+
+        session = self._new_session(streams, plan.drs)
+        try:
+            probe = socket.socket()
+            cc = congestion_control(probe)
+            probe.close()
+            send(
+                {
+                    "type": "transfer_ready",
+                    "session": session.token,
+                    "limits": host.to_json(),
+                    "congestion_control": cc,
+                    "max_duration_s": self.limits.max_duration_s,
+                    "max_bytes": self.limits.max_bytes,
+                    "duration_s": duration,
+                    "bytes": nbytes,
+                }
+            )
+            if not self._wait_attached(session):
+                raise ProtocolError(
+                    f"transfer streams did not attach within {ATTACH_TIMEOUT:g} s", "timeout"
+                )
+            data = [s for s in session.data if s is not None]
+            drs = [s for s in session.drs_socks if s is not None]
+            for s in data:
+                plan.postsetup(s, accepted=True)
+            role = "sender" if direction == "down" else "receiver"
+            send({"type": "transfer_running", "role": role})
+            if role == "sender":
+                report = engine.run_sender(
+                    data,
+                    duration_s=duration,
+                    nbytes=nbytes,
+                    drs_socks=drs,
+                    plan=plan,
+                    clock=self.clock,
+                    sample_interval=interval,
+                    stall_timeout=stall,
+                    max_seconds=self.limits.max_duration_s,
+                )
+            else:
+                report = engine.run_receiver(
+                    data,
+                    drs_socks=drs,
+                    plan=plan,
+                    clock=self.clock,
+                    sample_interval=interval,
+                    stall_timeout=stall,
+                    max_seconds=self.limits.max_duration_s + stall,
+                )
+            send({"type": "transfer_result", "report": report.to_json()})
+        finally:
+            self._end_session(session)
+
+    def _new_session(self, streams: int, drs: bool) -> _Session:
+        # The token is the capability for attach connections: unguessable.
+        token = secrets.token_hex(16)
+        s = _Session(token, streams, drs, [None] * streams, [None] * (streams if drs else 0))
+        with self._lock:
+            self._sessions[token] = s
+        return s
+
+    def _wait_attached(self, session: _Session) -> bool:
+        deadline = self.clock() + ATTACH_TIMEOUT
+        with session.cond:
+            while not session.complete():
+                left = deadline - self.clock()
+                if left <= 0:
+                    return False
+                session.cond.wait(timeout=min(left, 0.5))
+        return True
+
+    def _end_session(self, session: _Session) -> None:
+        with self._lock:
+            self._sessions.pop(session.token, None)
+        with session.cond:
+            session.closed = True
+            socks = [s for s in (*session.data, *session.drs_socks) if s is not None]
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.close()
+        session.done.set()
+
+    # ------------------------------------------------------------------ attach connections
+    def handle_attach(self, header: dict[str, object], sock: socket.socket) -> None:
+        try:
+            session, slot = self._register(header, sock)
+        except ProtocolError as exc:
+            with contextlib.suppress(OSError):
+                sock.settimeout(1.0)
+                sock.sendall(encode(error_msg(exc.code, str(exc))))
+            sock.close()
+            return
+        # The control thread owns the transfer; this thread only keeps the socket's
+        # lifetime bounded and closes it if the session never runs.
+        bound = self.limits.max_duration_s + ATTACH_TIMEOUT + 2 * MAX_STALL
+        if not session.done.wait(timeout=bound):
+            with session.cond:
+                if slot[0][slot[1]] is sock:
+                    slot[0][slot[1]] = None
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _register(
+        self, header: dict[str, object], sock: socket.socket
+    ) -> tuple[_Session, tuple[list[socket.socket | None], int]]:
+        token = header.get("session")
+        role = header.get("role")
+        stream = header.get("stream", 0)
+        if not isinstance(token, str):
+            raise ProtocolError("attach: missing session")
+        with self._lock:
+            session = self._sessions.get(token)
+        if session is None:
+            raise ProtocolError("attach: unknown or finished session", "unknown-session")
+        if role not in ("data", "drs"):
+            raise ProtocolError("attach: role must be 'data' or 'drs'")
+        slots = session.data if role == "data" else session.drs_socks
+        if not isinstance(stream, int) or isinstance(stream, bool) or not 0 <= stream < len(slots):
+            raise ProtocolError("attach: stream number out of range")
+        with session.cond:
+            if session.closed:
+                raise ProtocolError("attach: session already finished", "unknown-session")
+            if slots[stream] is not None:
+                raise ProtocolError("attach: stream already attached")
+            slots[stream] = sock
+            session.cond.notify_all()
+        return session, (slots, stream)

@@ -1,0 +1,98 @@
+"""The UDP side of serve: packet layout and kernel receive timestamps.
+
+Python's socket module exposes none of the timestamping constants, so the Linux values
+are spelled out here. SO_TIMESTAMPNS stamps each datagram when the kernel receives it
+(before our thread is scheduled), which removes the scheduling noise that user-space
+time.time_ns() after recvmsg() would add.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from dataclasses import dataclass
+
+# include/uapi/asm-generic/socket.h (x86-64, arm64 use the generic values).
+SO_TIMESTAMPNS = 35
+SCM_TIMESTAMPNS = SO_TIMESTAMPNS
+_TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux
+
+MAGIC = b"TWz1"
+KIND_ECHO = 1  # client -> server, reflected as KIND_ECHO_REPLY
+KIND_ECHO_REPLY = 2
+KIND_TRAIN_UP = 3  # client -> server: recorded with its arrival time, reported over TCP
+KIND_TRAIN_DOWN = 4  # server -> client: a train the client asked for with probe_train
+KIND_REGISTER = 5  # client -> server: "send downlink trains to this address"
+KIND_REGISTER_ACK = 6
+KINDS = frozenset(range(1, 7))
+
+TOKEN_LEN = 8
+# magic, kind, token, train id, seq, client send time (opaque, echoed), server turnaround
+HEADER = struct.Struct("!4sB8sIIQQ")
+HEADER_LEN = HEADER.size
+MAX_DATAGRAM = 9000  # jumbo-frame sized probes are allowed, nothing larger
+
+
+@dataclass(frozen=True)
+class Packet:
+    kind: int
+    token: bytes
+    train: int
+    seq: int
+    client_ns: int
+    turnaround_ns: int
+
+
+def pack(
+    kind: int,
+    token: bytes,
+    train: int = 0,
+    seq: int = 0,
+    client_ns: int = 0,
+    turnaround_ns: int = 0,
+    size: int = HEADER_LEN,
+) -> bytes:
+    head = HEADER.pack(MAGIC, kind, token, train, seq, client_ns, turnaround_ns)
+    return head + bytes(max(0, size - HEADER_LEN))
+
+
+def unpack(data: bytes) -> Packet | None:
+    """None for anything that is not one of our packets (never raises on garbage)."""
+    if len(data) < HEADER_LEN:
+        return None
+    magic, kind, token, train, seq, client_ns, turn = HEADER.unpack_from(data)
+    if magic != MAGIC or kind not in KINDS:
+        return None
+    return Packet(kind, token, train, seq, client_ns, turn)
+
+
+def enable_rx_timestamps(sock: socket.socket) -> bool:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+def recv_stamped(
+    sock: socket.socket, bufsize: int = MAX_DATAGRAM, flags: int = 0
+) -> tuple[bytes, object, int, bool]:
+    """(data, address, receive time in ns since the epoch, True if the kernel stamped it).
+    Falls back to the user-space clock when no timestamp came with the datagram."""
+    data, ancdata, _flags, addr = sock.recvmsg(bufsize, socket.CMSG_SPACE(_TIMESPEC.size), flags)
+    for level, ctype, cdata in ancdata:
+        if level == socket.SOL_SOCKET and ctype == SCM_TIMESTAMPNS and len(cdata) >= 16:
+            sec, nsec = _TIMESPEC.unpack_from(cdata)
+            return data, addr, sec * 1_000_000_000 + nsec, True
+    return data, addr, time.time_ns(), False
+
+
+def udp_payload_size(family: int, mtu: int = 1500) -> int:
+    """The largest UDP payload that fits one packet of this MTU (no fragmentation)."""
+    return mtu - (40 if family == socket.AF_INET6 else 20) - 8
+
+
+def wire_bytes(family: int, payload: int) -> int:
+    """Bytes a bottleneck sees at the IP layer for one datagram of `payload` bytes."""
+    return payload + 8 + (40 if family == socket.AF_INET6 else 20)

@@ -1,0 +1,81 @@
+"""Helpers for the serve tests: a Server on a free loopback port in a background thread."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from tcpwizard.measure.serve import Server, TransferHandler
+from tcpwizard.measure.serve_limits import ServeLimits
+
+
+@contextlib.contextmanager
+def running_server(
+    limits: ServeLimits | None = None,
+    secret: bytes | None = None,
+    transfer: TransferHandler | None = None,
+    once: bool = False,
+    bind: str = "127.0.0.1",
+) -> Iterator[Server]:
+    logs: list[str] = []
+    server = Server(
+        bind=bind,
+        port=0,
+        limits=limits,
+        secret=secret,
+        once=once,
+        log=logs.append,
+        transfer=transfer,
+    )
+    server.logs = logs  # type: ignore[attr-defined]
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        t.join(timeout=5)
+        assert not t.is_alive(), "serve did not shut down"
+
+
+def raw_conn(server: Server, timeout: float = 5.0) -> socket.socket:
+    host = server.tcp.getsockname()[0]
+    s = socket.create_connection((host, server.port), timeout=timeout)
+    return s
+
+
+def send_line(s: socket.socket, obj: Any) -> None:
+    data = obj if isinstance(obj, bytes) else json.dumps(obj).encode() + b"\n"
+    s.sendall(data)
+
+
+def read_lines(s: socket.socket, limit: int = 1 << 20) -> list[dict[str, Any]]:
+    """Everything the server sends until it closes the connection."""
+    buf = bytearray()
+    while len(buf) < limit:
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        buf += chunk
+    return [json.loads(line) for line in bytes(buf).splitlines() if line.strip()]
+
+
+def read_one(s: socket.socket) -> dict[str, Any]:
+    buf = bytearray()
+    while not buf.endswith(b"\n"):
+        chunk = s.recv(1)
+        if not chunk:
+            raise EOFError(bytes(buf))
+        buf += chunk
+    result: dict[str, Any] = json.loads(buf)
+    return result
+
+
+HELLO = {"type": "hello", "version": 1, "client": "test"}

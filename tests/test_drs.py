@@ -1,0 +1,148 @@
+"""DRS core logic with an injected clock, and the sender's echo over real sockets."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from tcpwizard.measure import drs
+from tcpwizard.measure.drs import DrsConfig, DrsReceiver, format_sbuf, parse_sbuf
+
+MBIT = 1e6
+
+
+def test_sbuf_format_round_trips() -> None:
+    line = format_sbuf(12.345678, 65536)
+    assert line == b"SBUF 12.345678 65536\n"
+    assert parse_sbuf(line) == (12.345678, 65536)
+    for bad in (b"SBUF 1.0\n", b"SBUF x 10\n", b"SBUF 1.0 -5\n", b"PING 1 2\n", b"SBUF nan 5\n"):
+        assert parse_sbuf(bad) is None
+
+
+def _feed(rx: DrsReceiver, now: float, sent_at: float) -> None:
+    assert rx.on_echo(format_sbuf(sent_at, 1), now) == pytest.approx(now - sent_at)
+
+
+def test_bdp_sets_a_2x_bdp_buffer() -> None:
+    """50 Mbit/s x 50 ms: BDP 312.5 kB; the request is BDP (Linux doubles it to 2 x BDP)."""
+    cfg = DrsConfig(max_request=64 << 20)
+    rx = DrsReceiver(cfg, now=0.0)
+    _feed(rx, 0.05, 0.0)
+    bdp = 50 * MBIT / 8 * 0.05
+    # Not window-limited: a large window from TCP_INFO.
+    assert rx.target_request(50 * MBIT, window_bytes=10 << 20) == int(bdp)
+    no_double = DrsReceiver(DrsConfig(max_request=64 << 20, kernel_doubles=False), now=0.0)
+    _feed(no_double, 0.05, 0.0)
+    assert no_double.target_request(50 * MBIT, window_bytes=10 << 20) == int(2 * bdp)
+
+
+def test_window_limited_grows_at_least_2x() -> None:
+    rx = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0, initial_request=65536)
+    _feed(rx, 0.05, 0.0)
+    # 64 KB per 50 ms is all a ~64 KB window lets through: we limit, so double.
+    bw = 65536 * 8 / 0.05
+    # 128 KB of kernel memory for the 64 KB request, doubled: the next request is 128 KB.
+    assert rx.target_request(bw, window_bytes=65536) == 2 * 65536
+
+
+def test_clamped_to_host_limits() -> None:
+    cfg = DrsConfig(max_request=1 << 20, min_request=65536)
+    rx = DrsReceiver(cfg, now=0.0)
+    _feed(rx, 0.1, 0.0)
+    assert rx.target_request(10_000 * MBIT, window_bytes=None) == 1 << 20
+    assert rx.target_request(0.001 * MBIT, window_bytes=10 << 20) == 65536
+
+
+def test_interval_adapts_to_rtt_within_bounds() -> None:
+    cfg = DrsConfig()
+    rx = DrsReceiver(cfg, now=0.0)
+    assert rx.interval_s == cfg.initial_interval_s  # no RTT yet
+    _feed(rx, 0.0002, 0.0)  # loopback-like 200 us
+    assert rx.interval_s == cfg.min_interval_s
+    slow = DrsReceiver(cfg, now=0.0)
+    _feed(slow, 0.5, 0.0)  # 500 ms path
+    assert slow.interval_s == cfg.max_interval_s
+    mid = DrsReceiver(cfg, now=0.0)
+    _feed(mid, 0.04, 0.0)
+    assert mid.interval_s == pytest.approx(cfg.interval_rtts * 0.04)
+
+
+def test_several_sbufs_in_flight_and_min_rtt() -> None:
+    """Echoes carry their own timestamp: out-of-order and overlapping echoes each give
+    their RTT, and the estimate is the minimum (queueing inflates the others)."""
+    rx = DrsReceiver(DrsConfig(), now=0.0)
+    _feed(rx, 0.30, 0.10)  # 200 ms (queued)
+    _feed(rx, 0.31, 0.25)  # 60 ms, sent later, came back nearly together
+    _feed(rx, 0.32, 0.20)  # 120 ms
+    assert rx.rtt_s == pytest.approx(0.06)
+    assert rx.on_echo(b"garbage\n", 0.4) is None
+    assert rx.on_echo(format_sbuf(5.0, 1), 0.4) is None  # from the future: ignored
+    assert rx.rtt_s == pytest.approx(0.06)
+
+
+def test_tick_measures_bytes_per_interval() -> None:
+    cfg = DrsConfig(initial_interval_s=0.1, max_request=64 << 20)
+    rx = DrsReceiver(cfg, now=0.0)
+    assert rx.tick(0.05, 1000) is None  # interval not over
+    d = rx.tick(0.1, 1_250_000)  # 100 Mbit/s
+    assert d is not None
+    assert d.bandwidth_bps == pytest.approx(100 * MBIT)
+    assert d.rtt_s is None and d.bdp_bytes is None  # no echo yet: keep the buffer
+    assert d.request == cfg.min_request
+    assert parse_sbuf(d.message) == (pytest.approx(0.1), d.request)
+    _feed(rx, 0.12, 0.1)  # 20 ms
+    d2 = rx.tick(0.2, 2_500_000)
+    assert d2 is not None
+    assert d2.bdp_bytes == pytest.approx(100 * MBIT / 8 * 0.02, abs=2)
+    assert rx.max_request >= d2.request
+
+
+def test_line_buffer_is_bounded() -> None:
+    lb = drs.LineBuffer()
+    assert lb.feed(b"SBUF 1 2\nSBUF 3") == [b"SBUF 1 2\n"]
+    assert lb.feed(b" 4\n") == [b"SBUF 3 4\n"]
+    with pytest.raises(ValueError):
+        lb.feed(b"x" * 500)
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    ls = socket.create_server(("127.0.0.1", 0))
+    c = socket.create_connection(ls.getsockname(), timeout=5)
+    a, _ = ls.accept()
+    ls.close()
+    return c, a
+
+
+def test_sender_echoes_unchanged_and_sets_sndbuf() -> None:
+    data_c, data_a = _pair()
+    drs_c, drs_a = _pair()
+    stop = threading.Event()
+    sizes: list[int] = []
+    result: list[str | None] = []
+    t = threading.Thread(
+        target=lambda: result.append(
+            drs.run_echo(drs_a, data_a, stop, max_request=300_000, on_resize=sizes.append)
+        )
+    )
+    t.start()
+    try:
+        lines = [format_sbuf(1.5, 100_000), format_sbuf(1.6, 5_000_000)]
+        drs_c.sendall(lines[0] + lines[1][:7])  # split mid-line: must still echo whole
+        drs_c.sendall(lines[1][7:])
+        drs_c.settimeout(5)
+        got = b""
+        while got.count(b"\n") < 2:
+            got += drs_c.recv(4096)
+        assert got == lines[0] + lines[1]  # exactly as sent
+        assert sizes == [200_000, 600_000]  # second one clamped to max_request, doubled
+        assert data_a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 600_000
+        drs_c.sendall(b"HELLO there\n")
+        t.join(timeout=5)
+        assert result and result[0] is not None and "not an SBUF" in result[0]
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        for s in (data_c, data_a, drs_c, drs_a):
+            s.close()

@@ -1,0 +1,208 @@
+"""Estimators and statistics on synthetic timestamps, plus the probe CLI's error paths."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tcpwizard.measure import capacity
+from tcpwizard.measure.model import CapacityEstimate, PathEstimate, RttStats
+from tcpwizard.measure.probe import bdp_bytes, path_json, probe
+from tcpwizard.measure.stats import percentile, rtt_stats
+from tests.serve_helpers import running_server
+
+WIRE = 1500
+
+
+def test_rtt_stats_match_iputils_definitions() -> None:
+    samples = [10.0, 12.0, 11.0, 15.0, 10.5]
+    s = rtt_stats(samples, sent=6, method="udp-echo")
+    assert s is not None
+    mean = sum(samples) / 5
+    assert s.min == 10.0 and s.max == 15.0
+    assert s.mean == pytest.approx(mean)
+    # iputils: mdev = sqrt(mean(x^2) - mean(x)^2), the population standard deviation
+    assert s.mdev == pytest.approx(math.sqrt(sum(x * x for x in samples) / 5 - mean**2))
+    assert s.p50 == 11.0
+    assert s.p95 == pytest.approx(14.4)  # linear interpolation: 12 + 0.8 * (15 - 12)
+    assert s.loss_pct == pytest.approx(100 / 6)
+    assert s.jitter == pytest.approx((2 + 1 + 4 + 4.5) / 4)
+    assert rtt_stats([], sent=5, method="x") is None
+
+
+def test_percentile_edges() -> None:
+    assert percentile([3.0], 95) == 3.0
+    assert percentile([1.0, 2.0], 0) == 1.0
+    assert percentile([1.0, 2.0], 100) == 2.0
+
+
+def _train(rate_bps: float, n: int, start: int = 1000, lost: frozenset[int] = frozenset()):
+    gap = WIRE * 8 * 1e9 / rate_bps
+    return [(i, round(start + i * gap)) for i in range(n) if i not in lost]
+
+
+def test_train_scored_on_second_half_ignores_burst_and_loss() -> None:
+    # A token bucket lets the first 20 packets through at 1 Gbit/s, then 50 Mbit/s.
+    fast = _train(1e9, 20)
+    t_end = fast[-1][1]
+    slow = [(20 + i, t_end + round((i + 1) * WIRE * 8 * 1e9 / 50e6)) for i in range(80)]
+    arrivals = [a for a in fast + slow if a[0] % 7 != 3]  # and some losses
+    score = capacity.score_train(None, arrivals, 100, WIRE)
+    assert score.rate_bps == pytest.approx(50e6, rel=1e-6)
+    assert score.first_half_bps is not None and score.first_half_bps > 60e6
+    assert score.received == len(arrivals)
+
+
+def test_train_with_drop_tail_losses_survivors_back_to_back() -> None:
+    # Every other packet dropped at a tiny queue: survivors leave at the bottleneck rate.
+    gap = WIRE * 8 * 1e9 / 20e6
+    arrivals = [(2 * i, round(i * gap)) for i in range(50)]
+    score = capacity.score_train(None, arrivals, 100, WIRE)
+    assert score.rate_bps == pytest.approx(20e6, rel=1e-6)
+    assert score.loss == pytest.approx(0.5)
+
+
+def test_train_needs_four_arrivals() -> None:
+    assert capacity.score_train(None, _train(1e8, 3), 100, WIRE).rate_bps is None
+
+
+def test_capprobe_picks_min_delay_sum_pair() -> None:
+    tx, rx = {}, {}
+    for i in range(8):
+        tx[2 * i] = i * 10**7
+        tx[2 * i + 1] = i * 10**7 + 5_000  # 5 us apart: faster than the bottleneck
+        queued = 0 if i == 5 else 300_000 + i * 1000  # only pair 5 met an empty queue
+        # pairs that queued were compressed/expanded by cross traffic: wrong dispersion
+        disp = 120_000 if i == 5 else 40_000 + i * 7000
+        rx[2 * i] = tx[2 * i] + 1_000_000 + queued
+        rx[2 * i + 1] = rx[2 * i] + disp
+    rate, sender_share = capacity.capprobe(tx, rx, 8, WIRE) or (0.0, 1.0)
+    assert rate == pytest.approx(WIRE * 8 / 120e-6)  # 100 Mbit/s from the clean pair
+    assert sender_share == 0
+
+
+def test_combine_agreeing_pairs_and_train() -> None:
+    score = capacity.TrainScore(100, 100, 100e6, 101e6, 500e6, 0.0)
+    est = capacity.combine((103e6, 0.0), score)
+    assert est is not None
+    assert est.mbps == pytest.approx(100) and est.method == "capprobe-pairs+train"
+    assert est.limited_by is None and est.confidence >= 0.9
+
+
+def test_combine_flags_shaper_when_pairs_far_above_train() -> None:
+    score = capacity.TrainScore(100, 100, 50e6, 52e6, 900e6, 0.0)
+    est = capacity.combine((2000e6, 0.0), score)
+    assert est is not None and est.limited_by == "shaper" and est.mbps == pytest.approx(50)
+    assert "token-bucket" in est.note
+
+
+def test_combine_flags_sender_and_coalescing() -> None:
+    sender = capacity.combine(None, capacity.TrainScore(100, 100, 990e6, 990e6, 1000e6, 0.0))
+    assert sender is not None and sender.limited_by == "sender" and sender.confidence <= 0.4
+    bursty = capacity.combine(None, capacity.TrainScore(100, 100, 300e6, 300e6, 900e6, 0.7))
+    assert bursty is not None and bursty.limited_by == "coalescing"
+
+
+def test_bdp_uses_min_rtt() -> None:
+    r = RttStats(50.0, 55.0, 70.0, 56.0, 3.0, 80.0, 0.0, 1.0, 20, "udp-echo")
+    cap = CapacityEstimate(100.0, "train", 0.9)
+    assert bdp_bytes(cap, r) == 625_000  # 100 Mbit/s x 50 ms, the classic example
+    assert bdp_bytes(None, r) is None
+
+
+def test_path_json_has_the_contract_fields() -> None:
+    r = RttStats(50.0, 55.0, 70.0, 56.0, 3.0, 80.0, 0.0, 1.0, 20, "udp-echo")
+    est = PathEstimate(r, CapacityEstimate(100.0, "train", 0.9), 625_000, 1.2, "10.0.0.2", 5301)
+    doc = path_json(est)
+    assert set(doc["rtt_ms"]) >= {"min", "p50", "p95", "mean", "mdev", "max", "loss_pct"}
+    assert doc["capacity_mbps"] == 100.0
+    assert doc["capacity_method"] == "train"
+    assert doc["bdp_bytes"] == 625_000
+    json.dumps(doc, allow_nan=False)
+
+
+def test_probe_over_loopback_with_serve() -> None:
+    with running_server() as srv:
+        est = probe("127.0.0.1", srv.port, budget_s=3.0)
+    assert est.peer and est.rtt.method == "udp-echo"
+    assert est.rtt.samples == 20 and est.rtt.loss_pct == 0
+    assert 0 < est.rtt.min < 5  # loopback
+    assert est.capacity is not None and est.capacity.mbps > 100
+    # Loopback is faster than Python can send: it must say so rather than claim a capacity.
+    assert est.capacity.limited_by == "sender"
+    assert est.duration_s < 3.0
+
+
+def test_probe_peerless_falls_back_to_tcp_connect() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    no_serve = closed.getsockname()[1]
+    closed.close()
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                listener.accept()[0].close()
+            except TimeoutError:
+                continue
+
+    t = threading.Thread(target=accept)
+    t.start()
+    try:
+        est = probe("127.0.0.1", no_serve, tcp_port=port, budget_s=2.0)
+    finally:
+        stop.set()
+        t.join()
+        listener.close()
+    assert not est.peer and est.rtt.method == "tcp-connect"
+    assert any("no serve" in n for n in est.notes)
+    if est.capacity is not None:
+        assert est.capacity.confidence <= 0.35
+
+
+def test_unresolvable_name_is_one_line_exit_3() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "tcpwizard", "probe", "no-such-host.invalid"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 3
+    assert out.stderr.strip().count("\n") == 0
+    assert "cannot resolve host 'no-such-host.invalid'" in out.stderr
+
+
+def test_probe_cli_json_over_loopback() -> None:
+    with running_server() as srv:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tcpwizard",
+                "probe",
+                "127.0.0.1",
+                "--port",
+                str(srv.port),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["path"]["rtt_ms"]["loss_pct"] == 0
+    assert doc["path"]["peer"] is True
+    assert out.stderr == ""  # no progress noise in JSON mode

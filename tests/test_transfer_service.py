@@ -1,0 +1,214 @@
+"""Test transfers through serve (TransferService) over loopback: every mode, both
+directions, the JSON contract, bad requests, and peers that vanish mid-transfer."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tcpwizard.exitcodes import ExitCode
+from tcpwizard.main import main
+from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.protocol import ProtocolError
+from tcpwizard.measure.serve import Server
+from tcpwizard.measure.transfer import TransferOptions, run_transfer, transfer_json
+
+from .serve_helpers import raw_conn, read_lines, running_server, send_line
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    with running_server() as srv:
+        yield srv
+
+
+def test_every_mode_both_directions(server: Server) -> None:
+    opts = TransferOptions(
+        modes=("untuned", "autotune", "static", "overprovisioned", "drs"),
+        streams=2,
+        direction="both",
+        duration_s=0.3,
+        static_request=1 << 20,
+        sample_interval_s=0.05,
+    )
+    res = run_transfer("127.0.0.1", server.port, opts)
+    assert [(m.mode, m.direction) for m in res.modes] == [
+        (m, d) for d in ("up", "down") for m in opts.modes
+    ]
+    for m in res.modes:
+        assert m.error is None, (m.mode, m.direction, m.error)
+        assert m.throughput_mbps > 100, (m.mode, m.direction)
+        assert m.streams == 2 and m.samples
+        assert m.samples[-1].tcp_info is not None  # from the sender, whichever end it is
+        assert m.rcv_autotuning == (m.mode == "autotune")
+        assert m.max_buffer_bytes > 0 and m.mbps_per_mb > 0
+    drs = [m for m in res.modes if m.mode == "drs"]
+    assert all(any(s.drs_rtt_ms is not None for s in m.samples) for m in drs)
+    untuned = [m for m in res.modes if m.mode == "untuned"]
+    assert all(m.max_buffer_bytes == 2 * 2 * 65536 for m in untuned)
+    doc = transfer_json(res)
+    json.dumps(doc, allow_nan=False)
+    for key in ("mode", "streams", "throughput_mbps", "max_buffer_bytes", "retransmits", "samples"):
+        assert key in doc["modes"][0]
+    assert doc["direction"] == "both"
+
+
+def test_byte_count_download(server: Server) -> None:
+    opts = TransferOptions(modes=("drs",), direction="down", duration_s=None, nbytes=30_000_000)
+    (m,) = run_transfer("127.0.0.1", server.port, opts).modes
+    assert m.error is None and m.bytes == 30_000_000 and m.bytes_sent == 30_000_000
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"streams": 9},
+        {"streams": True},
+        {"mode": "bogus"},
+        {"direction": "sideways"},
+        {"bytes": 1000},  # together with duration_s
+        {"duration_s": -1},
+        {"mode": "static", "static_request": None},
+    ],
+)
+def test_bad_requests_get_an_error(server: Server, patch: dict[str, object]) -> None:
+    req: dict[str, object] = {
+        "type": "transfer_start",
+        "mode": "autotune",
+        "direction": "up",
+        "streams": 1,
+        "duration_s": 0.2,
+        **patch,
+    }
+    with ControlClient("127.0.0.1", server.port) as c, pytest.raises(ProtocolError):
+        c.request(req)
+
+
+def test_attach_to_unknown_session_is_refused(server: Server) -> None:
+    s = raw_conn(server)
+    try:
+        send_line(s, {"type": "attach", "session": "0" * 32, "role": "data", "stream": 0})
+        lines = read_lines(s)
+    finally:
+        s.close()
+    assert lines and lines[0]["type"] == "error"
+
+
+def test_client_vanishing_does_not_wedge_serve(server: Server) -> None:
+    with ControlClient("127.0.0.1", server.port) as c:
+        ready = c.request(
+            {
+                "type": "transfer_start",
+                "mode": "autotune",
+                "direction": "down",
+                "streams": 1,
+                "duration_s": 5.0,
+                "stall_timeout_s": 1.0,
+            }
+        )
+        d = c.open_attached(str(ready["session"]), "data", 0)
+        assert c.recv(timeout=5)["type"] == "transfer_running"
+        d.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+        d.close()
+        t0 = time.monotonic()
+        msg = c.recv(timeout=5)
+        assert time.monotonic() - t0 < 3
+        assert msg["type"] == "transfer_result"
+        assert msg["report"]["error"]  # type: ignore[index]
+    # ...and serve still runs transfers.
+    opts = TransferOptions(modes=("untuned",), duration_s=0.2)
+    assert run_transfer("127.0.0.1", server.port, opts).modes[0].error is None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_serve_killed_mid_transfer(direction: str) -> None:
+    """A far end that disappears: a clear error and partial results within seconds."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tcpwizard", "serve", "--bind", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.05)
+        killer = threading.Timer(0.8, lambda: os.kill(proc.pid, signal.SIGKILL))
+        killer.start()
+        opts = TransferOptions(
+            modes=("autotune", "drs"),
+            direction=direction,  # type: ignore[arg-type]
+            duration_s=4.0,
+            stall_timeout_s=1.5,
+        )
+        t0 = time.monotonic()
+        res = run_transfer("127.0.0.1", port, opts)
+        took = time.monotonic() - t0
+        killer.join()
+    finally:
+        proc.kill()
+        proc.wait(timeout=5)
+    assert took < 4.0  # did not wait for the full length, let alone hang
+    first, second = res.modes
+    assert first.error is not None
+    assert first.bytes > 0 and first.samples  # what was measured before the loss
+    assert second.error is not None and second.bytes == 0  # not attempted on a dead peer
+
+
+def test_cli_json(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["transfer", "127.0.0.1", "--port", str(server.port), "--modes", "untuned,drs"]
+    rc = main([*argv, "--duration", "0.3", "--streams", "2", "--json"])
+    out = capsys.readouterr().out
+    assert rc == ExitCode.OK
+    doc = json.loads(out)["transfer"]
+    assert [m["mode"] for m in doc["modes"]] == ["untuned", "drs"]
+    assert doc["modes"][1]["samples"][0]["rcvbuf_bytes"] > 0
+
+
+def test_cli_text(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["transfer", "127.0.0.1", "--port", str(server.port), "--modes", "autotune"]
+    assert main([*argv, "--bytes", "20MB", "--rtt", "1ms", "--bandwidth", "1gbit"]) == 0
+    out = capsys.readouterr().out
+    assert "autotune" in out and "Mbit/s" in out
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--modes", "fast"],
+        ["--streams", "9"],
+        ["--duration", "0.01s"],
+        ["--rtt", "50ms"],
+        ["--bytes", "12 furlongs"],
+    ],
+)
+def test_cli_usage_errors(extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["transfer", "127.0.0.1", *extra]) == ExitCode.USAGE
+    assert capsys.readouterr().err.startswith("tcpwizard: error:")
+
+
+def test_cli_unreachable_is_unknown(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["transfer", "127.0.0.1", "--port", str(_free_port()), "--modes", "autotune"])
+    assert rc == ExitCode.UNKNOWN
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tcpwizard: error:") and "\n" not in err

@@ -1,0 +1,72 @@
+"""`tcpwizard probe HOST`: RTT, loss, bottleneck capacity and BDP of the path."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tcpwizard.context import Context
+from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.measure.auth import read_secret_file
+from tcpwizard.measure.model import CapacityEstimate, PathEstimate
+from tcpwizard.measure.probe import path_json, probe
+from tcpwizard.units import format_bytes, parse_duration
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    budget = parse_duration(args.budget, default_unit="s")
+    if not 0.5 <= budget <= 60:
+        raise UsageError("--budget must be between 0.5s and 60s")
+    if args.format not in ("text", "json"):
+        raise UsageError(f"probe supports --format text or json, not {args.format}")
+    secret = None
+    if args.secret_file:
+        secret, warning = read_secret_file(args.secret_file)
+        if warning:
+            ctx.progress(f"tcpwizard: warning: {warning}")
+    est = probe(
+        args.host,
+        args.port,
+        secret=secret,
+        tcp_port=args.tcp_port,
+        budget_s=budget,
+        progress=ctx.progress if args.format == "text" else None,
+    )
+    if args.format == "json":
+        print(json.dumps({"path": path_json(est)}, indent=2), file=ctx.stdout)
+    else:
+        print(render_text(args.host, est), file=ctx.stdout)
+    return int(ExitCode.OK)
+
+
+def _cap_line(cap: CapacityEstimate, direction: str) -> str:
+    line = f"{cap.mbps:.1f} Mbit/s {direction} ({cap.method}, confidence {cap.confidence:.1f})"
+    if cap.limited_by:
+        line += f"\n             limited by {cap.limited_by}: {cap.note}"
+    elif cap.note:
+        line += f"\n             {cap.note}"
+    return line
+
+
+def render_text(host: str, est: PathEstimate) -> str:
+    r = est.rtt
+    how = "tcpwizard serve" if est.peer else "peerless probes"
+    lines = [
+        f"Path to {host} ({est.address}) via {how}",
+        f"  RTT        min {r.min:.3f}  p50 {r.p50:.3f}  p95 {r.p95:.3f}  mean {r.mean:.3f}"
+        f"  mdev {r.mdev:.3f}  max {r.max:.3f} ms",
+        f"             loss {r.loss_pct:.1f}%, jitter {r.jitter:.3f} ms"
+        f" ({r.method}, {r.samples} replies)",
+    ]
+    if est.capacity:
+        lines.append("  Capacity   " + _cap_line(est.capacity, "up"))
+    else:
+        lines.append("  Capacity   not measured")
+    if est.capacity_down:
+        lines.append("             " + _cap_line(est.capacity_down, "down"))
+    if est.bdp_bytes is not None:
+        bdp = est.bdp_bytes
+        lines.append(f"  BDP        {format_bytes(bdp)} ({bdp} bytes = capacity x min RTT)")
+    lines.extend(f"  note: {n}" for n in est.notes)
+    lines.append(f"  took {est.duration_s:.2f} s")
+    return "\n".join(lines)

@@ -1,0 +1,62 @@
+"""`tcpwizard serve`: run the far end until SIGINT/SIGTERM (or after one client with --once)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from types import FrameType
+
+from tcpwizard.context import Context
+from tcpwizard.exitcodes import ExitCode, Unavailable, UsageError
+from tcpwizard.measure.auth import read_secret_file
+from tcpwizard.measure.serve import Server
+from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.units import parse_size
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    if args.max_clients < 1:
+        raise UsageError("--max-clients must be at least 1")
+    if args.max_duration <= 0:
+        raise UsageError("--max-duration must be positive")
+    if not 0 <= args.port <= 65535:
+        raise UsageError("--port must be 0-65535")
+    secret = None
+    if args.secret_file:
+        secret, warning = read_secret_file(args.secret_file)
+        if warning:
+            ctx.progress(f"tcpwizard serve: warning: {warning}")
+    limits = ServeLimits(
+        max_clients=args.max_clients,
+        max_duration_s=args.max_duration,
+        max_bytes=parse_size(args.max_bytes),
+    )
+    try:
+        server = Server(
+            bind=args.bind,
+            port=args.port,
+            limits=limits,
+            secret=secret,
+            once=args.once,
+            log=ctx.progress,
+        )
+    except OSError as exc:
+        raise Unavailable(
+            f"cannot listen on {args.bind} port {args.port}: {exc.strerror or exc}"
+        ) from None
+    ctx.progress(
+        f"tcpwizard serve: listening on {args.bind} port {server.port} (TCP and UDP)"
+        f"{', shared secret required' if secret else ''}"
+        f"{'' if server.transfer is not None else ', no transfer engine in this build'}"
+    )
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        ctx.progress(f"tcpwizard serve: {signal.Signals(signum).name}, shutting down")
+        server.stop()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+    server.serve_forever()
+    return int(ExitCode.OK)
