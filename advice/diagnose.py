@@ -161,14 +161,17 @@ def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
     share = cur.throughput_mbps / cap
     if share < HEALTHY_SHARE:
         return None
+    evidence = [f"{cur.mode} moved {_fmt(cur.throughput_mbps)} of {_fmt(cap)} capacity"]
+    if share > 1.1:
+        evidence.append("the capacity probe was the slower one (sender-limited): a lower bound")
     return _Candidate(
         d.name,
         "path-capacity",
-        min(0.95, 0.6 + share / 3),
+        min(0.95, 0.6 + min(share, 1.0) / 3),
         None,
-        f"{d.name}: the transfer reached {share:.0%} of the path's capacity; the network "
-        "itself is the limit and the hosts are tuned well enough for it.",
-        (f"{cur.mode} moved {_fmt(cur.throughput_mbps)} of {_fmt(cap)} capacity",),
+        f"{d.name}: the transfer reached {min(share, 1.0):.0%} of the path's capacity; the "
+        "network itself is the limit and the hosts are tuned well enough for it.",
+        tuple(evidence),
     )
 
 
@@ -380,6 +383,60 @@ def _rule_interface(ev: Evidence, d: _Direction) -> _Candidate | None:
     return None
 
 
+def _rule_predicted(ev: Evidence, d: _Direction) -> _Candidate | None:
+    """No transfer (the far end runs no serve): judge this host's own limits against the
+    measured path, in both roles, with the confidence a prediction deserves."""
+    if d.current is not None or ev.path is None or ev.path.capacity is None:
+        return None
+    rtt, cap = ev.path.rtt.min, ev.path.capacity.mbps
+    if rtt <= 0 or cap <= 0:
+        return None
+    if (
+        scaling_enabled(ev.local) is False
+        and window_limit_mbps(UNSCALED_WINDOW, rtt) < HEALTHY_SHARE * cap
+    ):
+        return _Candidate(
+            d.name,
+            "window-scaling",
+            0.6,
+            "local",
+            "window scaling is off on this host: no window above 64 KB in either direction.",
+            (f"64 KB / {rtt:.1f} ms = {_fmt(window_limit_mbps(UNSCALED_WINDOW, rtt))}",),
+        )
+    limits: list[tuple[float, LimitingFactor, str]] = []
+    rwin = max_receive_window(ev.local)
+    if rwin:
+        limits.append((window_limit_mbps(rwin, rtt), "receiver-window", "receive"))
+    swin = max_send_window(ev.local)
+    if swin:
+        limits.append((window_limit_mbps(swin, rtt), "sender-buffer", "send"))
+    if not limits:
+        return None
+    limit, factor, verb = min(limits)
+    if limit >= HEALTHY_SHARE * cap:
+        return _Candidate(
+            d.name,
+            "path-capacity",
+            0.5,
+            None,
+            "this host's buffers allow the measured capacity in both directions (predicted:"
+            " no test transfer without serve on the far end).",
+            (f"slowest: {verb} {_fmt(limit)} at {rtt:.1f} ms vs capacity {_fmt(cap)}",),
+        )
+    return _Candidate(
+        d.name,
+        factor,
+        0.55,
+        "local",
+        f"predicted: this host can {verb} at most {_fmt(limit)} on this path "
+        f"({rtt:.1f} ms), below its capacity of {_fmt(cap)}.",
+        (
+            f"window law: largest {verb} window / min RTT = {_fmt(limit)}",
+            f"capacity {_fmt(cap)} ({ev.path.capacity.method})",
+        ),
+    )
+
+
 RULES: tuple[Callable[[Evidence, _Direction], _Candidate | None], ...] = (
     _rule_healthy,
     _rule_window_scaling,
@@ -389,6 +446,7 @@ RULES: tuple[Callable[[Evidence, _Direction], _Candidate | None], ...] = (
     _rule_congestion,
     _rule_interface,
     _rule_application,
+    _rule_predicted,
 )
 
 
@@ -399,7 +457,7 @@ def _gap(ev: Evidence, dirs: Sequence[_Direction], factor: str) -> WizardGap:
         default=None,
     )
     if worst is None or worst.current is None:
-        return WizardGap()
+        return _predicted_gap(ev, factor)
     current = worst.current.throughput_mbps
     best = worst.best.throughput_mbps if worst.best else None
     cap = _capacity(ev, worst)
@@ -408,6 +466,20 @@ def _gap(ev: Evidence, dirs: Sequence[_Direction], factor: str) -> WizardGap:
     if factor == "path-capacity":
         return WizardGap(current, current, True)
     return WizardGap(current, cap, False)
+
+
+def _predicted_gap(ev: Evidence, factor: str) -> WizardGap:
+    if ev.path is None or ev.path.capacity is None or ev.path.rtt.min <= 0:
+        return WizardGap()
+    rtt, cap = ev.path.rtt.min, ev.path.capacity.mbps
+    window = {
+        "receiver-window": max_receive_window(ev.local),
+        "sender-buffer": max_send_window(ev.local),
+        "window-scaling": UNSCALED_WINDOW,
+    }.get(factor)
+    if window is None:
+        return WizardGap()
+    return WizardGap(min(cap, window_limit_mbps(window, rtt)), cap, False)
 
 
 def _fixes_for(ev: Evidence, factor: str, host: HostRole | None) -> tuple[Fix, ...]:

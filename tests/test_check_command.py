@@ -105,12 +105,3 @@ def test_unresolvable_host(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "no-such-host.invalid"]) == ExitCode.UNKNOWN
     err = capsys.readouterr().err.strip()
     assert "cannot resolve 'no-such-host.invalid'" in err and "\n" not in err
-
-
-def test_host_gets_a_local_audit_of_its_route(tmp_path: Path) -> None:
-    code, out, _ = run_check(tmp_path, ["127.0.0.1", "--json", *MODEST])
-    doc = json.loads(out)
-    assert code == doc["exit_code"]
-    assert doc["target"] == {"host": "127.0.0.1", "address": "127.0.0.1", "port": 5301}
-    assert doc["host"]["interface"]["name"] == "lo"
-    assert any("not implemented" in n for n in doc["notes"])

@@ -227,3 +227,17 @@ def test_missing_peer_lowers_confidence() -> None:
 
 def _t(*modes: ModeResult) -> TransferResult:
     return TransferResult(modes)
+
+
+def test_peerless_prediction_from_the_local_window() -> None:
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 1048576"})
+    v = diagnose(Evidence(small, None, path(100, 500))).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "local")
+    assert v.confidence < 0.5  # a prediction without a peer
+    assert v.wizard_gap.current_mbps == pytest.approx(window_limit_mbps(524288, 100))
+    assert v.wizard_gap.measured is False
+
+
+def test_peerless_prediction_healthy() -> None:
+    v = diagnose(Evidence(audit(), None, path(10, 100))).verdict
+    assert v.limiting_factor == "path-capacity"

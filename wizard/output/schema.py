@@ -186,15 +186,17 @@ def report_schema() -> Schema:
             "target": _nullable(
                 _obj({"host": STR, "address": _nullable(STR), "port": _nullable(INT)})
             ),
-            "host": HOST,
+            "host": _nullable(HOST),
             "peer": _nullable(HOST),
             "path": _nullable(PATH),
             "transfer": _nullable(TRANSFER),
             "verdict": VERDICT,
             "fixes": _arr(FIX),
             "notes": _arr(STR),
+            "error": STR,
             "exit_code": INT,
-        }
+        },
+        optional=("error",),
     )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
