@@ -32,6 +32,7 @@ class Report:
     path: PathEstimate | None = None
     transfer: TransferResult | None = None
     notes: tuple[str, ...] = ()
+    error: str | None = None  # why the run could not complete (exit_code is then 3)
 
 
 def exit_code_for(host: HostAudit, peer: HostAudit | None = None) -> ExitCode:

@@ -189,20 +189,33 @@ def run_check(
     stage("peer", "peer audit done" if peer else why_not or "", peer=peer)
 
     stage("probe", "measuring RTT and bottleneck capacity")
-    path = probe(
-        req.host,
-        req.port,
-        secret=req.secret,
-        tcp_port=req.tcp_port,
-        budget_s=QUICK_PROBE_BUDGET_S if req.quick else PROBE_BUDGET_S,
-        progress=lambda m: emit(Event("probe", m)),
-    )
-    notes.extend(path.notes)
-    target = measured_target(path, req.bdp_hint)
-    stage("probe", "path measured", path=path)
+    path: PathEstimate | None = None
+    error: str | None = None
+    try:
+        path = probe(
+            req.host,
+            req.port,
+            secret=req.secret,
+            tcp_port=req.tcp_port,
+            budget_s=QUICK_PROBE_BUDGET_S if req.quick else PROBE_BUDGET_S,
+            progress=lambda m: emit(Event("probe", m)),
+        )
+    except AuthFailed:
+        raise
+    except PeerUnavailable as exc:
+        # Nothing answered: the path is unknown, but the audit of the route to it stands.
+        error = f"{req.host} did not answer any probe: {exc}"
+        notes.append(error)
+    target = req.bdp_hint
+    if path is not None:
+        notes.extend(path.notes)
+        target = measured_target(path, req.bdp_hint)
+        stage("probe", "path measured", path=path)
 
     transfer: TransferResult | None = None
-    if facts is not None or path.peer:
+    if path is None:
+        pass
+    elif facts is not None or path.peer:
         stage("transfer", "test transfers")
         try:
             transfer = run_transfer(
@@ -236,12 +249,13 @@ def run_check(
         host=local,
         verdict=diag.verdict,
         fixes=diag.fixes,
-        exit_code=check_exit_code(diag, local, peer),
+        exit_code=ExitCode.UNKNOWN if error else check_exit_code(diag, local, peer),
         target=target_info,
         peer=peer,
         path=path,
         transfer=transfer,
         notes=tuple(dict.fromkeys(local.notes + tuple(notes))),
+        error=error,
     )
     stage("done", diag.verdict.limiting_factor)
     return report

@@ -194,6 +194,13 @@ def verdict_json(v: Verdict) -> Json:
 
 
 def report_json(r: Report) -> Json:
+    doc = _report_fields(r)
+    if r.error is not None:
+        doc["error"] = r.error
+    return doc
+
+
+def _report_fields(r: Report) -> Json:
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},
