@@ -48,7 +48,10 @@ class Lab:
         state_dir: str = DEFAULT_STATE_DIR,
         owner_pid: int = 0,
         seed: int | None = None,
+        max_rate_bps: float = DELAYLINE_MAX_RATE_BPS,
     ) -> None:
+        """max_rate_bps: refuse delay-line rates above it (the benchmark raises it to find
+        the emulator's own limit)."""
         if not spec.name:
             raise UsageError("a Lab needs a name (LabSpec.name)")
         spec.validate()
@@ -59,6 +62,7 @@ class Lab:
         self.ifname = IFNAME
         self.owner_pid = owner_pid
         self.seed = seed
+        self.max_rate_bps = max_rate_bps
         self.state = StateDir(state_dir)
         self.backend = spec.backend
         self.pid = 0
@@ -168,10 +172,10 @@ class Lab:
         self.backend = resolve_backend(self.spec)
         if self.backend == "delayline":
             for what, link in (("a->b", self.spec.forward), ("b->a", self.spec.reverse)):
-                if link.rate_bps > DELAYLINE_MAX_RATE_BPS:
+                if link.rate_bps > self.max_rate_bps:
                     raise UsageError(
                         f"{what}: {link.rate_bps / 1e6:g} Mbit/s is above what the user-space "
-                        f"delay line carries on this machine ({DELAYLINE_MAX_RATE_BPS / 1e6:g} "
+                        f"delay line carries on this machine ({self.max_rate_bps / 1e6:g} "
                         "Mbit/s); it would be the bottleneck itself"
                     )
         for ns in (self.ns_a, self.ns_b):

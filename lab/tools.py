@@ -19,15 +19,19 @@ from tcpwizard.lab.netns import LabError
 from tcpwizard.lab.spec import Side
 
 _TIME_RE = re.compile(r"time=([0-9.]+) ms")
+_SUMMARY_RE = re.compile(r"rtt min/avg/max/mdev = ([0-9.]+)/")
 
 
 @dataclass(frozen=True)
 class PingResult:
     sent: int
     rtts_s: tuple[float, ...]
+    summary_min_s: float | None = None  # from ping's summary line: µs resolution
 
     @property
     def min_s(self) -> float:
+        if self.summary_min_s is not None:
+            return self.summary_min_s
         return min(self.rtts_s) if self.rtts_s else float("nan")
 
     @property
@@ -46,7 +50,10 @@ def ping(
     limit = count * interval_s + wait + 10
     proc = lab.run(side, argv, capture_output=True, text=True, check=False, timeout=limit)
     rtts = tuple(float(m.group(1)) / 1e3 for m in _TIME_RE.finditer(proc.stdout))
-    return PingResult(count, rtts)
+    # Per-reply times lose decimals above 100 ms ("time=200 ms"); the summary keeps 3.
+    summary = _SUMMARY_RE.search(proc.stdout)
+    best = float(summary.group(1)) / 1e3 if summary else None
+    return PingResult(count, rtts, best)
 
 
 @dataclass(frozen=True)
