@@ -123,6 +123,9 @@ def write_sysctl(ns: str, key: str, value: str) -> None:
     if proc.returncode != 0:
         err = proc.stderr.strip().splitlines()
         detail = err[-1] if err else "write failed"
+        if key == "net.ipv4.tcp_congestion_control":
+            allowed = read_sysctl(ns, "net.ipv4.tcp_allowed_congestion_control")
+            detail = f"a namespace may only choose one of: {allowed}"
         raise UsageError(f"sysctl {key}={value!r} refused in {ns}: {detail}")
 
 

@@ -61,12 +61,14 @@ class TcpResult:
     sender_bps: float
     receiver_bps: float
     retransmits: int
-    interval_bps: tuple[float, ...]  # sender side, one per second
+    # (bytes, seconds) per interval as the client saw them: receiver side with -R.
+    intervals: tuple[tuple[int, float], ...]
 
     def steady_bps(self, skip: int) -> float:
-        """Mean of the intervals after the first `skip` (slow start) ones."""
-        rest = self.interval_bps[skip:]
-        return sum(rest) / len(rest) if rest else float("nan")
+        """Goodput over the intervals after the first `skip` (slow start) ones."""
+        rest = self.intervals[skip:]
+        seconds = sum(s for _, s in rest)
+        return sum(b for b, _ in rest) * 8 / seconds if seconds > 0 else float("nan")
 
 
 @dataclass(frozen=True)
@@ -129,12 +131,14 @@ def iperf3_tcp(
 ) -> TcpResult:
     data = _iperf3(lab, client, ["-i", "1", *extra], seconds)
     end = data["end"]
-    intervals = tuple(float(i["sum"]["bits_per_second"]) for i in data.get("intervals", ()))
+    intervals = tuple(
+        (int(i["sum"]["bytes"]), float(i["sum"]["seconds"])) for i in data.get("intervals", ())
+    )
     return TcpResult(
         sender_bps=float(end["sum_sent"]["bits_per_second"]),
         receiver_bps=float(end["sum_received"]["bits_per_second"]),
         retransmits=int(end["sum_sent"].get("retransmits", 0)),
-        interval_bps=intervals,
+        intervals=intervals,
     )
 
 
