@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import IO, cast
 
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode
@@ -125,15 +126,15 @@ def row_window(seconds: float, rcvbuf: int = 65536, rtt_s: float = 0.050) -> Row
             text=True,
         )  # fmt: skip
         try:
-            assert recv.stdout is not None  # PIPE was requested just above
-            if recv.stdout.readline().strip() != "listening":
+            out = cast(IO[str], recv.stdout)  # PIPE was requested just above
+            if out.readline().strip() != "listening":
                 raise LabError("window test receiver did not start")
             sent = lab.run(
                 "a",
                 [*base, "send", "--to", lab.addr_b, "--seconds", f"{seconds:g}"],
                 capture_output=True, text=True, check=True, timeout=seconds + 40,
             )  # fmt: skip
-            got = json.loads(recv.stdout.read())
+            got = json.loads(out.read())
         finally:
             recv.wait(timeout=40)
             if recv.stdout is not None:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from types import TracebackType
-from typing import Any
+from typing import IO, Any, cast
 
 from tcpwizard.exitcodes import PermissionRequired, UsageError
 from tcpwizard.lab import netns
@@ -231,10 +231,10 @@ class Lab:
             )  # fmt: skip
         self.pid = self._proc.pid
         self.state.write(self._record())
-        assert self._proc.stdout is not None  # PIPE was requested just above
-        ready, _, _ = select.select([self._proc.stdout], [], [], READY_TIMEOUT_S)
-        line = self._proc.stdout.readline() if ready else b""
-        self._proc.stdout.close()
+        out = cast(IO[bytes], self._proc.stdout)  # PIPE was requested just above
+        ready, _, _ = select.select([out], [], [], READY_TIMEOUT_S)
+        line = out.readline() if ready else b""
+        out.close()
         if line.strip() != b"ready":
             raise LabError(f"lab {self.name}: the delay line did not start; {self._log_tail()}")
 

@@ -12,7 +12,7 @@ import select
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any, cast
 
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import LabError
@@ -91,8 +91,7 @@ def _iperf3(lab: Lab, client: Side, args: list[str], seconds: float) -> dict[str
         stderr=subprocess.STDOUT,
     )
     try:
-        assert server.stdout is not None  # PIPE was requested just above
-        fd = server.stdout.fileno()
+        fd = cast(IO[bytes], server.stdout).fileno()  # PIPE was requested just above
         seen = b""
         deadline = time.monotonic() + 5
         # Raw reads: a buffered reader would hide lines from select().

@@ -135,11 +135,10 @@ def test_a_killed_owner_takes_its_lab_with_it() -> None:
         "time.sleep(60)\n"
     )
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert owner.stdout is not None
-    emulator = int(owner.stdout.readline())
+    emulator = int(owner.stdout.readline())  # type: ignore[union-attr]
     owner.kill()  # like pytest killed -9: no teardown code runs
     owner.wait()
-    owner.stdout.close()
+    owner.stdout.close()  # type: ignore[union-attr]
     lab = Lab(LabSpec.symmetric(10e6, 0.002, name=name))
     lab.pid = emulator
     try:
