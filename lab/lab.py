@@ -111,10 +111,14 @@ class Lab:
         """subprocess.Popen inside host `side`; keyword arguments pass through."""
         return subprocess.Popen(self.command(side, argv), **kw)
 
-    def kill_processes(self) -> None:
-        """End every program still running inside either host (servers a test left)."""
+    def processes(self) -> set[int]:
+        """Pids of the programs running inside either host."""
+        return set(netns.ns_pids(self.ns_a)) | set(netns.ns_pids(self.ns_b))
+
+    def kill_processes(self, keep: set[int] | frozenset[int] = frozenset()) -> None:
+        """End the programs running inside either host, except the pids in `keep`."""
         for ns in (self.ns_a, self.ns_b):
-            netns.kill_ns_processes(ns)
+            netns.kill_ns_processes(ns, keep=keep)
 
     def sysctl(self, side: Side, key: str) -> str:
         return netns.read_sysctl(self.ns(side), key)

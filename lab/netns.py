@@ -51,9 +51,11 @@ def ns_pids(ns: str) -> list[int]:
     return [int(p) for p in out.split() if p.isdigit()]
 
 
-def kill_ns_processes(ns: str, grace_s: float = 0.5) -> None:
+def kill_ns_processes(
+    ns: str, grace_s: float = 0.5, keep: set[int] | frozenset[int] = frozenset()
+) -> None:
     """Programs started inside the namespace (iperf3 -s...) would keep it alive."""
-    pids = ns_pids(ns)
+    pids = [p for p in ns_pids(ns) if p not in keep]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):

@@ -16,8 +16,9 @@
 Labs are built on first use, cached by spec for the whole session (building one takes
 ~0.2 s) and removed at session end, also when tests fail. Each gets a unique name
 (twt-<run id>-<n>), so concurrent pytest runs never collide; the delay line watches the
-pytest process and removes its lab itself if the session is killed. Without root the tests
-skip. A test must not change a shared lab (sysctls...): put what it needs in the spec.
+pytest process and removes its lab itself if the session is killed. After each test that
+used `lab`, the programs it started inside the hosts are killed (ones running before it, such
+as a session-scoped server, are kept). Without root the tests skip. A test must not change a shared lab (sysctls...): put what it needs in the spec.
 """
 
 from __future__ import annotations
@@ -98,8 +99,11 @@ def lab(request: pytest.FixtureRequest, lab_factory: LabFactory) -> Iterator[Lab
     if not isinstance(spec, LabSpec):
         raise TypeError(f"parametrize 'lab' with LabSpec values, not {type(spec).__name__}")
     built = lab_factory(spec)
+    before = built.processes()
     yield built
-    built.kill_processes()  # servers a test left behind must not answer the next test
+    # Servers this test left behind must not answer the next one; programs that were
+    # already running (a session-scoped server) stay.
+    built.kill_processes(keep=before)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

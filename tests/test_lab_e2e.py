@@ -80,6 +80,18 @@ def test_per_host_sysctls_apply_only_to_their_host(lab: Lab) -> None:
         assert f.read().split() != RMEM_B[1].split()
 
 
+def test_kill_processes_spares_the_ones_to_keep(lab: Lab) -> None:
+    older = lab.popen("b", ["sleep", "30"])
+    keep = lab.processes()
+    newer = lab.popen("a", ["sleep", "30"])
+    assert _wait_until(lambda: len(lab.processes()) == len(keep) + 1, 2)
+    lab.kill_processes(keep=keep)
+    assert newer.wait(timeout=2) != 0
+    assert older.poll() is None
+    older.kill()
+    older.wait()
+
+
 def test_two_labs_at_once_keep_their_own_paths(lab_factory: LabFactory) -> None:
     fast = lab_factory(LabSpec.symmetric(100e6, 0.004))
     slow = lab_factory(LabSpec.symmetric(100e6, 0.030))
