@@ -185,10 +185,13 @@ class Lab:
         for ns in (self.ns_a, self.ns_b):
             if netns.ns_exists(ns):
                 raise UsageError(f"network namespace {ns} already exists; pick another --name")
+        created: list[str] = []
         try:
             netns.ns_add(self.ns_a)
+            created.append(self.ns_a)
             self.state.write(self._record())  # from here on, `down --all` can find it
             netns.ns_add(self.ns_b)
+            created.append(self.ns_b)
             for ns in (self.ns_a, self.ns_b):
                 netns.ip("link", "set", "lo", "up", ns=ns)
             if self.backend == "delayline":
@@ -199,7 +202,14 @@ class Lab:
             self._configure()
             self._wait_reachable()
         except BaseException:
-            self.down()
+            if len(created) == 2:
+                self.down()
+            else:
+                # Lost a race for the name with another process: remove only what is ours.
+                for ns in created:
+                    netns.ns_del(ns)
+                if created:
+                    self.state.remove(self.name)
             raise
         return self
 

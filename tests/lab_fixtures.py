@@ -18,7 +18,8 @@ Labs are built on first use, cached by spec for the whole session (building one 
 (twt-<run id>-<n>), so concurrent pytest runs never collide; the delay line watches the
 pytest process and removes its lab itself if the session is killed. After each test that
 used `lab`, the programs it started inside the hosts are killed (ones running before it, such
-as a session-scoped server, are kept). Without root the tests skip. A test must not change a shared lab (sysctls...): put what it needs in the spec.
+as a session-scoped server, are kept). Without root the tests skip. A test must not change a
+shared lab (sysctls...): put what it needs in the spec.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from tcpwizard.exitcodes import UsageError
 from tcpwizard.lab import Lab, LabSpec
 from tcpwizard.lab.netns import ns_list, pid_alive
 from tcpwizard.lab.state import StateDir
@@ -177,3 +178,16 @@ def test_cli_up_exec_status_down(capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["lab", "down", "--name", name]) == 0
     assert f"{name}-a" not in ns_list()
     assert main(["lab", "down", "--name", name]) == 0  # idempotent
+
+
+def test_a_second_lab_with_the_same_name_is_refused_and_harms_nothing() -> None:
+    first = _own_lab()
+    try:
+        first.up()
+        with pytest.raises(UsageError):
+            Lab(first.spec).up()
+        assert first.is_up
+        assert ping(first, "a", 2, 0.02).loss == 0
+    finally:
+        first.down()
+    assert _gone(first)
