@@ -140,7 +140,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l loss -x -d 'random l
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l jitter -x -d 'delay jitter, e.g. 2ms'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l queue -x -d 'drop-tail queue: 1bdp, 0.5bdp or bytes'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l mtu -x -d mtu
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l reverse -x -d 'a different b->a direction, e.g. '"'"'rate=10mbit,loss=1%,rtt=...'"'"''
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l reverse -x -d 'a different b->a direction, e.g. '"'"'rate=10mbit,loss=1%,delay=40ms'"'"' (one-way)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l sysctl -x -d 'per-host sysctl, e.g. a:net.ipv4.tcp_rmem='"'"'4096 65536 131072'"'"' (repeatable)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l backend -xka "auto netem delayline" -d backend
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab; and test $_shtab_tcpwizard_npos -eq 0' -a status -d 'show running labs'

@@ -132,7 +132,8 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     up.add_argument("--queue", default="1bdp", help="drop-tail queue: 1bdp, 0.5bdp or bytes")
     up.add_argument("--mtu", type=int, default=1500)
     up.add_argument(
-        "--reverse", help="a different b->a direction, e.g. 'rate=10mbit,loss=1%%,rtt=...'"
+        "--reverse",
+        help="a different b->a direction, e.g. 'rate=10mbit,loss=1%%,delay=40ms' (one-way)",
     )
     up.add_argument(
         "--sysctl",
