@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tcpwizard.checks.model import Fix
+from tcpwizard.checks.model import Fix, HostRole
 from tcpwizard.exitcodes import ExitCode, TcpWizardError
 
 FILE_NAME = "60-tcpwizard.conf"
@@ -171,12 +171,16 @@ def fixes_from_report(data: object) -> list[Fix]:
     return fixes
 
 
-def make_plan(fixes: Sequence[Fix], sysctl_root: str, conf_dir: str) -> Plan:
+def make_plan(
+    fixes: Sequence[Fix], sysctl_root: str, conf_dir: str, role: HostRole = "local"
+) -> Plan:
+    """The changes for the host running this: `role` says which end of the report it is
+    (a report made on the near end names the far end's fixes `peer`)."""
     sysctls: list[SysctlChange] = []
     routes: list[RouteChange] = []
     manual: list[Fix] = []
     for fix in fixes:
-        if fix.host not in ("local", "both"):
+        if fix.host not in (role, "both"):
             continue
         if fix.kind == "sysctl":
             sysctls.append(

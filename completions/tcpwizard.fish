@@ -51,7 +51,7 @@ function _shtab_tcpwizard_using
 end
 
 set -g _shtab_tcpwizard_commands check calc probe transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history
-set -g _shtab_tcpwizard_opts_with_value --backend --bandwidth --bind --budget --bytes --critical --db --direction --duration --format --interval --jitter --listen --loss --max-bytes --max-clients --max-duration --modes --mtu --name --out --plan --port --queue --rate --reverse --rtt --secret-file --since --streams --sysctl --targets --tcp-port --warning
+set -g _shtab_tcpwizard_opts_with_value --backend --bandwidth --bind --budget --bytes --critical --db --direction --duration --for --format --interval --jitter --listen --loss --max-bytes --max-clients --max-duration --modes --mtu --name --out --plan --port --queue --rate --reverse --rtt --secret-file --since --streams --sysctl --targets --tcp-port --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -126,6 +126,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using fix' -s h -l help -d 'show this
 complete -c tcpwizard -n '_shtab_tcpwizard_using fix' -l rollback -d 'restore the values saved by --fix'
 complete -c tcpwizard -n '_shtab_tcpwizard_using fix' -l yes -d 'apply without asking'
 complete -c tcpwizard -n '_shtab_tcpwizard_using fix' -l plan -x -d 'a JSON report from `check --json` to take the fixes from'
+complete -c tcpwizard -n '_shtab_tcpwizard_using fix' -l for -xka "local peer" -d 'whose fixes to apply: '"'"'peer'"'"' when run on the far end with the near end'"'"'s report'
 complete -c tcpwizard -n '_shtab_tcpwizard_using fix' -l format -xka "text json prometheus nagios" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using fix' -l json -d 'same as --format json'
 complete -c tcpwizard -n '_shtab_tcpwizard_using fix' -l no-color -d 'plain text without colours'

@@ -116,6 +116,13 @@ def _add_fix(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--rollback", action="store_true", help="restore the values saved by --fix")
     p.add_argument("--yes", action="store_true", help="apply without asking")
     p.add_argument("--plan", help="a JSON report from `check --json` to take the fixes from")
+    p.add_argument(
+        "--for",
+        dest="role",
+        choices=("local", "peer"),
+        default="local",
+        help="whose fixes to apply: 'peer' when run on the far end with the near end's report",
+    )
     _add_output_flags(p)
 
 

@@ -16,7 +16,7 @@ from tcpwizard.advice.apply import (
     render_diff,
     rollback,
 )
-from tcpwizard.checks.model import Fix
+from tcpwizard.checks.model import Fix, HostRole
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
 
@@ -53,9 +53,11 @@ def print_report(report: ApplyReport, ctx: Context, fmt: str) -> int:
     return int(ExitCode.OK if report.complete else ExitCode.WARNING)
 
 
-def apply_fixes(fixes: list[Fix], ctx: Context, yes: bool, fmt: str) -> int:
+def apply_fixes(
+    fixes: list[Fix], ctx: Context, yes: bool, fmt: str, role: HostRole = "local"
+) -> int:
     """Shared by `fix --plan` and `check --fix`: dry-run diff first, apply only with --yes."""
-    plan = make_plan(fixes, ctx.sysctl_root, ctx.sysctl_conf_dir)
+    plan = make_plan(fixes, ctx.sysctl_root, ctx.sysctl_conf_dir, role)
     if not plan.has_changes and not plan.manual:
         print("nothing to fix: every value is already set", file=ctx.stdout)
         return int(ExitCode.OK)
@@ -75,4 +77,4 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return print_report(rollback(ctx.state_dir), ctx, args.format)
     if not args.plan:
         raise UsageError("fix needs --plan REPORT.json (from `check --json`) or --rollback")
-    return apply_fixes(_load_plan_fixes(args.plan), ctx, args.yes, args.format)
+    return apply_fixes(_load_plan_fixes(args.plan), ctx, args.yes, args.format, args.role)
