@@ -154,14 +154,27 @@ def _fmt(mbps: float | None) -> str:
     return "?" if mbps is None else f"{mbps:.1f} Mbit/s"
 
 
+def steady_mbps(m: ModeResult) -> float:
+    """Goodput once the connection is up to speed: the median interval of the second half.
+    A short test on a long path spends a noticeable share of its time in slow start, which
+    says nothing about the hosts' tuning."""
+    rates = sorted(s.goodput_mbps for s in m.samples[len(m.samples) // 2 :])
+    if len(rates) < 3:
+        return m.throughput_mbps
+    return max(m.throughput_mbps, rates[len(rates) // 2])
+
+
 def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
     cap, cur = _capacity(ev, d), d.current
     if cap is None or cur is None or cap <= 0:
         return None
-    share = cur.throughput_mbps / cap
+    share = steady_mbps(cur) / cap
     if share < HEALTHY_SHARE:
         return None
-    evidence = [f"{cur.mode} moved {_fmt(cur.throughput_mbps)} of {_fmt(cap)} capacity"]
+    evidence = [
+        f"{cur.mode} moved {_fmt(cur.throughput_mbps)} ({_fmt(steady_mbps(cur))} once up to "
+        f"speed) of {_fmt(cap)} capacity"
+    ]
     if share > 1.1:
         evidence.append("the capacity probe was the slower one (sender-limited): a lower bound")
     return _Candidate(
@@ -301,6 +314,11 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
     confidence = 0.55
     if bound is not None and cur.throughput_mbps <= 1.5 * bound:
         confidence = 0.85
+    elif bound is not None and cur.throughput_mbps > 3 * bound:
+        # Far above the steady-state loss bound: the losses came in a burst (slow-start
+        # overshoot into the queue), not as the loss rate that holds the window down.
+        confidence = 0.3
+        evidence.append("throughput is far above that bound: the losses were a burst")
     if cc:
         evidence.append(f"sender's congestion control: {cc}")
     advice = (

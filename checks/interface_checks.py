@@ -223,7 +223,7 @@ class RouteClamps(_InterfaceCheck):
             id=f"{self.id}:{route.destination}",
             kind="route",
             host="local",
-            key=f"route {route.destination}",
+            key=f"route:{route.destination}",
             value=" ".join(keep) or "(no metrics)",
             command=_route_command(route, iface, keep),
             why=self.why,

@@ -1,0 +1,249 @@
+"""The misconfiguration suite: each scenario builds a lab with one known cause, runs `check`
+from host a against `serve` on host b, checks the verdict names that cause and the right
+host, applies the printed fix with `tcpwizard fix` on that host, and re-measures.
+
+Shared by the end-to-end tests (which assert) and `lab bench --scenarios` (which tabulates).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tcpwizard.lab.lab import Lab
+from tcpwizard.lab.serving import SERVE_PORT, serving, tcpwizard_argv
+from tcpwizard.lab.spec import LabSpec, Side
+
+RATE = 100e6
+RTT = 0.050
+RECHECK_SHARE = 0.80  # "measurably removes the limit": >= 80 % of the bottleneck rate
+
+
+def _route_window_clamp(lab: Lab) -> None:
+    """b's route back to a advertises at most 64 KB (`ip route ... window`)."""
+    out = lab.run("b", ["ip", "-4", "route", "show", "dev", lab.ifname, "proto", "kernel"],
+                  capture_output=True, text=True, check=True)
+    prefix = out.stdout.split()[0]
+    lab.run("b", ["ip", "route", "change", prefix, "dev", lab.ifname, "window", "65535"],
+            check=True)
+
+
+def _stale_ssthresh(lab: Lab) -> None:
+    """A congested episode (3 % drops on b's input, nftables) leaves a small ssthresh in a's
+    tcp_metrics cache for b; then the path is clean again."""
+    table = ["nft", "-f", "-"]
+    rules = (
+        "table inet tcpwizard_scenario {\n chain input {\n"
+        "  type filter hook input priority 0; policy accept;\n"
+        f"  tcp dport {SERVE_PORT} numgen random mod 100 < 3 drop\n }}\n}}\n"
+    )
+    lab.run("b", table, input=rules, text=True, check=True)
+    try:
+        lab.run("a", tcpwizard_argv("transfer", lab.addr_b, "--modes", "autotune",
+                                    "--duration", "3", "--json"),
+                capture_output=True, check=False, timeout=60)
+    finally:
+        lab.run("b", ["nft", "delete", "table", "inet", "tcpwizard_scenario"], check=False)
+    shown = lab.run("a", ["ip", "tcp_metrics", "show", lab.addr_b], capture_output=True,
+                    text=True, check=False).stdout
+    if "ssthresh" not in shown:
+        raise RuntimeError(f"no ssthresh was cached for {lab.addr_b}: {shown.strip()!r}")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    cause: str
+    spec: LabSpec
+    expect_factor: str
+    expect_host: str | None
+    check_args: tuple[str, ...] = ()
+    setup: Callable[[Lab], None] | None = None
+    fix_side: Side | None = "b"  # where the printed fix is applied (None: no fix expected)
+    recheck_modes: str = "autotune"
+    applies_automatically: bool = True  # False: a setsockopt fix the application makes
+
+
+def _spec(**kw: Any) -> LabSpec:
+    return LabSpec.symmetric(RATE, RTT, **kw)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "healthy", "a well-tuned path (kernel defaults are enough at 100 Mbit/s x 50 ms)",
+        _spec(), "path-capacity", None, fix_side=None,
+    ),
+    Scenario(
+        "receiver-rmem", "receiver's net.ipv4.tcp_rmem max is 256 KB",
+        _spec(sysctls_b=(("net.ipv4.tcp_rmem", "4096 65536 262144"),)),
+        "receiver-window", "peer",
+    ),
+    Scenario(
+        "sender-wmem", "sender's net.ipv4.tcp_wmem max is 128 KB",
+        _spec(sysctls_a=(("net.ipv4.tcp_wmem", "4096 16384 131072"),)),
+        "sender-buffer", "local", fix_side="a",
+    ),
+    Scenario(
+        "window-scaling-off", "window scaling off at the receiver",
+        _spec(sysctls_b=(("net.ipv4.tcp_window_scaling", "0"),)),
+        "window-scaling", "peer",
+    ),
+    Scenario(
+        "app-64k", "the application fixes SO_RCVBUF/SO_SNDBUF at 64 KB (stock FTP)",
+        _spec(), "receiver-window", "peer", check_args=("--modes", "untuned"),
+        fix_side=None, recheck_modes="static", applies_automatically=False,
+    ),
+    Scenario(
+        "loss-reno", "1 % random loss, sender runs Reno",
+        _spec(loss=0.01, sysctls_a=(("net.ipv4.tcp_congestion_control", "reno"),)),
+        "congestion", "local", fix_side="a",
+    ),
+    Scenario(
+        "route-window", "receiver's route back to the sender clamps the window (window 65535)",
+        _spec(), "receiver-window", "peer", setup=_route_window_clamp,
+    ),
+    Scenario(
+        "stale-ssthresh", "sender (Reno) caches a small ssthresh from a congested episode",
+        _spec(sysctls_a=(
+            ("net.ipv4.tcp_congestion_control", "reno"),
+            ("net.ipv4.tcp_no_metrics_save", "0"),
+            ("net.ipv4.tcp_no_ssthresh_metrics_save", "0"),
+        )),
+        "cached-metrics", "local", setup=_stale_ssthresh, fix_side="a",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    name: str
+    cause: str
+    expect: str
+    factor: str
+    host: str | None
+    confidence: float
+    fixes: tuple[str, ...]
+    before_mbps: float | None
+    after_mbps: float | None
+    rate_mbps: float
+    check_s: float
+    applied: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def verdict_ok(self) -> bool:
+        want_factor, _, want_host = self.expect.partition("@")
+        return self.factor == want_factor and (self.host or "") == want_host
+
+    @property
+    def fixed_ok(self) -> bool:
+        return self.after_mbps is not None and self.after_mbps >= RECHECK_SHARE * self.rate_mbps
+
+
+def _json_run(lab: Lab, side: Side, argv: list[str], env: dict[str, str]) -> tuple[int, Any]:
+    out = lab.run(side, argv, capture_output=True, text=True, env=env, timeout=120)
+    try:
+        return out.returncode, json.loads(out.stdout)
+    except ValueError:
+        raise RuntimeError(
+            f"{' '.join(argv[2:5])} gave no JSON (exit {out.returncode}): {out.stderr[-400:]}"
+        ) from None
+
+
+def _current(doc: dict[str, Any]) -> float | None:
+    gap = doc["verdict"]["wizard_gap"]
+    value = gap.get("current_mbps")
+    return float(value) if value is not None else None
+
+
+def run_scenario(sc: Scenario, lab: Lab) -> ScenarioResult:
+    """Runs on a fresh lab built from sc.spec (the fix changes the lab's hosts)."""
+    with tempfile.TemporaryDirectory(prefix="tw-scenario-") as tmp:
+        env = {
+            **os.environ,
+            "TCPWIZARD_SYSCTL_DIR": str(Path(tmp, "sysctl.d")),
+            "TCPWIZARD_STATE_DIR": str(Path(tmp, "state")),
+            "TCPWIZARD_HISTORY": str(Path(tmp, "history.sqlite3")),
+        }
+        with serving(lab, "b"):
+            if sc.setup is not None:
+                sc.setup(lab)
+            t0 = time.monotonic()
+            _, doc = _json_run(lab, "a", tcpwizard_argv("check", lab.addr_b, "--json",
+                                                        *sc.check_args), env)
+            check_s = time.monotonic() - t0
+            verdict = doc["verdict"]
+            plan = Path(tmp, "report.json")
+            plan.write_text(json.dumps(doc))
+            applied: list[str] = []
+            skipped: list[str] = []
+            if sc.fix_side is not None:
+                role = "local" if sc.fix_side == "a" else "peer"
+                _, res = _json_run(lab, sc.fix_side, tcpwizard_argv(
+                    "fix", "--plan", str(plan), "--yes", "--for", role, "--json"), env)
+                applied = [f"{a['target']}={a['new']}" for a in res["applied"]]
+                skipped = [f"{s['target']}: {s['reason']}" for s in res["skipped"]]
+            recheck_args = ["--modes", sc.recheck_modes, "--duration", "4"]
+            _, after = _json_run(lab, "a", tcpwizard_argv("transfer", lab.addr_b, "--json",
+                                                          *recheck_args), env)
+        modes = after["transfer"]["modes"]
+        after_mbps = max((m["throughput_mbps"] for m in modes), default=None)
+        return ScenarioResult(
+            name=sc.name,
+            cause=sc.cause,
+            expect=f"{sc.expect_factor}@{sc.expect_host or ''}",
+            factor=verdict["limiting_factor"],
+            host=verdict["host_to_fix"],
+            confidence=verdict["confidence"],
+            fixes=tuple(f["command"] for f in doc["fixes"]),
+            before_mbps=_current(doc),
+            after_mbps=after_mbps,
+            rate_mbps=RATE / 1e6,
+            check_s=check_s,
+            applied=tuple(applied),
+            skipped=tuple(skipped),
+        )
+
+
+def results_table(results: list[ScenarioResult]) -> str:
+    rows = [
+        "| scenario | cause | verdict (host) | expected | conf. | before Mbit/s | "
+        "after fix Mbit/s | after / rate | check s | fixes printed |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        ok = "✅" if r.verdict_ok else "❌"
+        fixed = "-" if r.after_mbps is None else f"{r.after_mbps / r.rate_mbps:.0%}"
+        fixed += " ✅" if r.fixed_ok else " ❌"
+        before = "-" if r.before_mbps is None else f"{r.before_mbps:.1f}"
+        after = "-" if r.after_mbps is None else f"{r.after_mbps:.1f}"
+        fixes = "<br>".join(f"`{c}`" for c in r.fixes) or "none"
+        rows.append(
+            f"| {r.name} | {r.cause} | {ok} {r.factor} ({r.host or '-'}) | {r.expect} | "
+            f"{r.confidence:.2f} | {before} | {after} | {fixed} | {r.check_s:.1f} | {fixes} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def run_all(
+    make_lab: Callable[[LabSpec], Lab], only: tuple[str, ...] = ()
+) -> list[ScenarioResult]:
+    results = []
+    for sc in SCENARIOS:
+        if only and sc.name not in only:
+            continue
+        with make_lab(sc.spec) as lab:
+            results.append(run_scenario(sc, lab))
+    return results
+
+
+def run_subprocess_ok(argv: list[str]) -> bool:
+    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
