@@ -13,6 +13,8 @@ import pytest
 
 from tcpwizard.exitcodes import UsageError
 from tcpwizard.lab import Lab, LabSpec
+from tcpwizard.lab.lab import resolve_backend
+from tcpwizard.lab.netem import netem_available
 from tcpwizard.lab.netns import ns_list, pid_alive
 from tcpwizard.lab.state import StateDir
 from tcpwizard.lab.tools import iperf3_tcp, iperf3_udp, ping
@@ -191,3 +193,16 @@ def test_a_second_lab_with_the_same_name_is_refused_and_harms_nothing() -> None:
     finally:
         first.down()
     assert _gone(first)
+
+
+def test_backend_detection_picks_netem_only_when_the_kernel_has_it() -> None:
+    if lab_unavailable():
+        pytest.skip(str(lab_unavailable()))
+    before = set(ns_list())
+    has_netem = netem_available()
+    assert not [ns for ns in set(ns_list()) - before if ns.startswith("twprobe-")]
+    auto = LabSpec.symmetric(name="x")
+    assert resolve_backend(auto) == ("netem" if has_netem else "delayline")
+    if not has_netem:
+        with pytest.raises(UsageError, match="sch_netem"):
+            resolve_backend(LabSpec.symmetric(name="x", backend="netem"))
