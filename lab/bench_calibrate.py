@@ -203,6 +203,29 @@ def plan(quick: bool) -> list[Callable[[], Row]]:
     return rows
 
 
+NOTES = """\
+How to read it:
+
+- **ping**: minimum of 15-40 echoes; the delay line adds about 0.1 ms per round trip (two
+  wakeups of the emulator), inside the max(0.3 ms, 2 %) tolerance.
+- **iperf3 TCP**: goodput measured at the receiver (`iperf3 -R`), after slow start, with
+  `tcp_rmem`/`tcp_wmem` up to 64 MB inside the lab hosts (per namespace; nothing global is
+  changed). The delay line counts IP bytes, so goodput tops out at 1448/1500 = 96.5 % of the
+  rate (52 bytes of IP + TCP headers with timestamps per 1500-byte packet).
+- **ceiling**: the same transfer with no real shaping shows what the emulator itself carries
+  on this machine; `lab up` refuses delay-line rates above the accepted maximum.
+- **fixed receive window**: the receiver sets `SO_RCVBUF = 65536` before `listen()`. Linux
+  doubles the request (`sk_rcvbuf` = 131072, room for sk_buff overhead) and advertises
+  window = sk_rcvbuf x scaling_ratio, where scaling_ratio = skb->len / skb->truesize of the
+  received segments (Linux >= 6.6; older kernels used 1 - 2^-tcp_adv_win_scale = 1/2). Here
+  1448-byte segments sit in ~2360-byte buffers: 0.614 x 131072 = 80,480 B, read back as
+  `tcpi_snd_wnd` at the sender. Throughput = window / RTT = 80,480 x 8 / 0.050 s = 12.9
+  Mbit/s; the naive 65,536 B / RTT = 10.5 Mbit/s would be 18 % low.
+- **loss**: iperf3 UDP, 50 Mbit/s of 1000-byte datagrams a->b; the lab drops 1 % per
+  direction at random (before the queue, like netem).
+"""
+
+
 def markdown(rows: list[Row], header: list[str]) -> str:
     lines = [*header, ""]
     lines.append("| test | configured | measured | reference | ratio | result | runs | notes |")
@@ -212,11 +235,11 @@ def markdown(rows: list[Row], header: list[str]) -> str:
             f"| {r.test} | {r.configured} | {r.measured} | {r.reference} | {r.ratio:.3f} "
             f"| {r.verdict} | {r.attempts} | {r.note} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + NOTES
 
 
 def text_table(rows: list[Row]) -> str:
-    cols = [("test", 30), ("configured", 22), ("measured", 15), ("reference", 38), ("ratio", 6)]
+    cols = [("test", 33), ("configured", 24), ("measured", 15), ("reference", 32), ("ratio", 6)]
     out = ["  ".join(name.ljust(w) for name, w in cols) + "  result"]
     for r in rows:
         cells = [r.test, r.configured, r.measured, r.reference, f"{r.ratio:.3f}"]

@@ -36,6 +36,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from tcpwizard.lab.netns import pid_alive, start_time
 from tcpwizard.lab.tun import NETNS_RUN_DIR, in_netns, open_tun, set_timer_slack
 
 # Packets read per fd per wakeup: bounds the time spent reading before due packets go out.
@@ -166,6 +167,8 @@ class DelayLine:
         self.args = args
         self.stop_reason = ""
         self.dirs: list[Direction] = []
+        # Remembered so that a new process reusing the owner's pid does not count as it.
+        self.owner_started = start_time(args.owner_pid) if args.owner_pid else None
 
     def _alive(self) -> bool:
         a = self.args
@@ -173,7 +176,9 @@ class DelayLine:
             if not os.path.exists(os.path.join(NETNS_RUN_DIR, ns)):
                 self.stop_reason = f"namespace {ns} is gone"
                 return False
-        if a.owner_pid and not _pid_alive(a.owner_pid):
+        if a.owner_pid and (
+            not pid_alive(a.owner_pid) or start_time(a.owner_pid) != self.owner_started
+        ):
             self.stop_reason = "owner"
             return False
         return True
@@ -240,16 +245,6 @@ class DelayLine:
             if now >= next_house:
                 next_house = now + HOUSEKEEPING_S
                 self._alive()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _self_destruct(args: argparse.Namespace) -> None:

@@ -8,6 +8,8 @@ exercised here. Per direction the egress of the sending end carries:
     parent 1:1 tbf rate R burst B limit Q          (serialize at R; Q bytes of drop-tail)
 
 Offloads are turned off on the veth so tbf sees MTU-sized packets, not 64 KB GSO bursts.
+Unlike the delay line, netem with jitter and no netem `rate` may reorder packets (its tfifo
+sorts by send time); the lab accepts that for this backend.
 """
 
 from __future__ import annotations

@@ -84,6 +84,15 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def start_time(pid: int) -> int | None:
+    """Clock ticks after boot at which `pid` started: tells a process from a pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
+
+
 def cmdline(pid: int) -> list[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
