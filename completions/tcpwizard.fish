@@ -51,7 +51,7 @@ function _shtab_tcpwizard_using
 end
 
 set -g _shtab_tcpwizard_commands check calc probe transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history
-set -g _shtab_tcpwizard_opts_with_value --backend --bandwidth --bind --budget --bytes --critical --db --direction --duration --for --format --interval --jitter --listen --loss --max-bytes --max-clients --max-duration --modes --mtu --name --out --plan --port --queue --rate --reverse --rtt --secret-file --since --streams --sysctl --targets --tcp-port --warning
+set -g _shtab_tcpwizard_opts_with_value --backend --bandwidth --bind --budget --bytes --critical --db --direction --duration --for --format --interval --jitter --listen --loss --max-bytes --max-clients --max-duration --modes --mtu --name --only --out --plan --port --queue --rate --reverse --rtt --secret-file --since --streams --sysctl --targets --tcp-port --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -162,6 +162,8 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l calibrate -d 'the
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l probes -d 'RTT and capacity probe accuracy'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l transfer -d 'transfer modes against iperf3'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l paper -d 'the seed papers'"'"' experiment matrix'
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l scenarios -d 'misconfigurations: verdict, fix, re-measure'
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l only -x -d 'run only these'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l quick -d 'a smaller matrix'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l out -x -d 'folder for tables and plots'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a exporter -d 'serve Prometheus /metrics for a list of targets'

@@ -28,11 +28,17 @@ RECHECK_SHARE = 0.80  # "measurably removes the limit": >= 80 % of the bottlenec
 
 def _route_window_clamp(lab: Lab) -> None:
     """b's route back to a advertises at most 64 KB (`ip route ... window`)."""
-    out = lab.run("b", ["ip", "-4", "route", "show", "dev", lab.ifname, "proto", "kernel"],
-                  capture_output=True, text=True, check=True)
+    out = lab.run(
+        "b",
+        ["ip", "-4", "route", "show", "dev", lab.ifname, "proto", "kernel"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     prefix = out.stdout.split()[0]
-    lab.run("b", ["ip", "route", "change", prefix, "dev", lab.ifname, "window", "65535"],
-            check=True)
+    lab.run(
+        "b", ["ip", "route", "change", prefix, "dev", lab.ifname, "window", "65535"], check=True
+    )
 
 
 def _stale_ssthresh(lab: Lab) -> None:
@@ -46,13 +52,20 @@ def _stale_ssthresh(lab: Lab) -> None:
     )
     lab.run("b", table, input=rules, text=True, check=True)
     try:
-        lab.run("a", tcpwizard_argv("transfer", lab.addr_b, "--modes", "autotune",
-                                    "--duration", "3", "--json"),
-                capture_output=True, check=False, timeout=60)
+        lab.run(
+            "a",
+            tcpwizard_argv(
+                "transfer", lab.addr_b, "--modes", "autotune", "--duration", "3", "--json"
+            ),
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
     finally:
         lab.run("b", ["nft", "delete", "table", "inet", "tcpwizard_scenario"], check=False)
-    shown = lab.run("a", ["ip", "tcp_metrics", "show", lab.addr_b], capture_output=True,
-                    text=True, check=False).stdout
+    shown = lab.run(
+        "a", ["ip", "tcp_metrics", "show", lab.addr_b], capture_output=True, text=True, check=False
+    ).stdout
     if "ssthresh" not in shown:
         raise RuntimeError(f"no ssthresh was cached for {lab.addr_b}: {shown.strip()!r}")
 
@@ -77,46 +90,76 @@ def _spec(**kw: Any) -> LabSpec:
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
-        "healthy", "a well-tuned path (kernel defaults are enough at 100 Mbit/s x 50 ms)",
-        _spec(), "path-capacity", None, fix_side=None,
+        "healthy",
+        "a well-tuned path (kernel defaults are enough at 100 Mbit/s x 50 ms)",
+        _spec(),
+        "path-capacity",
+        None,
+        fix_side=None,
     ),
     Scenario(
-        "receiver-rmem", "receiver's net.ipv4.tcp_rmem max is 256 KB",
+        "receiver-rmem",
+        "receiver's net.ipv4.tcp_rmem max is 256 KB",
         _spec(sysctls_b=(("net.ipv4.tcp_rmem", "4096 65536 262144"),)),
-        "receiver-window", "peer",
+        "receiver-window",
+        "peer",
     ),
     Scenario(
-        "sender-wmem", "sender's net.ipv4.tcp_wmem max is 128 KB",
+        "sender-wmem",
+        "sender's net.ipv4.tcp_wmem max is 128 KB",
         _spec(sysctls_a=(("net.ipv4.tcp_wmem", "4096 16384 131072"),)),
-        "sender-buffer", "local", fix_side="a",
+        "sender-buffer",
+        "local",
+        fix_side="a",
     ),
     Scenario(
-        "window-scaling-off", "window scaling off at the receiver",
+        "window-scaling-off",
+        "window scaling off at the receiver",
         _spec(sysctls_b=(("net.ipv4.tcp_window_scaling", "0"),)),
-        "window-scaling", "peer",
+        "window-scaling",
+        "peer",
     ),
     Scenario(
-        "app-64k", "the application fixes SO_RCVBUF/SO_SNDBUF at 64 KB (stock FTP)",
-        _spec(), "receiver-window", "peer", check_args=("--modes", "untuned"),
-        fix_side=None, recheck_modes="static", applies_automatically=False,
+        "app-64k",
+        "the application fixes SO_RCVBUF/SO_SNDBUF at 64 KB (stock FTP)",
+        _spec(),
+        "receiver-window",
+        "peer",
+        check_args=("--modes", "untuned"),
+        fix_side=None,
+        recheck_modes="static",
+        applies_automatically=False,
     ),
     Scenario(
-        "loss-reno", "1 % random loss, sender runs Reno",
+        "loss-reno",
+        "1 % random loss, sender runs Reno",
         _spec(loss=0.01, sysctls_a=(("net.ipv4.tcp_congestion_control", "reno"),)),
-        "congestion", "local", fix_side="a",
+        "congestion",
+        "local",
+        fix_side="a",
     ),
     Scenario(
-        "route-window", "receiver's route back to the sender clamps the window (window 65535)",
-        _spec(), "receiver-window", "peer", setup=_route_window_clamp,
+        "route-window",
+        "receiver's route back to the sender clamps the window (window 65535)",
+        _spec(),
+        "receiver-window",
+        "peer",
+        setup=_route_window_clamp,
     ),
     Scenario(
-        "stale-ssthresh", "sender (Reno) caches a small ssthresh from a congested episode",
-        _spec(sysctls_a=(
-            ("net.ipv4.tcp_congestion_control", "reno"),
-            ("net.ipv4.tcp_no_metrics_save", "0"),
-            ("net.ipv4.tcp_no_ssthresh_metrics_save", "0"),
-        )),
-        "cached-metrics", "local", setup=_stale_ssthresh, fix_side="a",
+        "stale-ssthresh",
+        "sender (Reno) caches a small ssthresh from a congested episode",
+        _spec(
+            sysctls_a=(
+                ("net.ipv4.tcp_congestion_control", "reno"),
+                ("net.ipv4.tcp_no_metrics_save", "0"),
+                ("net.ipv4.tcp_no_ssthresh_metrics_save", "0"),
+            )
+        ),
+        "cached-metrics",
+        "local",
+        setup=_stale_ssthresh,
+        fix_side="a",
     ),
 )
 
@@ -177,8 +220,9 @@ def run_scenario(sc: Scenario, lab: Lab) -> ScenarioResult:
             if sc.setup is not None:
                 sc.setup(lab)
             t0 = time.monotonic()
-            _, doc = _json_run(lab, "a", tcpwizard_argv("check", lab.addr_b, "--json",
-                                                        *sc.check_args), env)
+            _, doc = _json_run(
+                lab, "a", tcpwizard_argv("check", lab.addr_b, "--json", *sc.check_args), env
+            )
             check_s = time.monotonic() - t0
             verdict = doc["verdict"]
             plan = Path(tmp, "report.json")
@@ -187,13 +231,18 @@ def run_scenario(sc: Scenario, lab: Lab) -> ScenarioResult:
             skipped: list[str] = []
             if sc.fix_side is not None:
                 role = "local" if sc.fix_side == "a" else "peer"
-                _, res = _json_run(lab, sc.fix_side, tcpwizard_argv(
-                    "fix", "--plan", str(plan), "--yes", "--for", role, "--json"), env)
+                _, res = _json_run(
+                    lab,
+                    sc.fix_side,
+                    tcpwizard_argv("fix", "--plan", str(plan), "--yes", "--for", role, "--json"),
+                    env,
+                )
                 applied = [f"{a['target']}={a['new']}" for a in res["applied"]]
                 skipped = [f"{s['target']}: {s['reason']}" for s in res["skipped"]]
             recheck_args = ["--modes", sc.recheck_modes, "--duration", "4"]
-            _, after = _json_run(lab, "a", tcpwizard_argv("transfer", lab.addr_b, "--json",
-                                                          *recheck_args), env)
+            _, after = _json_run(
+                lab, "a", tcpwizard_argv("transfer", lab.addr_b, "--json", *recheck_args), env
+            )
         modes = after["transfer"]["modes"]
         after_mbps = max((m["throughput_mbps"] for m in modes), default=None)
         return ScenarioResult(
@@ -233,9 +282,7 @@ def results_table(results: list[ScenarioResult]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def run_all(
-    make_lab: Callable[[LabSpec], Lab], only: tuple[str, ...] = ()
-) -> list[ScenarioResult]:
+def run_all(make_lab: Callable[[LabSpec], Lab], only: tuple[str, ...] = ()) -> list[ScenarioResult]:
     results = []
     for sc in SCENARIOS:
         if only and sc.name not in only:

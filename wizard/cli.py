@@ -165,6 +165,10 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     what.add_argument("--probes", action="store_true", help="RTT and capacity probe accuracy")
     what.add_argument("--transfer", action="store_true", help="transfer modes against iperf3")
     what.add_argument("--paper", action="store_true", help="the seed papers' experiment matrix")
+    what.add_argument(
+        "--scenarios", action="store_true", help="misconfigurations: verdict, fix, re-measure"
+    )
+    bench.add_argument("--only", action="append", metavar="NAME", help="run only these")
     bench.add_argument("--quick", action="store_true", help="a smaller matrix")
     bench.add_argument("--out", default="results", help="folder for tables and plots")
 

@@ -112,7 +112,9 @@ def _down(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _demo(args: argparse.Namespace, ctx: Context) -> int:
-    raise UsageError("lab demo is not available yet")
+    from tcpwizard.demo import run_demo
+
+    return run_demo(ctx)
 
 
 def _bench(args: argparse.Namespace, ctx: Context) -> int:
@@ -136,12 +138,20 @@ def _not_yet(what: str) -> Callable[[argparse.Namespace, Context], int]:
     return runner
 
 
+def _bench_scenarios(args: argparse.Namespace, ctx: Context) -> int:
+    from tcpwizard.lab.bench_scenarios import run_scenarios
+
+    require_root()
+    return run_scenarios(args.out, tuple(args.only or ()), ctx)
+
+
 # Other benchmarks plug in here: flag name (as in cli.py) -> runner.
 BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "calibrate": _bench_calibrate,
     "probes": _not_yet("probes"),
     "transfer": _not_yet("transfer"),
     "paper": _not_yet("paper"),
+    "scenarios": _bench_scenarios,
 }
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Context], int]] = {
