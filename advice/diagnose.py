@@ -512,6 +512,9 @@ def _fixes_for(ev: Evidence, factor: str, host: HostRole | None) -> tuple[Fix, .
     chosen: list[Fix] = []
     for pool in pools:
         chosen.extend(f for f in pool if f.key.startswith(keys) and f not in chosen)
+    if any(f.kind == "route" for f in chosen):
+        # A route clamp caps every socket, whatever buffer the application asks for.
+        chosen = [f for f in chosen if f.kind != "setsockopt"]
     return tuple(chosen)
 
 

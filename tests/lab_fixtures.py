@@ -55,7 +55,19 @@ class LabFactory:
 
     def __init__(self) -> None:
         self._labs: dict[LabSpec, Lab] = {}
+        self._fresh: list[Lab] = []
         self._count = 0
+
+    def fresh(self, spec: LabSpec) -> Lab:
+        """A lab of its own, never shared, for a test that changes its hosts (a fix, a
+        route): removed at session end like the others."""
+        reason = lab_unavailable()
+        if reason:
+            pytest.skip(reason)
+        self._count += 1
+        lab = Lab(spec.with_name(f"twt-{RUN_ID}-{self._count}"), owner_pid=os.getpid())
+        self._fresh.append(lab)
+        return lab.up()
 
     def __call__(self, spec: LabSpec = DEFAULT_SPEC) -> Lab:
         reason = lab_unavailable()
@@ -74,12 +86,13 @@ class LabFactory:
 
     def close(self) -> None:
         errors = []
-        for lab in self._labs.values():
+        for lab in [*self._labs.values(), *self._fresh]:
             try:
                 lab.down()
             except Exception as exc:  # keep removing the others
                 errors.append(f"{lab.name}: {exc}")
         self._labs.clear()
+        self._fresh.clear()
         if errors:
             raise RuntimeError("lab teardown failed: " + "; ".join(errors))
 

@@ -1,0 +1,31 @@
+"""The misconfiguration suite over the emulated WAN (real kernel TCP, real sysctls in the lab's
+namespaces): for each known cause the verdict names the right factor and host, and applying
+the printed fix with `tcpwizard fix` on that host brings the path to >= 80 % of its rate.
+Results of the same runner as a table: docs/scenarios.md (`lab bench --scenarios`)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tcpwizard.lab.scenarios import SCENARIOS, Scenario, run_scenario
+from tests.lab_fixtures import LabFactory
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_scenario(scenario: Scenario, lab_factory: LabFactory) -> None:
+    if scenario.name == "stale-ssthresh" and shutil.which("nft") is None:
+        pytest.skip("nftables is not installed (make system-deps)")
+    result = run_scenario(scenario, lab_factory.fresh(scenario.spec))
+    assert (result.factor, result.host or None) == (scenario.expect_factor, scenario.expect_host)
+    if scenario.fix_side is None and scenario.applies_automatically:
+        assert result.fixes == ()  # a healthy path gets no fixes
+    else:
+        assert result.fixes, "a limit was named but no fix printed"
+    if scenario.fix_side is not None:
+        assert result.applied, f"nothing applied: {result.skipped}"
+    assert result.after_mbps is not None
+    assert result.after_mbps >= 0.8 * result.rate_mbps, result
