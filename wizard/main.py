@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from collections.abc import Sequence
 
 from tcpwizard.cli import build_parser
@@ -31,6 +32,16 @@ def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
         return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         return int(ExitCode.OK)
+    except Exception as exc:
+        # A bug, not a user error: still one line (the traceback on request), never a dump.
+        if os.environ.get("TCPWIZARD_DEBUG"):
+            raise
+        print(
+            f"tcpwizard: internal error: {type(exc).__name__}: {exc} "
+            "(set TCPWIZARD_DEBUG=1 for the traceback)",
+            file=ctx.stderr,
+        )
+        return int(ExitCode.SOFTWARE)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,11 @@ def ceiling_table(audit: HostAudit) -> Table:
 
 def render(report: Report, stream: TextIO, color: bool | None = None) -> None:
     con = console_for(stream, color)
+    if report.target is not None:
+        from tcpwizard.output.text_check import render_check
+
+        render_check(con, report)
+        return
     audit = report.host
     code = int(report.exit_code)
     status = EXIT_LABEL.get(code, str(code))

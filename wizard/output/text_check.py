@@ -1,0 +1,207 @@
+"""The one-screen report of `check HOST`: the verdict and the wizard gap first, then the fix
+for the host that needs it, then the evidence (path, transfers, both hosts' audits)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tcpwizard.advice.snippets import Option, c_snippet, python_snippet
+from tcpwizard.checks.model import Fix, HostAudit
+from tcpwizard.measure.model import ModeResult
+from tcpwizard.report import Report
+from tcpwizard.units import format_bytes
+
+EXIT_LABEL = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
+EXIT_STYLE = {0: "green", 1: "yellow", 2: "bold red", 3: "magenta"}
+HOST_WORDS = {"local": "this host", "peer": "the far end", "both": "both hosts"}
+
+
+def _mbps(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} Mbit/s" if v < 1000 else f"{v / 1000:.2f} Gbit/s"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _header(con: Console, r: Report) -> None:
+    code = int(r.exit_code)
+    head = Text("tcpwizard ", style="bold")
+    head.append(EXIT_LABEL.get(code, str(code)), style=EXIT_STYLE.get(code, ""))
+    target = r.target.host if r.target else "?"
+    addr = r.target.address if r.target and r.target.address != target else None
+    head.append(f" - {target}" + (f" ({addr})" if addr else ""))
+    head.append(f" from {r.host.hostname or 'this host'}")
+    con.print(head)
+    if r.error:
+        con.print(Text(r.error, style="magenta"))
+
+
+def _verdict(con: Console, r: Report) -> None:
+    v = r.verdict
+    line = Text("\nLimiting factor: ", style="bold")
+    line.append(
+        v.limiting_factor,
+        style="bold yellow" if v.limiting_factor != "path-capacity" else "bold green",
+    )
+    if v.host_to_fix:
+        line.append(f"  — fix {HOST_WORDS[v.host_to_fix]}")
+    line.append(f"  (confidence {v.confidence:.0%})", style="dim")
+    con.print(line)
+    con.print(v.explanation, markup=False)
+    gap = v.wizard_gap
+    if gap.current_mbps is not None and gap.tuned_mbps:
+        how = "measured" if gap.measured else "predicted from the window law"
+        if gap.tuned_mbps > 1.1 * gap.current_mbps:
+            con.print(
+                Text("Wizard gap: ", style="bold")
+                + Text(
+                    f"you get {_mbps(gap.current_mbps)}; tuned, this path gives "
+                    f"{_mbps(gap.tuned_mbps)} ({how})."
+                )
+            )
+        else:
+            con.print(
+                Text("Wizard gap: ", style="bold")
+                + Text(f"none — {_mbps(gap.current_mbps)} is what the path gives.")
+            )
+    for e in v.evidence:
+        con.print(f"  · {e}", markup=False, style="dim")
+
+
+def _fixes(con: Console, r: Report) -> None:
+    if not r.fixes:
+        return
+    for role in ("local", "peer", "both"):
+        mine = [f for f in r.fixes if f.host == role]
+        if not mine:
+            continue
+        where = {"local": "On this host", "peer": "On the far end", "both": "On both hosts"}
+        con.print(Text(f"\n{where[role]} (as root):", style="bold"))
+        for f in mine:
+            if f.kind != "setsockopt":
+                con.print(f"  {f.command}", markup=False)
+                if f.why:
+                    con.print(f"      why: {f.why}", style="dim", markup=False)
+        apps = [f for f in mine if f.kind == "setsockopt"]
+        if apps:
+            con.print(Text("  Or, in an application that sets its own buffers:", style="bold"))
+            for f in apps:
+                _snippet(con, f)
+    sysctls = [f for f in r.fixes if f.kind in ("sysctl", "route", "other")]
+    if sysctls:
+        con.print(
+            "\nApply with: tcpwizard check ... --json > report.json; sudo tcpwizard fix "
+            "--plan report.json [--for peer] --yes  (dry run without --yes; "
+            "undo: tcpwizard fix --rollback)",
+            style="dim",
+            markup=False,
+        )
+
+
+def _snippet(con: Console, f: Fix) -> None:
+    option: Option = "SO_RCVBUF" if f.key.endswith("SO_RCVBUF") else "SO_SNDBUF"
+    size = int(f.value)
+    con.print(f"    {f.command}", markup=False)
+    con.print("    Python:", style="dim")
+    for line in python_snippet(option, size).splitlines():
+        con.print(f"      {line}", markup=False, style="dim")
+    con.print("    C:", style="dim")
+    for line in c_snippet(option, size).splitlines():
+        con.print(f"      {line}", markup=False, style="dim")
+
+
+def _path(con: Console, r: Report) -> None:
+    p = r.path
+    if p is None:
+        return
+    rt = p.rtt
+    con.print(Text("\nPath", style="bold"))
+    con.print(
+        f"  RTT min {rt.min:.2f} ms, p50 {rt.p50:.2f}, p95 {rt.p95:.2f}, mdev {rt.mdev:.2f}, "
+        f"loss {rt.loss_pct:.1f}% ({rt.samples} {rt.method} probes)"
+    )
+    if p.capacity:
+        c = p.capacity
+        limited = f", limited by {c.limited_by}" if c.limited_by else ""
+        con.print(
+            f"  capacity {_mbps(c.mbps)} ({c.method}, confidence {c.confidence:.0%}{limited})"
+        )
+    if p.bdp_bytes:
+        con.print(f"  bandwidth-delay product {format_bytes(p.bdp_bytes)}")
+
+
+def _transfers(con: Console, r: Report) -> None:
+    if r.transfer is None or not r.transfer.modes:
+        return
+    table = Table(title="Test transfers", title_justify="left")
+    for col in (
+        "mode",
+        "dir",
+        "streams",
+        "goodput",
+        "max buffer",
+        "Mbit/s per MB",
+        "retrans",
+        "rwnd-lim",
+        "sndbuf-lim",
+    ):
+        table.add_column(col, justify="left" if col in ("mode", "dir") else "right")
+    for m in r.transfer.modes:
+        table.add_row(*_mode_row(m))
+    con.print()
+    con.print(table)
+    if any(m.forced for m in r.transfer.modes):
+        con.print(
+            "  * as root, with SO_RCVBUFFORCE/SO_SNDBUFFORCE: tuned before any sysctl change",
+            style="dim",
+        )
+
+
+def _mode_row(m: ModeResult) -> list[str]:
+    if m.error:
+        return [m.mode, m.direction, str(m.streams), "failed", "-", "-", "-", "-", m.error[:40]]
+    return [
+        m.mode + ("*" if m.forced and m.mode in ("drs", "static", "overprovisioned") else ""),
+        m.direction,
+        str(m.streams),
+        f"{m.throughput_mbps:.1f}",
+        format_bytes(m.max_buffer_bytes),
+        f"{m.mbps_per_mb:.1f}",
+        str(m.retransmits),
+        _pct(m.rwnd_limited),
+        _pct(m.sndbuf_limited),
+    ]
+
+
+def _audit(con: Console, audit: HostAudit | None, title: str) -> None:
+    if audit is None:
+        return
+    bad = [f for f in audit.findings if f.severity in ("warn", "crit")]
+    ok = sum(1 for f in audit.findings if f.severity in ("ok", "info"))
+    line = Text(f"\n{title}: ", style="bold")
+    line.append(
+        f"{audit.hostname or '?'}, Linux {audit.kernel or '?'}, "
+        f"{audit.congestion_control or '?'}; {ok} checks fine"
+    )
+    con.print(line)
+    for f in bad:
+        style = "bold red" if f.severity == "crit" else "yellow"
+        con.print(
+            Text(f"  {f.severity.upper():4} ", style=style)
+            + Text(f"{f.id}: {f.observed} — {f.message}")
+        )
+
+
+def render_check(con: Console, r: Report) -> None:
+    _header(con, r)
+    _verdict(con, r)
+    _fixes(con, r)
+    _path(con, r)
+    _transfers(con, r)
+    _audit(con, r.host, "This host")
+    _audit(con, r.peer, "Far end")
+    for note in r.notes:
+        con.print(f"note: {note}", style="dim", markup=False)
