@@ -95,7 +95,7 @@ class _Last:
     finished: float
 
 
-@dataclass
+@dataclass(eq=False)  # the registry keeps collectors in a set: identity hashing
 class Exporter(Collector):
     targets: list[Target]
     interval_s: float
