@@ -28,12 +28,13 @@ from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import CapacityEstimate
 from tcpwizard.measure.rtt import icmp_echo_packet, open_icmp, parse_icmp_reply
 
-TRAIN_LEN = 100
+TRAIN_LEN = 200  # long enough to empty a token bucket of ~100 packets
 PROBE_TRAIN_LEN = 48
 PAIRS = 16
 AGREE = 0.10  # pairs and train within 10% agree
 SHAPER_RATIO = 1.3  # pairs this much faster than the train: a shaper or cross traffic
 SENDER_RATIO = 0.92  # received at >= 92% of our own sending rate: we were the bottleneck
+LOSSY = 0.3  # the rough train lost this much: a small bottleneck queue
 CLUSTERED = 0.5  # this share of arrival gaps near zero: coalescing / GRO
 
 
@@ -45,6 +46,13 @@ class TrainScore:
     first_half_bps: float | None
     send_rate_bps: float | None  # our sending pace over the same packets
     clustered: float  # share of arrival gaps < 20% of the mean gap
+    # Our pace over the first packets, before a full local queue could push back: what
+    # this host can send at all.
+    send_peak_bps: float | None = None
+
+    @property
+    def sender_bps(self) -> float:
+        return max(self.send_rate_bps or 0.0, self.send_peak_bps or 0.0)
 
     @property
     def loss(self) -> float:
@@ -83,14 +91,16 @@ def score_train(
     first = arr[: half + 1]
     rate = _half_rate(second, wire)
     first_rate = _half_rate(first, wire)
-    send_rate = None
+    send_rate = send_peak = None
     if tx_ns is not None:
         tx = sorted(tx_ns[s] for s, _ in second if s in tx_ns)
         send_rate = _span_rate(tx, wire)
+        early = sorted(tx_ns.values())[: max(4, min(16, len(tx_ns) // 4))]
+        send_peak = _span_rate(early, wire)
     gaps = [b[1] - a[1] for a, b in itertools.pairwise(second)]
     mean_gap = (second[-1][1] - second[0][1]) / len(gaps) if gaps else 0
     clustered = sum(1 for g in gaps if g < 0.2 * mean_gap) / len(gaps) if gaps else 0.0
-    return TrainScore(sent, n, rate, first_rate, send_rate, clustered)
+    return TrainScore(sent, n, rate, first_rate, send_rate, clustered, send_peak)
 
 
 def capprobe(
@@ -136,11 +146,16 @@ def combine(
     notes: list[str] = []
     limited: str | None = None
     if train is not None and train_bps is not None:
-        if train.send_rate_bps and train_bps >= SENDER_RATIO * train.send_rate_bps:
+        if train.sender_bps and train_bps >= SENDER_RATIO * train.sender_bps:
             limited = "sender"
             notes.append(
-                f"received as fast as this host sent ({train.send_rate_bps * to_mbps:.0f} "
+                f"received as fast as this host can send ({train.sender_bps * to_mbps:.0f} "
                 "Mbit/s): the path is at least this fast"
+            )
+        elif train.send_rate_bps and train_bps >= SENDER_RATIO * train.send_rate_bps:
+            notes.append(
+                "the sender was slowed to the bottleneck rate by its own full queue: the "
+                "bottleneck is this host's interface or qdisc"
             )
         elif train.clustered >= CLUSTERED:
             limited = "coalescing"
@@ -292,11 +307,12 @@ def measure_upload(
     npairs = PAIRS
     spacing = 0.002 if rough is None else max(0.0005, 5 * 2 * wire * 8 / rough)
     npairs = max(4, min(PAIRS, int(0.25 * left() / spacing)))
-    # 3. The main train paced a little above the rough rate: the queue stays busy (so
-    #    arrivals are spaced by the bottleneck) but fills slowly (little loss in small
-    #    queues). If the rough train was sender-limited, send as fast as we can.
+    # 3. The main train. Unpaced and long, so a token bucket runs dry in its first half;
+    #    but if the rough train lost much (a queue of a few packets), pace it a little
+    #    above the rough rate: the bottleneck stays busy (arrivals still spaced by it) while
+    #    the queue fills slowly.
     pace: float | None = None
-    if rough and score_a.send_rate_bps and rough < SENDER_RATIO * score_a.send_rate_bps:
+    if rough and score_a.loss > LOSSY and rough < SENDER_RATIO * score_a.sender_bps:
         pace = 1.5 * rough
     # Let the first train drain before the pairs.
     time.sleep(min(0.05, left() / 10))
@@ -307,10 +323,6 @@ def measure_upload(
     score_b = score_train(tx_b, rx.get(base_id + 2, {}).items(), TRAIN_LEN, wire)
     if score_b.rate_bps is None:
         score_b = score_a
-    elif pace and score_b.send_rate_bps and score_b.rate_bps >= SENDER_RATIO * pace:
-        # We throttled ourselves below the path: the rough train underestimated. Use the
-        # unpaced train, which the sender check above judged path-limited.
-        score_b = score_a if rough and rough > score_b.rate_bps else score_b
     pairs = capprobe(tx_p, rx.get(base_id + 1, {}), npairs, wire)
     return combine(pairs, score_b, "up")
 
