@@ -31,10 +31,13 @@ from tcpwizard.measure.rtt import icmp_echo_packet, open_icmp, parse_icmp_reply
 TRAIN_LEN = 200  # long enough to empty a token bucket of ~100 packets
 PROBE_TRAIN_LEN = 48
 PAIRS = 16
+HEAD = 8  # arrivals that show a token bucket's burst
 AGREE = 0.10  # pairs and train within 10% agree
-SHAPER_RATIO = 1.3  # pairs this much faster than the train: a shaper or cross traffic
+DISAGREE = 1.3  # pairs or the head of a train this much faster: shaper or cross traffic
 SENDER_RATIO = 0.92  # received at >= 92% of our own sending rate: we were the bottleneck
-LOSSY = 0.3  # the rough train lost this much: a small bottleneck queue
+LOSSY = 0.5  # an unpaced train lost this much: a small bottleneck queue, pace the next one
+PACE_FACTOR = 2.0  # paced trains go this much faster than the rough rate
+PACE_BURST = 4  # paced trains leave in bursts of this many packets (sleep between)
 CLUSTERED = 0.5  # this share of arrival gaps near zero: coalescing / GRO
 
 
@@ -49,6 +52,10 @@ class TrainScore:
     # Our pace over the first packets, before a full local queue could push back: what
     # this host can send at all.
     send_peak_bps: float | None = None
+    head_bps: float | None = None  # the first HEAD arrivals: a token bucket's burst
+    # From the median gap between adjacent packets in the second half: the bottleneck's
+    # own speed even when competing traffic stretches some gaps.
+    median_gap_bps: float | None = None
 
     @property
     def sender_bps(self) -> float:
@@ -66,14 +73,10 @@ def _span_rate(times: list[int], wire: int) -> float | None:
 
 
 def _half_rate(half: list[tuple[int, int]], wire: int) -> float | None:
-    """Rate over one half of a train (arrival order). Gaps between packets with adjacent
-    sequence numbers are exact whatever was lost: a packet dropped at the bottleneck queue
-    never occupied the link (survivors leave back to back), one lost after it leaves a
-    hole. With too few adjacent pairs (heavy drop-tail loss) the span over all survivors
-    is used, which is right for queue drops."""
-    gaps = [b[1] - a[1] for a, b in itertools.pairwise(half) if b[0] - a[0] == 1]
-    if len(gaps) >= max(3, len(half) // 4) and sum(gaps) > 0:
-        return len(gaps) * wire * 8 * 1e9 / sum(gaps)
+    """Rate over one half of a train: survivors over the span they took. A packet dropped
+    at the bottleneck queue never occupied the link, so the survivors left it back to
+    back; a late timestamp followed by a catch-up (coalescing, a busy receiver) cancels
+    out over the span. Only loss *after* the bottleneck biases it (by the loss rate)."""
     return _span_rate([t for _, t in half], wire)
 
 
@@ -81,7 +84,7 @@ def score_train(
     tx_ns: Mapping[int, int] | None, arrivals: Iterable[tuple[int, int]], sent: int, wire: int
 ) -> TrainScore:
     """Rate from the second half of the arrivals (by arrival order), in bit/s at the IP
-    layer; the first half is scored too, to spot a token bucket running dry."""
+    layer; the first half and the head are scored too, to spot a token bucket."""
     arr = sorted(arrivals, key=lambda a: a[1])
     n = len(arr)
     if n < 4:
@@ -91,6 +94,7 @@ def score_train(
     first = arr[: half + 1]
     rate = _half_rate(second, wire)
     first_rate = _half_rate(first, wire)
+    head = _span_rate([t for _, t in arr[:HEAD]], wire) if n >= 3 * HEAD else None
     send_rate = send_peak = None
     if tx_ns is not None:
         tx = sorted(tx_ns[s] for s, _ in second if s in tx_ns)
@@ -100,7 +104,10 @@ def score_train(
     gaps = [b[1] - a[1] for a, b in itertools.pairwise(second)]
     mean_gap = (second[-1][1] - second[0][1]) / len(gaps) if gaps else 0
     clustered = sum(1 for g in gaps if g < 0.2 * mean_gap) / len(gaps) if gaps else 0.0
-    return TrainScore(sent, n, rate, first_rate, send_rate, clustered, send_peak)
+    median_rate = None
+    if len(gaps) >= 8 and statistics.median(gaps) > 0:
+        median_rate = wire * 8 * 1e9 / statistics.median(gaps)
+    return TrainScore(sent, n, rate, first_rate, send_rate, clustered, send_peak, head, median_rate)
 
 
 def capprobe(
@@ -135,76 +142,80 @@ def combine(
     train: TrainScore | None,
     direction: str = "up",
 ) -> CapacityEstimate | None:
-    """One estimate from pairs and train, saying what limited it and how sure we are."""
-    pair_bps = pairs[0] if pairs else None
-    train_bps = train.rate_bps if train else None
-    to_mbps = 1e-6
-    if train_bps is None and pair_bps is None:
+    """One estimate from pairs and train, saying what limited it and how sure we are.
+
+    The train is the primary estimate (many packets, robust to timing noise); the pairs
+    corroborate it. When they disagree, the train's own shape says why: a fast head then
+    a slower tail is a token bucket; irregular gaps whose median is much shorter than
+    their mean are competing traffic (the median gap is then the bottleneck's speed)."""
+    pm = pairs[0] / 1e6 if pairs else None
+    tm = train.rate_bps / 1e6 if train and train.rate_bps else None
+    if tm is None and pm is None:
         return None
-    pm = pair_bps * to_mbps if pair_bps else None
-    tm = train_bps * to_mbps if train_bps else None
     notes: list[str] = []
     limited: str | None = None
-    if train is not None and train_bps is not None:
-        if train.sender_bps and train_bps >= SENDER_RATIO * train.sender_bps:
-            limited = "sender"
-            notes.append(
-                f"received as fast as this host can send ({train.sender_bps * to_mbps:.0f} "
-                "Mbit/s): the path is at least this fast"
-            )
-        elif train.send_rate_bps and train_bps >= SENDER_RATIO * train.send_rate_bps:
-            notes.append(
-                "the sender was slowed to the bottleneck rate by its own full queue: the "
-                "bottleneck is this host's interface or qdisc"
-            )
-        elif train.clustered >= CLUSTERED:
-            limited = "coalescing"
-            notes.append(
-                f"{train.clustered:.0%} of arrivals came in bursts (interrupt coalescing/GRO):"
-                " pair spacing is unreliable, the train span is used"
-            )
-    if tm is not None and pm is not None and limited is None:
-        if pm > SHAPER_RATIO * tm:
-            limited = "shaper"
-            notes.append(
-                f"pairs see {pm:.1f} Mbit/s but trains sustain {tm:.1f}: a token-bucket "
-                "shaper (or competing traffic) limits the sustained rate"
-            )
-        elif (
-            train is not None
-            and train.first_half_bps
-            and (train.first_half_bps > SHAPER_RATIO * (train_bps or 0))
-        ):
-            limited = "shaper"
-            notes.append("the train slowed down after its first half: a token bucket ran dry")
-    if tm is not None:
-        mbps = tm
-        if pm is not None and abs(pm - tm) <= AGREE * tm:
-            method, confidence = "capprobe-pairs+train", 0.9
-        else:
-            method = "train" if pm is None else "train (pairs disagree)"
-            confidence = 0.75 if limited == "shaper" else 0.6
-    else:
+    if train is None or tm is None:
         assert pm is not None
-        mbps, method, confidence = pm, "capprobe-pairs", 0.5
-    if limited == "sender":
-        confidence = min(confidence, 0.4)
-    elif limited == "coalescing":
-        confidence = min(confidence, 0.6)
-    if train is not None and train.loss > 0.5:
-        notes.append(f"{train.loss:.0%} of the train was lost (small bottleneck queue)")
-    note = "; ".join(notes)
-    if direction != "up":
-        method = f"{method} ({direction})"
+        return CapacityEstimate(pm, _m("capprobe-pairs", direction), 0.5, pm, None, None, "")
+    mbps = tm
+    agree = pm is not None and abs(pm - tm) <= AGREE * tm
+    confidence = 0.9 if agree else (0.7 if pm is not None else 0.6)
+    method = "capprobe-pairs+train" if agree else "train"
+    head = train.head_bps / 1e6 if train.head_bps else None
+    med = train.median_gap_bps / 1e6 if train.median_gap_bps else None
+    if train.sender_bps and train.rate_bps and train.rate_bps >= SENDER_RATIO * train.sender_bps:
+        limited, confidence = "sender", min(confidence, 0.4)
+        notes.append(
+            f"received as fast as this host can send ({train.sender_bps / 1e6:.0f} Mbit/s): "
+            "the path is at least this fast"
+        )
+    elif train.clustered >= CLUSTERED:
+        limited, confidence = "coalescing", min(confidence, 0.6)
+        notes.append(
+            f"{train.clustered:.0%} of arrivals came in bursts (interrupt coalescing/GRO): "
+            "gaps are unreliable, the train's span is used"
+        )
+    elif head is not None and head > DISAGREE * tm:
+        limited, confidence = "shaper", 0.8
+        notes.append(
+            f"the first packets passed at {head:.1f} Mbit/s, then {tm:.1f}: a token-bucket "
+            "shaper; a long transfer gets the lower rate"
+        )
+    elif pm is not None and pm > DISAGREE * tm and med is not None and med > DISAGREE * tm:
+        limited, confidence, mbps = "cross-traffic", 0.6, med
+        method = "train-median-gap"
+        notes.append(
+            f"back-to-back packets see {med:.1f} Mbit/s but the train averaged {tm:.1f}: "
+            "competing traffic shares the bottleneck (about "
+            f"{max(0.0, med - tm):.0f} Mbit/s of it now)"
+        )
+    elif pm is not None and not agree:
+        notes.append(f"packet pairs disagree ({pm:.1f} Mbit/s: timing noise); train used")
+    if (
+        limited is None
+        and train.send_rate_bps
+        and train.rate_bps
+        and train.rate_bps >= SENDER_RATIO * train.send_rate_bps
+    ):
+        notes.append(
+            "the sender was slowed to the bottleneck rate by its own full queue: the "
+            "bottleneck is this host's interface or qdisc"
+        )
+    if train.loss > 0.5:
+        notes.append(f"{train.loss:.0%} of a train was lost (small bottleneck queue)")
     return CapacityEstimate(
         mbps=mbps,
-        method=method,
+        method=_m(method, direction),
         confidence=confidence,
         pairs_mbps=pm,
         train_mbps=tm,
         limited_by=limited,
-        note=note,
+        note="; ".join(notes),
     )
+
+
+def _m(method: str, direction: str) -> str:
+    return method if direction == "up" else f"{method} ({direction})"
 
 
 # -- upload (client -> serve): we send, serve timestamps arrivals -----------------------------
@@ -225,16 +236,14 @@ class _Sender:
         return now
 
     def train(self, train: int, count: int, rate_bps: float | None, wire: int) -> dict[int, int]:
-        """Send `count` packets back to back, or paced at rate_bps (busy-wait: sleep() is
-        far too coarse for microsecond gaps)."""
+        """Send `count` packets back to back, or paced at rate_bps in small bursts (the
+        bottleneck queue smooths them; the burst spacing is coarse enough to sleep)."""
         tx: dict[int, int] = {}
         gap = wire * 8 * 1e9 / rate_bps if rate_bps else 0.0
         t0 = time.perf_counter_ns()
         for seq in range(count):
-            if gap:
-                due = t0 + seq * gap
-                while time.perf_counter_ns() < due:
-                    pass
+            if gap and seq % PACE_BURST == 0:
+                udpwire.wait_until_ns(round(t0 + seq * gap))
             tx[seq] = self.send(train, seq)
         return tx
 
@@ -242,10 +251,7 @@ class _Sender:
         tx: dict[int, int] = {}
         t0 = time.perf_counter_ns()
         for i in range(npairs):
-            due = t0 + i * spacing_s * 1e9
-            while (left := due - time.perf_counter_ns()) > 0:
-                if left > 2e6:
-                    time.sleep((left - 1e6) / 1e9)
+            udpwire.wait_until_ns(round(t0 + i * spacing_s * 1e9))
             tx[2 * i] = self.send(train, 2 * i)
             tx[2 * i + 1] = self.send(train, 2 * i + 1)
         return tx
@@ -307,13 +313,13 @@ def measure_upload(
     npairs = PAIRS
     spacing = 0.002 if rough is None else max(0.0005, 5 * 2 * wire * 8 / rough)
     npairs = max(4, min(PAIRS, int(0.25 * left() / spacing)))
-    # 3. The main train. Unpaced and long, so a token bucket runs dry in its first half;
-    #    but if the rough train lost much (a queue of a few packets), pace it a little
-    #    above the rough rate: the bottleneck stays busy (arrivals still spaced by it) while
-    #    the queue fills slowly.
+    # 3. The main train. Unpaced and long, so a token bucket runs dry in its first half
+    #    and competing traffic gets a small share of the bottleneck; but if the rough train
+    #    lost much (a queue of a few packets), pace it above the rough rate: the bottleneck
+    #    stays busy (arrivals still spaced by it) while the queue fills slowly.
     pace: float | None = None
     if rough and score_a.loss > LOSSY and rough < SENDER_RATIO * score_a.sender_bps:
-        pace = 1.5 * rough
+        pace = PACE_FACTOR * rough
     # Let the first train drain before the pairs.
     time.sleep(min(0.05, left() / 10))
     tx_p = sender.pairs(base_id + 1, npairs, spacing)
@@ -347,8 +353,42 @@ def measure_download(
             break
     if not registered:
         return None
+    # An unpaced train first; if most of it was lost (a small bottleneck queue), a second
+    # one paced above the first one's rate, as for the upload.
+    score = _download_train(client, sock, size, wire, 0.0, deadline)
+    if (
+        score is not None
+        and score.loss > LOSSY
+        and score.rate_bps
+        and deadline - time.monotonic() > 0.2
+    ):
+        paced = _download_train(client, sock, size, wire, PACE_FACTOR * score.rate_bps, deadline)
+        if paced is not None and paced.rate_bps:
+            score = paced
+    if score is None:
+        return None
+    return combine(None, score, "down")
+
+
+def _download_train(
+    client: ControlClient,
+    sock: socket.socket,
+    size: int,
+    wire: int,
+    rate_bps: float,
+    deadline: float,
+) -> TrainScore | None:
     train = int.from_bytes(os.urandom(3), "big")
-    client.send({"type": "probe_train", "train": train, "count": TRAIN_LEN, "size": size})
+    client.send(
+        {
+            "type": "probe_train",
+            "train": train,
+            "count": TRAIN_LEN,
+            "size": size,
+            "rate_kbps": round(rate_bps / 1000),
+            "burst": PACE_BURST,
+        }
+    )
     rx: dict[int, int] = {}
     tx: dict[int, int] = {}
     quiet_until = deadline
@@ -361,11 +401,11 @@ def measure_download(
         if pkt and pkt.kind == udpwire.KIND_TRAIN_DOWN and pkt.train == train:
             rx.setdefault(pkt.seq, t)
             tx.setdefault(pkt.seq, pkt.client_ns)
-            quiet_until = time.monotonic() + 0.2
+            quiet_until = time.monotonic() + 0.15
     done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
     if done.get("type") == "error":
         return None
-    return combine(None, score_train(tx, rx.items(), TRAIN_LEN, wire), "down")
+    return score_train(tx, rx.items(), TRAIN_LEN, wire)
 
 
 def _wait(sock: socket.socket, timeout: float) -> bool:

@@ -96,3 +96,11 @@ def udp_payload_size(family: int, mtu: int = 1500) -> int:
 def wire_bytes(family: int, payload: int) -> int:
     """Bytes a bottleneck sees at the IP layer for one datagram of `payload` bytes."""
     return payload + 8 + (40 if family == socket.AF_INET6 else 20)
+
+
+def wait_until_ns(due: int) -> None:
+    """Sleep most of the way, busy-wait the last 200 us: sleep alone overshoots by ~60 us,
+    spinning all the way would starve the other processes on a small machine."""
+    while (left := due - time.perf_counter_ns()) > 0:
+        if left > 300_000:
+            time.sleep((left - 200_000) / 1e9)
