@@ -53,7 +53,7 @@ class DrsConfig:
     min_interval_s: float = 0.025
     max_interval_s: float = 0.25
     initial_interval_s: float = 0.05  # before the first echo there is no RTT
-    rtt_window: int = 16  # echoes the min-RTT filter looks at
+    rtt_window: int = 64  # echoes the min-RTT filter looks at (seconds of them, like BBR)
     bw_window: int = 8  # intervals the max-bandwidth filter looks at
     min_request: int = buffers.UNTUNED_BYTES  # never below stock FTP's buffer
     max_request: int = 4 * 1024 * 1024  # the host's limit (setsockopt argument)
@@ -260,14 +260,19 @@ class DrsReceiverChannel:
             self._fail(f"DRS channel: {exc}")
 
     def _received(self, app_bytes: int) -> int:
-        """Bytes TCP has received (tcpi_bytes_received): unlike what the application has
-        read, it does not jump when a late read drains a backlog, which would show as a
-        burst above the path's rate and oversize the buffer. Falls back to the app count."""
+        """Bytes that arrived, as data segments x MSS from TCP_INFO. Unlike what the
+        application has read (or tcpi_bytes_received), arrivals cannot exceed the path's
+        rate: when a retransmission fills a hole, or a late read drains a backlog, the
+        in-order byte count jumps, and sizing the buffer to that burst oversizes it
+        (measured on the lab: 3.5 x BDP instead of <= 3). Falls back to the app count."""
         try:
-            got = read_tcp_info(self.data_sock).get("bytes_received")
+            info = read_tcp_info(self.data_sock)
         except OSError:
-            got = None
-        return app_bytes if got is None else got
+            return app_bytes
+        segs, mss = info.get("data_segs_in"), info.get("rcv_mss")
+        if segs is None or not mss:
+            return app_bytes
+        return segs * mss
 
     def _read_echoes(self) -> None:
         while not self.closed:
