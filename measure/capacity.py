@@ -31,6 +31,8 @@ from tcpwizard.measure.rtt import icmp_echo_packet, open_icmp, parse_icmp_reply
 TRAIN_LEN = 200  # long enough to empty a token bucket of ~100 packets
 PROBE_TRAIN_LEN = 48
 PAIRS = 16
+MIN_TRAIN_LEN = 64
+TRAIN_TIME_S = 0.15  # main trains are shortened to about this long at the expected rate
 HEAD = 8  # arrivals that show a token bucket's burst
 AGREE = 0.10  # pairs and train within 10% agree
 DISAGREE = 1.3  # pairs or the head of a train this much faster: shaper or cross traffic
@@ -218,6 +220,15 @@ def _m(method: str, direction: str) -> str:
     return method if direction == "up" else f"{method} ({direction})"
 
 
+def train_len(rate_bps: float | None, wire: int) -> int:
+    """Packets in a main train: TRAIN_LEN, but no longer than about TRAIN_TIME_S at the
+    expected rate, so slow paths stay within the time budget."""
+    if not rate_bps:
+        return TRAIN_LEN
+    fit = round(TRAIN_TIME_S * rate_bps / (wire * 8))
+    return max(MIN_TRAIN_LEN, min(TRAIN_LEN, fit))
+
+
 # -- upload (client -> serve): we send, serve timestamps arrivals -----------------------------
 class _Sender:
     def __init__(self, sock: socket.socket, token: bytes, size: int) -> None:
@@ -266,7 +277,7 @@ def _report(
             "trains": trains,
             "expect": expect,
             "wait_ms": int(max(0.0, wait_s) * 1000),
-            "quiet_ms": 150,
+            "quiet_ms": 100,
         },
         timeout=wait_s + client.timeout,
     )
@@ -324,9 +335,10 @@ def measure_upload(
     time.sleep(min(0.05, left() / 10))
     tx_p = sender.pairs(base_id + 1, npairs, spacing)
     time.sleep(min(spacing, left() / 10))
-    tx_b = sender.train(base_id + 2, TRAIN_LEN, pace, wire)
-    rx = _report(client, [base_id + 1, base_id + 2], 2 * npairs + TRAIN_LEN, min(1.0, left()))
-    score_b = score_train(tx_b, rx.get(base_id + 2, {}).items(), TRAIN_LEN, wire)
+    n_b = train_len(rough, wire)
+    tx_b = sender.train(base_id + 2, n_b, pace, wire)
+    rx = _report(client, [base_id + 1, base_id + 2], 2 * npairs + n_b, min(1.0, left()))
+    score_b = score_train(tx_b, rx.get(base_id + 2, {}).items(), n_b, wire)
     if score_b.rate_bps is None:
         score_b = score_a
     pairs = capprobe(tx_p, rx.get(base_id + 1, {}), npairs, wire)
@@ -335,8 +347,14 @@ def measure_upload(
 
 # -- download (serve -> client): serve sends a train, we timestamp ----------------------------
 def measure_download(
-    client: ControlClient, sock: socket.socket, budget_s: float = 1.0, mtu: int = 1500
+    client: ControlClient,
+    sock: socket.socket,
+    budget_s: float = 1.0,
+    mtu: int = 1500,
+    hint_bps: float | None = None,
 ) -> CapacityEstimate | None:
+    """Capacity serve -> client. hint_bps (e.g. the upload estimate) only shortens the
+    train on slow paths; it does not bias the estimate."""
     deadline = time.monotonic() + budget_s
     size = udpwire.udp_payload_size(client.family, mtu)
     wire = udpwire.wire_bytes(client.family, size)
@@ -355,14 +373,16 @@ def measure_download(
         return None
     # An unpaced train first; if most of it was lost (a small bottleneck queue), a second
     # one paced above the first one's rate, as for the upload.
-    score = _download_train(client, sock, size, wire, 0.0, deadline)
+    count = train_len(hint_bps, wire)
+    score = _download_train(client, sock, size, wire, 0.0, deadline, count)
     if (
         score is not None
         and score.loss > LOSSY
         and score.rate_bps
         and deadline - time.monotonic() > 0.2
     ):
-        paced = _download_train(client, sock, size, wire, PACE_FACTOR * score.rate_bps, deadline)
+        rate = PACE_FACTOR * score.rate_bps
+        paced = _download_train(client, sock, size, wire, rate, deadline, count)
         if paced is not None and paced.rate_bps:
             score = paced
     if score is None:
@@ -377,13 +397,14 @@ def _download_train(
     wire: int,
     rate_bps: float,
     deadline: float,
+    count: int,
 ) -> TrainScore | None:
     train = int.from_bytes(os.urandom(3), "big")
     client.send(
         {
             "type": "probe_train",
             "train": train,
-            "count": TRAIN_LEN,
+            "count": count,
             "size": size,
             "rate_kbps": round(rate_bps / 1000),
             "burst": PACE_BURST,
@@ -392,7 +413,7 @@ def _download_train(
     rx: dict[int, int] = {}
     tx: dict[int, int] = {}
     quiet_until = deadline
-    while len(rx) < TRAIN_LEN and _wait(sock, min(deadline, quiet_until) - time.monotonic()):
+    while len(rx) < count and _wait(sock, min(deadline, quiet_until) - time.monotonic()):
         try:
             data, _a, t, _k = udpwire.recv_stamped(sock)
         except OSError:
@@ -401,11 +422,11 @@ def _download_train(
         if pkt and pkt.kind == udpwire.KIND_TRAIN_DOWN and pkt.train == train:
             rx.setdefault(pkt.seq, t)
             tx.setdefault(pkt.seq, pkt.client_ns)
-            quiet_until = time.monotonic() + 0.15
+            quiet_until = time.monotonic() + 0.1
     done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
     if done.get("type") == "error":
         return None
-    return score_train(tx, rx.items(), TRAIN_LEN, wire)
+    return score_train(tx, rx.items(), count, wire)
 
 
 def _wait(sock: socket.socket, timeout: float) -> bool:

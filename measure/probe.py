@@ -91,7 +91,10 @@ def _with_serve(
                 notes.append("upload capacity probe got no arrivals (UDP blocked?)")
             if download and _left(deadline) > 0.2:
                 say("capacity: train (download)")
-                down = capacity.measure_download(client, udp, budget_s=_left(deadline) * 0.9)
+                hint = up.mbps * 1e6 if up else None
+                down = capacity.measure_download(
+                    client, udp, budget_s=_left(deadline) * 0.9, hint_bps=hint
+                )
                 if down is None:
                     notes.append("download train did not arrive (UDP blocked inbound?)")
             elif download:
