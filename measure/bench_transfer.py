@@ -152,7 +152,7 @@ def bench_transfer(
     *,
     modes: Sequence[Mode] = ALL_MODES,
     streams: Sequence[int] = (1,),
-    seconds: float = 10.0,
+    seconds: float = 15.0,
     iperf: bool = True,
     out: TextIO | None = None,
 ) -> list[BenchRow]:

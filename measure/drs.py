@@ -20,7 +20,8 @@ Choices this implementation makes where the paper leaves room (documented in the
 - Startup: while the bandwidth keeps growing by a quarter per interval, our own window may
   be the limit (the measurement only shows what the window let through), so the buffer at
   least doubles per interval, up to 3 x BDP -- the slow-start case the paper's factor 2 is
-  for. Two intervals without growth end the startup.
+  for. Three intervals without growth end the startup (as BBR's full-pipe check); growth
+  of a quarter in one interval starts it again.
 - Shrinking is gradual (at most a quarter per interval): data already in flight for the
   old window would otherwise be pruned by the kernel.
 - The measurement interval adapts: one smoothed RTT during startup, two after, bounded to
@@ -58,7 +59,7 @@ class DrsConfig:
     min_request: int = buffers.UNTUNED_BYTES  # never below stock FTP's buffer
     max_request: int = 4 * 1024 * 1024  # the host's limit (setsockopt argument)
     startup_growth: float = 1.25  # bandwidth growth per interval that keeps startup going
-    startup_flat_intervals: int = 2  # intervals without that growth that end startup
+    startup_flat_intervals: int = 3  # intervals without that growth that end startup
     startup_cap: float = 3.0  # startup never sizes the buffer beyond this many BDPs
     max_shrink: float = 0.75  # a new buffer is at least this share of the last one
     kernel_doubles: bool = True  # Linux stores 2x the request
@@ -153,6 +154,10 @@ class DrsReceiver:
         the BDP filter uses: a burst after loss recovery fills one interval, not two);
         return the next SO_RCVBUF argument."""
         c = self.config
+        if not self.startup and self._bws and bandwidth_bps >= c.startup_growth * max(self._bws):
+            # Growing fast again (a stall that ended startup early, or more capacity):
+            # back to doubling, or a window-limited connection would creep at 1.2x.
+            self.startup, self._flat, self._startup_bw = True, 0, max(self._bws)
         self._bws.append(bandwidth_bps if sustained_bps is None else sustained_bps)
         rtt = self.rtt_s
         if rtt is None:

@@ -54,9 +54,10 @@ def test_startup_doubles_while_bandwidth_grows_then_settles() -> None:
         new = rx.target_request(bw)
         assert new == int(3 * 0.62 * req) and rx.startup
         req = rx.request = new  # what tick() does with the answer
-    # The bandwidth stops growing: two flat intervals end the startup...
-    rx.target_request(bw)
-    rx.target_request(bw)
+    # The bandwidth stops growing: three flat intervals end the startup...
+    for _ in range(3):
+        assert rx.startup
+        rx.target_request(bw)
     assert not rx.startup
     # ...and the buffer comes back towards 2 x BDP, a quarter per interval at most.
     bdp = bw / 8 * 0.05
@@ -75,6 +76,14 @@ def test_startup_never_sizes_past_3_bdp() -> None:
     # Startup still on, but 2x the current 2 MB would be 32 BDPs: capped at 3 x BDP (in
     # memory terms), then never below 3/4 of the current buffer while shrinking.
     assert rx.target_request(bw) == int(0.75 * 2 * (1 << 20) / 2)
+
+
+def test_fast_growth_restarts_startup() -> None:
+    rx = _settled(DrsConfig(max_request=64 << 20))
+    rx.target_request(20 * MBIT)
+    assert not rx.startup
+    rx.target_request(30 * MBIT)  # +50% in one interval: our window was the limit
+    assert rx.startup
 
 
 def test_bandwidth_filter_ignores_a_one_interval_dip() -> None:
