@@ -9,8 +9,17 @@ from typing import Literal
 Severity = Literal["ok", "info", "warn", "crit"]
 FixKind = Literal["sysctl", "setsockopt", "route", "other"]
 HostRole = Literal["local", "peer", "both"]
+TargetSource = Literal["flags", "default", "measured"]
 
 SEVERITY_ORDER: dict[str, int] = {"ok": 0, "info": 1, "warn": 2, "crit": 3}
+
+
+def worst_severity(severities: list[Severity]) -> Severity:
+    worst: Severity = "ok"
+    for s in severities:
+        if SEVERITY_ORDER[s] > SEVERITY_ORDER[worst]:
+            worst = s
+    return worst
 
 
 @dataclass(frozen=True)
@@ -37,15 +46,69 @@ class Finding:
     guideline: str
     key: str = ""
     fixes: tuple[Fix, ...] = ()
+    title: str = ""
 
 
 @dataclass(frozen=True)
 class ThroughputCeiling:
-    """What a buffer limit allows at a given RTT: the table a non-expert needs."""
+    """What a buffer limit allows at a given RTT: the table a non-expert needs.
+
+    receive/send: an application that leaves buffers to kernel autotuning (most do);
+    receive_app/send_app: an application that sets SO_RCVBUF/SO_SNDBUF itself (iperf3 -w,
+    GridFTP, DRS), which is bounded by net.core.rmem_max/wmem_max instead."""
 
     rtt_ms: float
     receive_mbps: float
     send_mbps: float
+    receive_app_mbps: float = 0.0
+    send_app_mbps: float = 0.0
+
+
+@dataclass(frozen=True)
+class BdpTarget:
+    """The path the buffers are judged against: from --rtt/--bandwidth, a measurement, or
+    the documented default (DEFAULT_TARGET in tcpwizard.checks.window)."""
+
+    rtt_s: float
+    rate_bps: float
+    source: TargetSource
+
+    @property
+    def bdp_bytes(self) -> int:
+        return round(self.rate_bps * self.rtt_s / 8)
+
+
+@dataclass(frozen=True)
+class RouteInfo:
+    """The route a packet to the target takes, with the metrics that clamp TCP."""
+
+    destination: str  # the matching prefix, e.g. "default" or "10.0.0.0/8"
+    gateway: str | None
+    window: int | None  # RTAX_WINDOW: the largest window TCP may advertise (bytes)
+    rtt_ms: float | None  # RTAX_RTT: the initial RTT estimate
+    initcwnd: int | None
+    initrwnd: int | None
+
+
+@dataclass(frozen=True)
+class InterfaceInfo:
+    """The egress interface for the target (or the default route)."""
+
+    name: str
+    mtu: int
+    txqueuelen: int
+    qdisc: str | None
+    speed_mbps: int | None  # None: the driver does not say (virtual devices)
+    duplex: Literal["full", "half", "unknown"]
+    is_loopback: bool
+    rx_packets: int
+    tx_packets: int
+    rx_dropped: int
+    tx_dropped: int
+    rx_errors: int
+    tx_errors: int
+    source_address: str | None = None
+    route: RouteInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -57,14 +120,27 @@ class HostAudit:
     # Raw values the diagnosis needs (e.g. "net.ipv4.tcp_rmem" -> "4096 131072 6291456").
     sysctls: tuple[tuple[str, str], ...] = ()
     ceilings: tuple[ThroughputCeiling, ...] = field(default_factory=tuple)
+    target: BdpTarget | None = None
+    interface: InterfaceInfo | None = None
+    target_address: str | None = None
+    ram_bytes: int | None = None
+    notes: tuple[str, ...] = ()
 
     def sysctl(self, key: str) -> str | None:
         return dict(self.sysctls).get(key)
 
     @property
-    def worst(self) -> Severity:
-        worst: Severity = "ok"
+    def fixes(self) -> tuple[Fix, ...]:
+        """Every fix of every finding, in finding order, without duplicates."""
+        seen: set[str] = set()
+        out: list[Fix] = []
         for f in self.findings:
-            if SEVERITY_ORDER[f.severity] > SEVERITY_ORDER[worst]:
-                worst = f.severity
-        return worst
+            for fix in f.fixes:
+                if fix.command not in seen:
+                    seen.add(fix.command)
+                    out.append(fix)
+        return tuple(out)
+
+    @property
+    def worst(self) -> Severity:
+        return worst_severity([f.severity for f in self.findings])

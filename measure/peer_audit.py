@@ -1,18 +1,16 @@
-"""What serve reports about its own host (the `audit` request).
-
-The full host audit lives in tcpwizard.checks (another branch); when it is importable we
-use it. Otherwise serve still reports the raw values of the sysctls that decide TCP
-throughput, clearly labelled as a minimal audit, so the client can judge the far end.
+"""What serve reports about its own host (the `audit` request): the raw facts, so the client
+re-judges them against the path it measured (serve cannot know the BDP).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import os
 import platform
 import socket
 from typing import Any
+
+from tcpwizard.checks.facts import facts_json, gather_facts
+from tcpwizard.exitcodes import TcpWizardError
 
 KEY_SYSCTLS = (
     "net.core.rmem_max",
@@ -44,47 +42,19 @@ def read_sysctls(root: str = "/proc/sys") -> dict[str, str]:
     return out
 
 
-def _jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)
-
-
-def _full_audit() -> dict[str, Any] | None:
-    """The real audit, if this build has it (tcpwizard.checks.audit.audit)."""
+def host_audit(sysctl_root: str = "/proc/sys", client: str | None = None) -> dict[str, Any]:
+    """The facts the client needs to audit this host against the path it measured: every
+    sysctl the audit reads, the interface and route toward the client, cached tcp_metrics,
+    RAM (tcpwizard.checks.facts). Falls back to the key sysctls if the audit cannot run."""
     try:
-        mod = importlib.import_module("tcpwizard.checks.audit")
-    except ImportError:
-        return None
-    fn = getattr(mod, "audit", None)
-    if fn is None:
-        return None
-    from tcpwizard.context import Context
-
-    result = _jsonable(fn(Context()))
-    if isinstance(result, dict):
-        result["source"] = "tcpwizard.checks"
-        return result
-    return None
-
-
-def host_audit(sysctl_root: str = "/proc/sys") -> dict[str, Any]:
-    full = _full_audit()
-    if full is not None:
-        return full
-    sysctls = read_sysctls(sysctl_root)
-    return {
-        "source": "minimal-sysctl",
-        "note": "this serve build has no full host audit; raw sysctl values only",
-        "hostname": socket.gethostname(),
-        "kernel": platform.release(),
-        "congestion_control": sysctls.get("net.ipv4.tcp_congestion_control", ""),
-        "findings": [],
-        "sysctls": sorted(sysctls.items()),
-    }
+        facts = gather_facts(sysctl_root, client)
+    except TcpWizardError as exc:
+        sysctls = read_sysctls(sysctl_root)
+        return {
+            "source": "minimal-sysctl",
+            "note": f"full audit failed on the serve host: {exc}",
+            "hostname": socket.gethostname(),
+            "kernel": platform.release(),
+            "sysctls": sorted(sysctls.items()),
+        }
+    return {"source": "tcpwizard.checks", "facts": facts_json(facts)}

@@ -328,7 +328,8 @@ class Server:
         if kind == "ping":
             send({"type": "pong", "id": _int(msg, "id", 0, 0, 2**53), "t_ns": time.time_ns()})
         elif kind == "audit":
-            send({"type": "audit", "audit": host_audit(self.sysctl_root)})
+            client = session.peer_host.rsplit(":", 1)[0].strip("[]")
+            send({"type": "audit", "audit": host_audit(self.sysctl_root, client)})
         elif kind == "probe_report":
             send(self._probe_report(msg, session))
         elif kind == "probe_train":

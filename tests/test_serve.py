@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tcpwizard.checks.facts import facts_from_json
 from tcpwizard.measure import auth, udpwire
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.protocol import (
@@ -37,11 +38,10 @@ def test_hello_ping_audit_bye() -> None:
             "t_ns": pytest.approx(time.time_ns(), abs=5e9),
         }
         audit = c.peer_audit()
-        # Without tcpwizard.checks on this branch the minimal audit must say so.
-        if audit["source"] == "minimal-sysctl":
-            keys = dict(audit["sysctls"])  # type: ignore[arg-type]
-            assert "net.ipv4.tcp_rmem" in keys
-            assert "raw sysctl" in str(audit["note"])
+        assert audit["source"] == "tcpwizard.checks"
+        facts = facts_from_json(audit["facts"])
+        assert facts.target_address == "127.0.0.1"  # route/metrics looked up toward us
+        assert "net.ipv4.tcp_rmem" in dict(facts.sysctls)
 
 
 def test_ipv6_and_dual_stack() -> None:

@@ -116,6 +116,13 @@ def _add_fix(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--rollback", action="store_true", help="restore the values saved by --fix")
     p.add_argument("--yes", action="store_true", help="apply without asking")
     p.add_argument("--plan", help="a JSON report from `check --json` to take the fixes from")
+    p.add_argument(
+        "--for",
+        dest="role",
+        choices=("local", "peer"),
+        default="local",
+        help="whose fixes to apply: 'peer' when run on the far end with the near end's report",
+    )
     _add_output_flags(p)
 
 
@@ -132,7 +139,8 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     up.add_argument("--queue", default="1bdp", help="drop-tail queue: 1bdp, 0.5bdp or bytes")
     up.add_argument("--mtu", type=int, default=1500)
     up.add_argument(
-        "--reverse", help="a different b->a direction, e.g. 'rate=10mbit,loss=1%%,rtt=...'"
+        "--reverse",
+        help="a different b->a direction, e.g. 'rate=10mbit,loss=1%%,delay=40ms' (one-way)",
     )
     up.add_argument(
         "--sysctl",
@@ -161,6 +169,24 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     bench.add_argument("--out", default="results", help="folder for tables and plots")
 
 
+def _add_exporter(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("exporter", help="serve Prometheus /metrics for a list of targets")
+    p.add_argument("--listen", default="127.0.0.1:9788", help="ADDR:PORT for /metrics")
+    p.add_argument("--targets", required=True, help="file: one 'host[:port] [key=value...]' a line")
+    p.add_argument("--interval", default="15m", help="how often each target is checked")
+    p.add_argument("--quick", action="store_true", help="the short check for each target")
+    p.add_argument("--no-history", action="store_true", help="do not record checks")
+
+
+def _add_history(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("history", help="the trend of a path: RTT, capacity, throughput, verdict")
+    p.add_argument("host", nargs="?", help="target (omit to list recorded targets)")
+    p.add_argument("--since", help="only this recent, e.g. 24h, 7d")
+    p.add_argument("--db", help="history database (default: ~/.local/state/tcpwizard)")
+    p.add_argument("--no-plot", action="store_true", help="table only")
+    _add_output_flags(p)
+
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="tcpwizard",
@@ -169,6 +195,16 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for add in (_add_check, _add_calc, _add_probe, _add_transfer, _add_serve, _add_fix, _add_lab):
+    for add in (
+        _add_check,
+        _add_calc,
+        _add_probe,
+        _add_transfer,
+        _add_serve,
+        _add_fix,
+        _add_lab,
+        _add_exporter,
+        _add_history,
+    ):
         add(sub)
     return parser

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from collections.abc import Sequence
 
 from tcpwizard.cli import build_parser
@@ -18,16 +17,17 @@ def run_command(args: argparse.Namespace, ctx: Context) -> int:
     return result
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ctx = Context()
+def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
+    """`ctx` lets tests point the readers at a fake /proc/sys tree."""
+    ctx = ctx if ctx is not None else Context()
     try:
         args = build_parser().parse_args(argv)
         return run_command(args, ctx)
     except TcpWizardError as exc:
-        print(f"tcpwizard: error: {exc}", file=sys.stderr)
+        print(f"tcpwizard: error: {exc}", file=ctx.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
-        print("tcpwizard: interrupted", file=sys.stderr)
+        print("tcpwizard: interrupted", file=ctx.stderr)
         return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         return int(ExitCode.OK)

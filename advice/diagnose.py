@@ -1,0 +1,553 @@
+"""From evidence to one verdict.
+
+The order of reasoning follows how a wizard works a slow path: first rule out a healthy path
+(the network itself is the limit), then read what the sender's kernel says held it back
+(TCP_INFO chrono counters: rwnd-limited, sndbuf-limited, busy — NDT's heuristics did the same
+with web100), cross-check against the window law (window / RTT) and the Mathis bound, and only
+then fall back on predictions from the configuration alone. Each rule returns a candidate with
+a confidence; the most confident one is the verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.window_law import (
+    UNSCALED_WINDOW,
+    mathis_mbps,
+    max_receive_window,
+    max_send_window,
+    scaling_enabled,
+    window_limit_mbps,
+)
+from tcpwizard.checks.model import Fix, HostAudit, HostRole
+from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
+
+HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
+CHRONO_SHARE = 0.2  # of the busy time: how long a limit must hold to be the limit
+LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
+
+# Which fixes answer which factor (matched against Fix.key).
+FIX_KEYS: dict[str, tuple[str, ...]] = {
+    "receiver-window": (
+        "net.ipv4.tcp_rmem",
+        "net.core.rmem_max",
+        "net.ipv4.tcp_moderate_rcvbuf",
+        "route:",
+        "setsockopt:SO_RCVBUF",
+    ),
+    "sender-buffer": ("net.ipv4.tcp_wmem", "net.core.wmem_max", "setsockopt:SO_SNDBUF"),
+    "window-scaling": ("net.ipv4.tcp_window_scaling",),
+    "congestion": (
+        "net.ipv4.tcp_congestion_control",
+        "net.core.default_qdisc",
+        "qdisc:",
+        "net.ipv4.tcp_sack",
+    ),
+    "cached-metrics": ("net.ipv4.tcp_no_metrics_save", "tcp_metrics"),
+    "interface": ("interface:", "link:"),
+}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    local: HostAudit
+    peer: HostAudit | None = None
+    path: PathEstimate | None = None
+    transfer: TransferResult | None = None
+    # Fixes computed for the measured BDP, per host (the audits re-judged at that BDP).
+    local_fixes: tuple[Fix, ...] = ()
+    peer_fixes: tuple[Fix, ...] = ()
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    verdict: Verdict
+    fixes: tuple[Fix, ...]  # only those that answer the limiting factor, for the right host
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    direction: str
+    factor: LimitingFactor
+    confidence: float
+    host: HostRole | None
+    explanation: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Direction:
+    """One direction of the test, seen as sender -> receiver."""
+
+    name: str
+    sender: HostAudit | None
+    receiver: HostAudit | None
+    sender_role: HostRole
+    receiver_role: HostRole
+    current: ModeResult | None  # what an ordinary application gets (kernel autotuning)
+    best: ModeResult | None  # the best tuned mode measured
+
+
+def _pick_current(modes: Sequence[ModeResult]) -> ModeResult | None:
+    for name in ("autotune", "untuned", "static", "drs", "overprovisioned"):
+        for m in modes:
+            if m.mode == name and m.error is None:
+                return m
+    return None
+
+
+def _directions(ev: Evidence) -> list[_Direction]:
+    modes = ev.transfer.modes if ev.transfer else ()
+    out: list[_Direction] = []
+    for name in ("up", "down"):
+        ms = [m for m in modes if m.direction == name and m.error is None]
+        if not ms and (modes or name == "down"):
+            continue
+        up = name == "up"
+        out.append(
+            _Direction(
+                name,
+                ev.local if up else ev.peer,
+                ev.peer if up else ev.local,
+                "local" if up else "peer",
+                "peer" if up else "local",
+                _pick_current(ms),
+                max(ms, key=lambda m: m.throughput_mbps, default=None),
+            )
+        )
+    return out
+
+
+def _capacity(ev: Evidence, d: _Direction) -> float | None:
+    """The probe's estimate; without it, what a forced (root what-if) tuned transfer reached."""
+    if ev.path and ev.path.capacity:
+        return ev.path.capacity.mbps
+    if d.best and d.best.forced and d.best.mode != "untuned":
+        return d.best.throughput_mbps
+    return None
+
+
+def _rtt_ms(ev: Evidence, d: _Direction) -> float | None:
+    if ev.path:
+        return ev.path.rtt.min
+    m = d.current
+    if m and m.samples:
+        rtts = [s.tcp_info.rtt_us for s in m.samples if s.tcp_info and s.tcp_info.rtt_us > 0]
+        if rtts:
+            return min(rtts) / 1e3
+    return None
+
+
+def _mss(d: _Direction) -> int:
+    m = d.current
+    if m:
+        for s in m.samples:
+            if s.tcp_info and s.tcp_info.snd_mss > 0:
+                return s.tcp_info.snd_mss
+    return 1448
+
+
+def _fmt(mbps: float | None) -> str:
+    return "?" if mbps is None else f"{mbps:.1f} Mbit/s"
+
+
+def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
+    cap, cur = _capacity(ev, d), d.current
+    if cap is None or cur is None or cap <= 0:
+        return None
+    share = cur.throughput_mbps / cap
+    if share < HEALTHY_SHARE:
+        return None
+    evidence = [f"{cur.mode} moved {_fmt(cur.throughput_mbps)} of {_fmt(cap)} capacity"]
+    if share > 1.1:
+        evidence.append("the capacity probe was the slower one (sender-limited): a lower bound")
+    return _Candidate(
+        d.name,
+        "path-capacity",
+        min(0.95, 0.6 + min(share, 1.0) / 3),
+        None,
+        f"{d.name}: the transfer reached {min(share, 1.0):.0%} of the path's capacity; the "
+        "network itself is the limit and the hosts are tuned well enough for it.",
+        tuple(evidence),
+    )
+
+
+def _rule_window_scaling(ev: Evidence, d: _Direction) -> _Candidate | None:
+    off = [
+        role
+        for role, audit in ((d.sender_role, d.sender), (d.receiver_role, d.receiver))
+        if audit is not None and scaling_enabled(audit) is False
+    ]
+    if not off:
+        return None
+    host: HostRole = off[0] if len(off) == 1 else "both"
+    rtt = _rtt_ms(ev, d)
+    evidence = [f"net.ipv4.tcp_window_scaling = 0 on {' and '.join(off)}"]
+    confidence = 0.7
+    if rtt:
+        ceiling = window_limit_mbps(UNSCALED_WINDOW, rtt)
+        evidence.append(f"64 KB / {rtt:.1f} ms = {_fmt(ceiling)} at most")
+        cap = _capacity(ev, d)
+        if cap is not None and ceiling >= HEALTHY_SHARE * cap:
+            return None  # short path: 64 KB is enough, not the limit here
+        if d.current and d.current.throughput_mbps <= 1.3 * ceiling:
+            evidence.append(f"measured {_fmt(d.current.throughput_mbps)}, at that ceiling")
+            confidence = 0.95
+    return _Candidate(
+        d.name,
+        "window-scaling",
+        confidence,
+        host,
+        f"{d.name}: TCP window scaling (RFC 7323) is off on the {host} host, so the window "
+        "cannot exceed 64 KB whatever the buffers are; turn it on at both ends.",
+        tuple(evidence),
+    )
+
+
+def _chrono(m: ModeResult | None) -> tuple[float | None, float | None, float | None]:
+    if m is None:
+        return None, None, None
+    return m.rwnd_limited, m.sndbuf_limited, m.busy
+
+
+def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:
+    rwnd, _, _ = _chrono(d.current)
+    rtt, cur = _rtt_ms(ev, d), d.current
+    evidence: list[str] = []
+    confidence = 0.0
+    if rwnd is not None and rwnd >= CHRONO_SHARE:
+        evidence.append(f"sender was receive-window limited {rwnd:.0%} of the time (TCP_INFO)")
+        confidence = 0.6 + 0.35 * min(1.0, rwnd)
+    window = max_receive_window(d.receiver) if d.receiver else None
+    if window and rtt and cur:
+        limit = window_limit_mbps(window, rtt)
+        cap = _capacity(ev, d)
+        if cap is not None and limit < HEALTHY_SHARE * cap:
+            evidence.append(
+                f"receiver's largest window ~{window / 1e6:.2f} MB / {rtt:.1f} ms = {_fmt(limit)}"
+                f" < capacity {_fmt(cap)}"
+            )
+            confidence = max(confidence, 0.55)
+            if cur.throughput_mbps <= 1.25 * limit:
+                confidence = max(confidence, 0.75)
+    if confidence == 0.0 or cur is None:
+        return None
+    evidence.append(f"{cur.mode} moved {_fmt(cur.throughput_mbps)}")
+    return _Candidate(
+        d.name,
+        "receiver-window",
+        confidence,
+        d.receiver_role,
+        f"{d.name}: the receiver ({d.receiver_role}) does not offer a window as large as the "
+        "path's bandwidth-delay product, so the sender idles waiting for window updates.",
+        tuple(evidence),
+    )
+
+
+def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
+    _, snd, _ = _chrono(d.current)
+    cur, rtt = d.current, _rtt_ms(ev, d)
+    evidence: list[str] = []
+    confidence = 0.0
+    if snd is not None and snd >= CHRONO_SHARE:
+        evidence.append(f"sender was send-buffer limited {snd:.0%} of the time (TCP_INFO)")
+        confidence = 0.6 + 0.35 * min(1.0, snd)
+    inflight = max_send_window(d.sender) if d.sender else None
+    cap = _capacity(ev, d)
+    if inflight and rtt and cap:
+        limit = window_limit_mbps(inflight, rtt)
+        if limit < HEALTHY_SHARE * cap:
+            evidence.append(
+                f"sender's tcp_wmem max keeps ~{inflight / 1e6:.2f} MB in flight: ~{_fmt(limit)}"
+            )
+            confidence = max(confidence, 0.5)
+    if confidence == 0.0 or cur is None:
+        return None
+    evidence.append(f"{cur.mode} moved {_fmt(cur.throughput_mbps)}")
+    return _Candidate(
+        d.name,
+        "sender-buffer",
+        confidence,
+        d.sender_role,
+        f"{d.name}: the sender ({d.sender_role}) cannot keep a bandwidth-delay product of "
+        "data in flight: its send buffer is too small.",
+        tuple(evidence),
+    )
+
+
+def _loss_fraction(ev: Evidence, d: _Direction) -> float | None:
+    cur = d.current
+    if cur and cur.bytes > 0 and cur.retransmits > 0:
+        return cur.retransmits * _mss(d) / cur.bytes
+    if ev.path and ev.path.rtt.loss_pct > 0:
+        return ev.path.rtt.loss_pct / 100
+    return None
+
+
+def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
+    cur, rtt = d.current, _rtt_ms(ev, d)
+    loss = _loss_fraction(ev, d)
+    if cur is None or rtt is None or not loss or cur.retransmits == 0:
+        return None
+    bound = mathis_mbps(_mss(d), rtt, loss)
+    cc = cur.congestion_control or (d.sender.congestion_control if d.sender else "")
+    evidence = [
+        f"{cur.retransmits} retransmissions (~{loss:.2%} of segments)",
+        f"Mathis bound at that loss: {_fmt(bound)}; measured {_fmt(cur.throughput_mbps)}",
+    ]
+    confidence = 0.55
+    if bound is not None and cur.throughput_mbps <= 1.5 * bound:
+        confidence = 0.85
+    if cc:
+        evidence.append(f"sender's congestion control: {cc}")
+    advice = (
+        " A loss-based algorithm halves its window on every loss; BBR with fq pacing keeps "
+        "most of the rate on a lossy long path."
+        if cc in LOSS_BASED
+        else " The congestion controller already ignores random loss; look for a congested "
+        "or faulty link."
+    )
+    return _Candidate(
+        d.name,
+        "congestion",
+        confidence,
+        d.sender_role,
+        f"{d.name}: packet loss holds the congestion window down.{advice}",
+        tuple(evidence),
+    )
+
+
+def _rule_cached_metrics(ev: Evidence, d: _Direction) -> _Candidate | None:
+    if d.sender is None:
+        return None
+    stale = [
+        f
+        for f in d.sender.findings
+        if "metrics" in f.id and f.severity in ("warn", "crit") and "ssthresh" in f.observed
+    ]
+    if not stale or d.current is None:
+        return None
+    rwnd, snd, _ = _chrono(d.current)
+    if (rwnd or 0) >= CHRONO_SHARE or (snd or 0) >= CHRONO_SHARE:
+        return None
+    return _Candidate(
+        d.name,
+        "cached-metrics",
+        0.7,
+        d.sender_role,
+        f"{d.name}: the sender reuses a slow-start threshold cached from an earlier, worse "
+        "connection, so it leaves slow start far below the bandwidth-delay product and grows "
+        "one segment per RTT.",
+        (stale[0].observed, f"{d.current.mode} moved {_fmt(d.current.throughput_mbps)}"),
+    )
+
+
+def _rule_application(ev: Evidence, d: _Direction) -> _Candidate | None:
+    rwnd, snd, busy = _chrono(d.current)
+    if busy is None or busy >= 0.6 or d.current is None:
+        return None
+    if (rwnd or 0) >= CHRONO_SHARE or (snd or 0) >= CHRONO_SHARE:
+        return None
+    return _Candidate(
+        d.name,
+        "application",
+        0.6,
+        d.sender_role,
+        f"{d.name}: the sender had data in flight only {busy:.0%} of the time: the application,"
+        " CPU or disk did not keep TCP busy.",
+        (f"tcpi_busy_time share {busy:.0%}",),
+    )
+
+
+def _rule_interface(ev: Evidence, d: _Direction) -> _Candidate | None:
+    for role, audit in ((d.sender_role, d.sender), (d.receiver_role, d.receiver)):
+        if audit is None:
+            continue
+        bad = [
+            f
+            for f in audit.findings
+            if f.id.startswith(("interface", "nic", "link")) and f.severity == "crit"
+        ]
+        if bad:
+            return _Candidate(
+                d.name,
+                "interface",
+                0.65,
+                role,
+                f"{d.name}: the {role} host's network interface limits the transfer.",
+                tuple(f.message for f in bad),
+            )
+    return None
+
+
+def _rule_predicted(ev: Evidence, d: _Direction) -> _Candidate | None:
+    """No transfer (the far end runs no serve): judge this host's own limits against the
+    measured path, in both roles, with the confidence a prediction deserves."""
+    if d.current is not None or ev.path is None or ev.path.capacity is None:
+        return None
+    rtt, cap = ev.path.rtt.min, ev.path.capacity.mbps
+    if rtt <= 0 or cap <= 0:
+        return None
+    if (
+        scaling_enabled(ev.local) is False
+        and window_limit_mbps(UNSCALED_WINDOW, rtt) < HEALTHY_SHARE * cap
+    ):
+        return _Candidate(
+            d.name,
+            "window-scaling",
+            0.6,
+            "local",
+            "window scaling is off on this host: no window above 64 KB in either direction.",
+            (f"64 KB / {rtt:.1f} ms = {_fmt(window_limit_mbps(UNSCALED_WINDOW, rtt))}",),
+        )
+    limits: list[tuple[float, LimitingFactor, str]] = []
+    rwin = max_receive_window(ev.local)
+    if rwin:
+        limits.append((window_limit_mbps(rwin, rtt), "receiver-window", "receive"))
+    swin = max_send_window(ev.local)
+    if swin:
+        limits.append((window_limit_mbps(swin, rtt), "sender-buffer", "send"))
+    if not limits:
+        return None
+    limit, factor, verb = min(limits)
+    if limit >= HEALTHY_SHARE * cap:
+        return _Candidate(
+            d.name,
+            "path-capacity",
+            0.5,
+            None,
+            "this host's buffers allow the measured capacity in both directions (predicted:"
+            " no test transfer without serve on the far end).",
+            (f"slowest: {verb} {_fmt(limit)} at {rtt:.1f} ms vs capacity {_fmt(cap)}",),
+        )
+    return _Candidate(
+        d.name,
+        factor,
+        0.55,
+        "local",
+        f"predicted: this host can {verb} at most {_fmt(limit)} on this path "
+        f"({rtt:.1f} ms), below its capacity of {_fmt(cap)}.",
+        (
+            f"window law: largest {verb} window / min RTT = {_fmt(limit)}",
+            f"capacity {_fmt(cap)} ({ev.path.capacity.method})",
+        ),
+    )
+
+
+RULES: tuple[Callable[[Evidence, _Direction], _Candidate | None], ...] = (
+    _rule_healthy,
+    _rule_window_scaling,
+    _rule_receiver_window,
+    _rule_sender_buffer,
+    _rule_cached_metrics,
+    _rule_congestion,
+    _rule_interface,
+    _rule_application,
+    _rule_predicted,
+)
+
+
+def _gap(ev: Evidence, dirs: Sequence[_Direction], factor: str) -> WizardGap:
+    worst = min(
+        (d for d in dirs if d.current),
+        key=lambda d: d.current.throughput_mbps if d.current else 0.0,
+        default=None,
+    )
+    if worst is None or worst.current is None:
+        return _predicted_gap(ev, factor)
+    current = worst.current.throughput_mbps
+    best = worst.best.throughput_mbps if worst.best else None
+    cap = _capacity(ev, worst)
+    if best is not None and best > 1.1 * current:
+        return WizardGap(current, best, True)
+    if factor == "path-capacity":
+        return WizardGap(current, current, True)
+    return WizardGap(current, cap, False)
+
+
+def _predicted_gap(ev: Evidence, factor: str) -> WizardGap:
+    if ev.path is None or ev.path.capacity is None or ev.path.rtt.min <= 0:
+        return WizardGap()
+    rtt, cap = ev.path.rtt.min, ev.path.capacity.mbps
+    window = {
+        "receiver-window": max_receive_window(ev.local),
+        "sender-buffer": max_send_window(ev.local),
+        "window-scaling": UNSCALED_WINDOW,
+    }.get(factor)
+    if window is None:
+        return WizardGap()
+    return WizardGap(min(cap, window_limit_mbps(window, rtt)), cap, False)
+
+
+def _fixes_for(ev: Evidence, factor: str, host: HostRole | None) -> tuple[Fix, ...]:
+    keys = FIX_KEYS.get(factor, ())
+    if not keys or host is None:
+        return ()
+    pools: list[tuple[Fix, ...]] = []
+    if host in ("local", "both"):
+        pools.append(ev.local_fixes)
+    if host in ("peer", "both"):
+        pools.append(ev.peer_fixes)
+    chosen: list[Fix] = []
+    for pool in pools:
+        chosen.extend(f for f in pool if f.key.startswith(keys) and f not in chosen)
+    return tuple(chosen)
+
+
+def _audit_only(ev: Evidence) -> Diagnosis:
+    worst = [f for f in ev.local.findings if f.severity == "crit"] or [
+        f for f in ev.local.findings if f.severity == "warn"
+    ]
+    evidence = tuple(f.message for f in worst[:5])
+    why = "no path was measured, so no single limiting factor can be named; " + (
+        f"{len(worst)} setting(s) would limit a long fat path." if worst else "settings look fine."
+    )
+    return Diagnosis(
+        Verdict("unknown", 0.0, "local" if worst else None, why, evidence, WizardGap()),
+        ev.local_fixes,
+    )
+
+
+def diagnose(ev: Evidence) -> Diagnosis:
+    dirs = _directions(ev)
+    if not dirs or (ev.path is None and ev.transfer is None):
+        return _audit_only(ev)
+    candidates = [c for d in dirs for rule in RULES if (c := rule(ev, d)) is not None]
+    # A healthy direction does not excuse a slow one: prefer a real limit when one is found.
+    limits = [c for c in candidates if c.factor != "path-capacity"]
+    healthy = [c for c in candidates if c.factor == "path-capacity"]
+    healthy_dirs = {c.direction for c in healthy}
+    limits = [c for c in limits if c.direction not in healthy_dirs]
+    pool = limits or healthy
+    if not pool:
+        evidence = tuple(
+            f"{d.name}: {d.current.mode} {_fmt(d.current.throughput_mbps)}"
+            for d in dirs
+            if d.current
+        )
+        why = "no rule explains the measured throughput; the evidence is shown as measured."
+        return Diagnosis(
+            Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown")), ()
+        )
+    best = max(pool, key=lambda c: c.confidence)
+    confidence = best.confidence
+    missing = []
+    if ev.peer is None:
+        missing.append("no peer audit (the far end does not run `tcpwizard serve`)")
+        confidence *= 0.8
+    if ev.transfer is None:
+        missing.append("no test transfer")
+        confidence *= 0.7
+    evidence = best.evidence + tuple(f"missing: {m}" for m in missing)
+    verdict = Verdict(
+        best.factor,
+        round(confidence, 2),
+        best.host,
+        best.explanation,
+        evidence,
+        _gap(ev, dirs, best.factor),
+    )
+    return Diagnosis(verdict, _fixes_for(ev, best.factor, best.host))

@@ -1,0 +1,47 @@
+"""The verdict: which one factor limits throughput, how sure we are, which host to fix and
+the wizard gap. Frozen; JSON is built from these (DESIGN.md, 'Verdict vocabulary')."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from tcpwizard.checks.model import HostRole
+
+LimitingFactor = Literal[
+    "receiver-window",
+    "sender-buffer",
+    "window-scaling",
+    "congestion",
+    "path-capacity",
+    "application",
+    "interface",
+    "cached-metrics",
+    "unknown",
+]
+LIMITING_FACTORS: tuple[str, ...] = get_args(LimitingFactor)
+
+
+@dataclass(frozen=True)
+class WizardGap:
+    """Current vs tuned throughput; `measured` says whether tuned_mbps was measured (e.g. with
+    SO_RCVBUFFORCE) or only computed from buffer limits."""
+
+    current_mbps: float | None = None
+    tuned_mbps: float | None = None
+    measured: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    limiting_factor: LimitingFactor
+    confidence: float  # 0..1
+    host_to_fix: HostRole | None
+    explanation: str
+    evidence: tuple[str, ...] = ()
+    wizard_gap: WizardGap = WizardGap()
+
+    @classmethod
+    def unknown(cls, explanation: str, evidence: tuple[str, ...] = ()) -> Verdict:
+        """No measurement of the path: nothing can be named as the limit."""
+        return cls("unknown", 0.0, None, explanation, evidence, WizardGap())

@@ -1,0 +1,143 @@
+"""What every check is made of: its own metadata (id, keys read, why, guideline, severity
+rule) and an `evaluate` that turns an AuditEnv into one Finding with its fixes."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from tcpwizard.checks.model import SEVERITY_ORDER, BdpTarget, Finding, Fix, Severity
+from tcpwizard.checks.netinfo import NetworkFacts
+from tcpwizard.checks.sysctl import SysctlReader
+from tcpwizard.checks.window import parse_kernel_version
+from tcpwizard.units import format_bytes, format_rate
+
+# The two guideline sources the fixes follow (see shared reference documents).
+SECTION5 = "Weigle & Feng 2002, §5"
+TIERNEY = "Tierney, TCP tuning slides"
+
+
+@dataclass
+class AuditEnv:
+    """Everything a check may look at. Sysctl reads are memoised and recorded so the
+    HostAudit can carry the raw values the diagnosis needs."""
+
+    reader: SysctlReader
+    target: BdpTarget
+    network: NetworkFacts
+    ram_bytes: int | None
+    page_size: int
+    target_address: str | None = None
+    read_values: dict[str, str] = field(default_factory=dict)
+
+    def text(self, key: str) -> str:
+        if key not in self.read_values:
+            self.read_values[key] = self.reader.read(key)
+        return self.read_values[key]
+
+    def optional(self, key: str) -> str | None:
+        if key in self.read_values:
+            return self.read_values[key]
+        value = self.reader.read_optional(key)
+        if value is not None:
+            self.read_values[key] = value
+        return value
+
+    def ints(self, key: str, count: int) -> tuple[int, ...]:
+        values = self.reader.read_ints(key, count)
+        self.read_values[key] = " ".join(str(v) for v in values)
+        return values
+
+    def integer(self, key: str) -> int:
+        return self.ints(key, 1)[0]
+
+    @property
+    def kernel_release(self) -> str:
+        return self.optional("kernel.osrelease") or ""
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return parse_kernel_version(self.kernel_release)
+
+    @property
+    def adv_win_scale(self) -> int:
+        value = self.optional("net.ipv4.tcp_adv_win_scale")
+        return int(value) if value and value.lstrip("-").isdigit() else 1
+
+    def describe_target(self) -> str:
+        t = self.target
+        origin = {"flags": "given", "default": "default", "measured": "measured"}[t.source]
+        return (
+            f"{format_rate(t.rate_bps)} x {t.rtt_s * 1000:g} ms "
+            f"(BDP {format_bytes(t.bdp_bytes)}, {origin})"
+        )
+
+
+def cap_severity(severity: Severity, cap: Severity) -> Severity:
+    return cap if SEVERITY_ORDER[severity] > SEVERITY_ORDER[cap] else severity
+
+
+def ratio_severity(
+    ratio: float, target: BdpTarget, cap: Severity = "crit", default_cap: Severity = "warn"
+) -> Severity:
+    """How bad a ceiling is against the target: reaching it is ok, at least half of it a
+    warning, less a critical limit. A default (guessed) target never yields more than
+    `default_cap`: we do not call a host critical for a path we only assumed."""
+    severity: Severity = "ok" if ratio >= 1.0 else "warn" if ratio >= 0.5 else "crit"
+    severity = cap_severity(severity, cap)
+    if target.source == "default":
+        severity = cap_severity(severity, default_cap)
+    return severity
+
+
+def sysctl_fix(check_id: str, key: str, value: str, why: str, guideline: str) -> Fix:
+    shown = f'"{value}"' if " " in value else value
+    return Fix(
+        id=f"{check_id}:{key}",
+        kind="sysctl",
+        host="local",
+        key=key,
+        value=value,
+        command=f"sysctl -w {key}={shown}",
+        why=why,
+        guideline=guideline,
+    )
+
+
+class Check(ABC):
+    """A self-describing audit check. Subclasses set the metadata and implement evaluate."""
+
+    id: ClassVar[str]
+    title: ClassVar[str]
+    keys: ClassVar[tuple[str, ...]]  # sysctls (or other facts) it reads
+    why: ClassVar[str]
+    guideline: ClassVar[str]
+    severity_rule: ClassVar[str]
+
+    @abstractmethod
+    def evaluate(self, env: AuditEnv) -> Finding: ...
+
+    def finding(
+        self,
+        severity: Severity,
+        observed: str,
+        expected: str,
+        message: str,
+        fixes: tuple[Fix, ...] = (),
+        key: str | None = None,
+    ) -> Finding:
+        return Finding(
+            id=self.id,
+            severity=severity,
+            observed=observed,
+            expected=expected,
+            message=message,
+            guideline=self.guideline,
+            key=key if key is not None else (self.keys[0] if self.keys else ""),
+            fixes=fixes if severity != "ok" else (),
+            title=self.title,
+        )
+
+    def fix(self, key: str, value: str) -> Fix:
+        return sysctl_fix(self.id, key, value, self.why, self.guideline)

@@ -1,0 +1,157 @@
+"""Facts about the egress path of this host: route lookup (pyroute2), interface counters
+(sysfs under an injectable root), link speed and duplex (psutil).
+
+Everything here may legitimately be unavailable (no default route in a fresh namespace, a
+virtual NIC without speed); gathering returns a reason instead of raising."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import psutil
+
+from tcpwizard.checks.model import InterfaceInfo, RouteInfo
+from tcpwizard.checks.tcp_metrics import MetricsEntry, read_tcp_metrics
+
+# rtnetlink stores RTAX_RTT in milliseconds shifted left by 3 (ip-route(8) prints ms).
+_RTAX_RTT_SHIFT = 3
+
+
+@dataclass(frozen=True)
+class NetworkFacts:
+    interface: InterfaceInfo | None
+    interface_missing_reason: str
+    metrics: tuple[MetricsEntry, ...] | None  # None: could not be read
+    metrics_missing_reason: str = ""
+
+    @classmethod
+    def unavailable(cls, reason: str) -> NetworkFacts:
+        return cls(None, reason, None, reason)
+
+
+def _counter(sys_root: Path, ifname: str, name: str) -> int:
+    try:
+        return int((sys_root / "class/net" / ifname / "statistics" / name).read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+def _speed_duplex(ifname: str) -> tuple[int | None, Literal["full", "half", "unknown"]]:
+    stats = psutil.net_if_stats().get(ifname)
+    if stats is None:
+        return None, "unknown"
+    speed = stats.speed if stats.speed > 0 else None
+    if stats.duplex == psutil.NIC_DUPLEX_FULL:
+        return speed, "full"
+    if stats.duplex == psutil.NIC_DUPLEX_HALF:
+        return speed, "half"
+    return speed, "unknown"
+
+
+def _metrics(msg: Any) -> dict[str, int]:
+    raw = msg.get_attr("RTA_METRICS")
+    if not raw:
+        return {}
+    return {str(k): int(v) for k, v in raw.get("attrs", [])}
+
+
+def _matching_prefix(ipr: Any, address: str, table: int) -> str:
+    """The destination of the FIB route that carries `address` (longest prefix match), so a
+    route fix can name the route to change."""
+    addr = ipaddress.ip_address(address)
+    family = 4 if addr.version == 4 else 6
+    best: tuple[int, str] | None = None
+    for r in ipr.get_routes(family=2 if family == 4 else 10, table=table):
+        dst = r.get_attr("RTA_DST")
+        plen = int(r["dst_len"])
+        if dst is None:
+            prefix = "default"
+            net = ipaddress.ip_network("0.0.0.0/0" if family == 4 else "::/0")
+        else:
+            net = ipaddress.ip_network(f"{dst}/{plen}", strict=False)
+            prefix = f"{dst}/{plen}"
+        if addr in net and (best is None or plen > best[0]):
+            best = (plen, prefix)
+    return best[1] if best else address
+
+
+def _default_route(ipr: Any) -> Any:
+    for family in (2, 10):  # AF_INET, then AF_INET6
+        routes = list(ipr.get_default_routes(family=family))
+        if routes:
+            return routes[0]
+    return None
+
+
+def lookup_egress(target: str | None, sys_root: str = "/sys") -> tuple[InterfaceInfo | None, str]:
+    """The interface (and route) a packet to `target` leaves by; without a target, the
+    interface of the default route. Returns (info, reason-if-None)."""
+    try:
+        from pyroute2 import IPRoute
+    except ImportError:  # pragma: no cover - a dependency, but fail soft
+        return None, "pyroute2 is not installed"
+    try:
+        with IPRoute() as ipr:
+            if target is None:
+                route = _default_route(ipr)
+                if route is None:
+                    return None, "no default route (pass a HOST to audit its route)"
+                prefix = "default"
+            else:
+                route = next(iter(ipr.route("get", dst=target)))
+                prefix = _matching_prefix(ipr, target, int(route.get_attr("RTA_TABLE") or 254))
+            route_metrics = _metrics(route)
+            oif = route.get_attr("RTA_OIF")
+            if oif is None:
+                return None, "the route has no output interface"
+            link = next(iter(ipr.get_links(oif)))
+            qdiscs = [q for q in ipr.get_qdiscs(index=oif) if q["parent"] == 0xFFFFFFFF]
+            qdisc = qdiscs[0].get_attr("TCA_KIND") if qdiscs else None
+            name = str(link.get_attr("IFLA_IFNAME"))
+            gateway = route.get_attr("RTA_GATEWAY")
+            source = route.get_attr("RTA_PREFSRC")
+            flags = int(link["flags"])
+    except Exception as exc:  # netlink errors: unreachable, no permission, odd kernels
+        reason = getattr(exc, "args", [None, str(exc)])
+        text = reason[1] if len(reason) > 1 else str(exc)
+        return None, f"route lookup failed: {text}"
+    rtt = route_metrics.get("RTAX_RTT")
+    route_info = RouteInfo(
+        destination=prefix,
+        gateway=str(gateway) if gateway else None,
+        window=route_metrics.get("RTAX_WINDOW"),
+        rtt_ms=(rtt >> _RTAX_RTT_SHIFT) if rtt else None,
+        initcwnd=route_metrics.get("RTAX_INITCWND"),
+        initrwnd=route_metrics.get("RTAX_INITRWND"),
+    )
+    speed, duplex = _speed_duplex(name)
+    sysp = Path(sys_root)
+    return (
+        InterfaceInfo(
+            name=name,
+            mtu=int(link.get_attr("IFLA_MTU") or 0),
+            txqueuelen=int(link.get_attr("IFLA_TXQLEN") or 0),
+            qdisc=str(qdisc) if qdisc else None,
+            speed_mbps=speed,
+            duplex=duplex,
+            is_loopback=bool(flags & 0x8),  # IFF_LOOPBACK
+            rx_packets=_counter(sysp, name, "rx_packets"),
+            tx_packets=_counter(sysp, name, "tx_packets"),
+            rx_dropped=_counter(sysp, name, "rx_dropped"),
+            tx_dropped=_counter(sysp, name, "tx_dropped"),
+            rx_errors=_counter(sysp, name, "rx_errors"),
+            tx_errors=_counter(sysp, name, "tx_errors"),
+            source_address=str(source) if source else None,
+            route=route_info,
+        ),
+        "",
+    )
+
+
+def gather_network(target: str | None, sys_root: str = "/sys") -> NetworkFacts:
+    interface, reason = lookup_egress(target, sys_root)
+    metrics, metrics_reason = read_tcp_metrics()
+    return NetworkFacts(interface, reason, metrics, metrics_reason)

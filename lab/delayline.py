@@ -1,0 +1,309 @@
+"""The user-space delay line: the emulated bottleneck between two TUN interfaces.
+
+Run as its own process (`python -m tcpwizard.lab.delayline ...`, started by Lab.up) so a lab
+outlives the CLI that built it. Per direction, for each packet read from the source TUN:
+
+1. random loss (before the queue, like netem);
+2. drop-tail: the packet is dropped if the bytes still waiting to be serialized plus this
+   packet exceed the queue limit;
+3. serialization: it leaves the bottleneck at dep = max(now, previous dep) + size*8/rate,
+   so the backlog in bytes is (previous dep - now) * rate / 8 - no explicit queue needed;
+4. delivery at dep + delay + uniform(-jitter, +jitter), never before the previous packet
+   (no reordering: netem does the same when a rate is set).
+
+Delivery times are therefore monotonic per direction and a deque is the timer heap. One
+thread, select() on both TUN fds (select, not epoll, because epoll_wait rounds its timeout up
+to whole milliseconds), many packets per wakeup, bare os.read/os.write.
+
+The process exits when either namespace disappears, when its TUN fails, on SIGTERM/SIGINT, or
+when the optional owner process (a pytest session) is gone - then it also removes its
+namespaces and state file itself, so a killed test run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from tcpwizard.lab.tun import NETNS_RUN_DIR, in_netns, open_tun, set_timer_slack
+
+# Packets read per fd per wakeup: bounds the time spent reading before due packets go out.
+READ_BATCH = 64
+# How often (s) to check that the namespaces and the owner still exist.
+HOUSEKEEPING_S = 0.5
+# select() wakes 35-100 µs late on this VM (more after long sleeps: the kernel grants
+# timeout/1000 of slack). So a long wait is cut short COARSE_S before the due time and
+# finished with a short sleep, and a packet due within EARLY_S counts as due: the wakeup
+# lateness then centres the error on zero instead of always adding it to the delay.
+EARLY_S = 40e-6
+COARSE_S = 1e-3
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    """One direction, fully resolved (queue in bytes)."""
+
+    rate_bps: float
+    delay_s: float
+    jitter_s: float
+    loss: float
+    queue_bytes: int
+
+
+class Direction:
+    """Serializer + delay for packets from fd `src` to fd `dst`."""
+
+    def __init__(self, src: int, dst: int, p: LinkParams, rng: random.Random, mtu: int) -> None:
+        self.src = src
+        self.dst = dst
+        self.byte_time = 8.0 / p.rate_bps
+        self.queue_time = p.queue_bytes * self.byte_time
+        self.delay = p.delay_s
+        self.jitter = p.jitter_s
+        self.loss = p.loss
+        self.rng = rng
+        self.bufsize = mtu + 64
+        self.last_dep = 0.0
+        self.last_deliver = 0.0
+        self.pending: deque[tuple[float, bytes]] = deque()
+        self.packets_in = 0
+        self.bytes_in = 0
+        self.lost = 0
+        self.queue_drops = 0
+        self.packets_out = 0
+        self.write_errors = 0
+
+    def ingest(self, now: float) -> bool:
+        """Read up to READ_BATCH packets; False when the TUN is gone."""
+        read = os.read
+        fd = self.src
+        bufsize = self.bufsize
+        byte_time = self.byte_time
+        queue_time = self.queue_time
+        delay = self.delay
+        jitter = self.jitter
+        loss = self.loss
+        rnd = self.rng.random
+        append = self.pending.append
+        last_dep = self.last_dep
+        last_deliver = self.last_deliver
+        n = 0
+        try:
+            while n < READ_BATCH:
+                try:
+                    pkt = read(fd, bufsize)
+                except BlockingIOError:
+                    break
+                n += 1
+                self.bytes_in += len(pkt)
+                if loss and rnd() < loss:
+                    self.lost += 1
+                    continue
+                dep = (last_dep if last_dep > now else now) + len(pkt) * byte_time
+                if dep - now > queue_time:
+                    self.queue_drops += 1
+                    continue
+                last_dep = dep
+                t = dep + delay
+                if jitter:
+                    t += (2.0 * rnd() - 1.0) * jitter
+                if t < last_deliver:
+                    t = last_deliver
+                last_deliver = t
+                append((t, pkt))
+        except OSError:
+            return False
+        finally:
+            self.packets_in += n
+            self.last_dep = last_dep
+            self.last_deliver = last_deliver
+        return True
+
+    def flush(self, now: float) -> float | None:
+        """Write every packet due by now; return the time until the next one, if any."""
+        pend = self.pending
+        if not pend:
+            return None
+        limit = now + EARLY_S
+        write = os.write
+        dst = self.dst
+        sent = 0
+        while pend and pend[0][0] <= limit:
+            try:
+                write(dst, pend.popleft()[1])
+            except OSError:
+                # Host side down or the packet refused: the wire loses it, we keep going.
+                self.write_errors += 1
+            sent += 1
+        self.packets_out += sent
+        return pend[0][0] - now if pend else None
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "packets_in": self.packets_in,
+            "bytes_in": self.bytes_in,
+            "lost": self.lost,
+            "queue_drops": self.queue_drops,
+            "packets_out": self.packets_out,
+            "write_errors": self.write_errors,
+            "queued": len(self.pending),
+        }
+
+
+class DelayLine:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.stop_reason = ""
+        self.dirs: list[Direction] = []
+
+    def _alive(self) -> bool:
+        a = self.args
+        for ns in (a.ns_a, a.ns_b):
+            if not os.path.exists(os.path.join(NETNS_RUN_DIR, ns)):
+                self.stop_reason = f"namespace {ns} is gone"
+                return False
+        if a.owner_pid and not _pid_alive(a.owner_pid):
+            self.stop_reason = "owner"
+            return False
+        return True
+
+    def write_stats(self) -> None:
+        if not self.args.stats_file:
+            return
+        data = {"forward": self.dirs[0].stats(), "reverse": self.dirs[1].stats()}
+        tmp = self.args.stats_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, self.args.stats_file)
+
+    def run(self, fwd: LinkParams, rev: LinkParams) -> None:
+        a = self.args
+        with in_netns(a.ns_a):
+            fd_a = open_tun(a.ifname)
+        with in_netns(a.ns_b):
+            fd_b = open_tun(a.ifname)
+        rng = random.Random(a.seed)
+        self.dirs = [Direction(fd_a, fd_b, fwd, rng, a.mtu), Direction(fd_b, fd_a, rev, rng, a.mtu)]
+        set_timer_slack(1)
+
+        def on_term(signum: int, frame: object) -> None:
+            self.stop_reason = "signal"
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        signal.signal(signal.SIGUSR1, lambda s, f: self.write_stats())
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+        # Tell Lab.up that the interfaces exist, then let go of its pipe.
+        os.write(1, b"ready\n")
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        self._loop()
+        self.write_stats()
+
+    def _loop(self) -> None:
+        dirs = self.dirs
+        by_fd = {d.src: d for d in dirs}
+        rlist = list(by_fd)
+        mono = time.monotonic
+        sel = select.select
+        next_house = mono() + HOUSEKEEPING_S
+        while not self.stop_reason:
+            now = mono()
+            timeout = HOUSEKEEPING_S
+            for d in dirs:
+                wait = d.flush(now)
+                if wait is not None and wait < timeout:
+                    timeout = wait
+            if timeout > 2 * COARSE_S:
+                timeout -= COARSE_S
+            try:
+                ready = sel(rlist, [], [], timeout if timeout > 0 else 0)[0]
+            except InterruptedError:
+                continue
+            now = mono()
+            for fd in ready:
+                if not by_fd[fd].ingest(now):
+                    self.stop_reason = "tun device gone"
+            if now >= next_house:
+                next_house = now + HOUSEKEEPING_S
+                self._alive()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _self_destruct(args: argparse.Namespace) -> None:
+    """The owner died without tearing us down: remove what we belong to."""
+    for ns in (args.ns_a, args.ns_b):
+        pids = subprocess.run(
+            ["ip", "netns", "pids", ns], capture_output=True, text=True, check=False
+        ).stdout.split()
+        for pid in pids:
+            if pid.isdigit() and int(pid) != os.getpid():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+    for path in (args.state_file, args.stats_file):
+        if path:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def link_params(data: dict[str, Any]) -> LinkParams:
+    return LinkParams(
+        rate_bps=float(data["rate_bps"]),
+        delay_s=float(data["delay_s"]),
+        jitter_s=float(data["jitter_s"]),
+        loss=float(data["loss"]),
+        queue_bytes=int(data["queue_bytes"]),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="tcpwizard.lab.delayline")
+    p.add_argument("--name", required=True, help="lab name (shows in ps; checked by `down`)")
+    p.add_argument("--ns-a", required=True)
+    p.add_argument("--ns-b", required=True)
+    p.add_argument("--ifname", default="wan0")
+    p.add_argument("--mtu", type=int, default=1500)
+    p.add_argument("--forward", required=True, help="JSON LinkParams a->b")
+    p.add_argument("--reverse", required=True, help="JSON LinkParams b->a")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--owner-pid", type=int, default=0, help="tear the lab down when it exits")
+    p.add_argument("--state-file", default="")
+    p.add_argument("--stats-file", default="")
+    args = p.parse_args(argv)
+    line = DelayLine(args)
+    try:
+        line.run(link_params(json.loads(args.forward)), link_params(json.loads(args.reverse)))
+    except OSError as exc:
+        print(f"delayline {args.name}: {exc}", file=sys.stderr)
+        return 1
+    print(f"delayline {args.name}: stopping ({line.stop_reason})", file=sys.stderr)
+    if line.stop_reason == "owner":
+        _self_destruct(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

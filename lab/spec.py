@@ -1,0 +1,192 @@
+"""What a lab is: two hosts `a` and `b`, and one emulated link per direction.
+
+Frozen (hashable) dataclasses, so the test fixture can cache labs by spec and the state file
+can round-trip them through JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
+
+from tcpwizard.exitcodes import UsageError
+
+Side = Literal["a", "b"]
+SIDES: tuple[Side, Side] = ("a", "b")
+BACKENDS = ("auto", "delayline", "netem")
+
+# Lab names become namespace names (NAME-a, NAME-b) and file names in the state directory.
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+
+# A queue smaller than this many full-size packets makes TCP collapse into timeouts on
+# short/slow paths where 1 BDP is less than a packet; netem's default limit is 1000 packets.
+MIN_QUEUE_PACKETS = 10
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One direction of the bottleneck.
+
+    rate_bps counts IP packet bytes (no link-layer header), so TCP goodput tops out at
+    (mtu - 52) / mtu of the rate with timestamps on: 96.5 % at MTU 1500.
+    queue_bytes None means 1 BDP of the round trip (resolved by LabSpec).
+    """
+
+    rate_bps: float
+    delay_s: float
+    jitter_s: float = 0.0
+    loss: float = 0.0
+    queue_bytes: int | None = None
+
+    def validate(self, what: str, mtu: int) -> None:
+        if not self.rate_bps > 0:
+            raise UsageError(f"{what}: rate must be positive")
+        if not 0.0 <= self.delay_s <= 10.0:
+            raise UsageError(f"{what}: one-way delay must be between 0 and 10 s")
+        if not 0.0 <= self.jitter_s <= self.delay_s:
+            raise UsageError(f"{what}: jitter must be between 0 and the one-way delay")
+        if not 0.0 <= self.loss < 1.0:
+            raise UsageError(f"{what}: loss must be a fraction in [0, 1)")
+        if self.queue_bytes is not None and self.queue_bytes < mtu:
+            raise UsageError(f"{what}: queue of {self.queue_bytes} B holds less than one packet")
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """A lab. name "" means: let the caller (fixture, CLI) choose a unique one."""
+
+    forward: LinkSpec  # a -> b
+    reverse: LinkSpec  # b -> a
+    name: str = ""
+    mtu: int = 1500
+    sysctls_a: tuple[tuple[str, str], ...] = ()
+    sysctls_b: tuple[tuple[str, str], ...] = ()
+    backend: str = "auto"
+
+    @classmethod
+    def symmetric(
+        cls,
+        rate_bps: float = 100e6,
+        rtt_s: float = 0.050,
+        *,
+        loss: float = 0.0,
+        jitter_s: float = 0.0,
+        queue_bytes: int | None = None,
+        name: str = "",
+        mtu: int = 1500,
+        sysctls_a: tuple[tuple[str, str], ...] = (),
+        sysctls_b: tuple[tuple[str, str], ...] = (),
+        backend: str = "auto",
+    ) -> LabSpec:
+        """The same link both ways; RTT split evenly, loss applied in each direction."""
+        link = LinkSpec(rate_bps, rtt_s / 2, jitter_s, loss, queue_bytes)
+        return cls(link, link, name, mtu, sysctls_a, sysctls_b, backend)
+
+    @property
+    def rtt_s(self) -> float:
+        return self.forward.delay_s + self.reverse.delay_s
+
+    def queue_bytes(self, link: LinkSpec) -> int:
+        """Drop-tail limit of `link`: as given, or 1 BDP of the round trip (floored)."""
+        if link.queue_bytes is not None:
+            return link.queue_bytes
+        return max(round(link.rate_bps * self.rtt_s / 8), MIN_QUEUE_PACKETS * self.mtu)
+
+    def sysctls(self, side: Side) -> tuple[tuple[str, str], ...]:
+        return self.sysctls_a if side == "a" else self.sysctls_b
+
+    def validate(self) -> None:
+        if self.name and not _NAME_RE.fullmatch(self.name):
+            raise UsageError(
+                f"lab name {self.name!r}: use 1-40 of a-z 0-9 _ - (starting with a letter/digit)"
+            )
+        if not 576 <= self.mtu <= 9000:
+            raise UsageError(f"mtu {self.mtu}: use 576-9000")
+        if self.backend not in BACKENDS:
+            raise UsageError(f"backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
+        self.forward.validate("a->b", self.mtu)
+        self.reverse.validate("b->a", self.mtu)
+        for side in SIDES:
+            for key, _ in self.sysctls(side):
+                check_sysctl_key(key)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LabSpec:
+        def pairs(v: Any) -> tuple[tuple[str, str], ...]:
+            return tuple((str(k), str(x)) for k, x in v)
+
+        return cls(
+            forward=LinkSpec(**data["forward"]),
+            reverse=LinkSpec(**data["reverse"]),
+            name=str(data["name"]),
+            mtu=int(data["mtu"]),
+            sysctls_a=pairs(data.get("sysctls_a", ())),
+            sysctls_b=pairs(data.get("sysctls_b", ())),
+            backend=str(data.get("backend", "auto")),
+        )
+
+    def with_name(self, name: str) -> LabSpec:
+        return replace(self, name=name)
+
+
+# net.core.* memory limits are global: a child namespace cannot see or change them.
+_GLOBAL_ONLY = ("net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default",
+                "net.core.wmem_default", "net.core.optmem_max", "net.ipv4.tcp_mem",
+                "net.ipv4.udp_mem")  # fmt: skip
+
+
+def check_sysctl_key(key: str) -> None:
+    if not re.fullmatch(r"net(\.[A-Za-z0-9_-]+)+", key):
+        raise UsageError(f"sysctl {key!r}: only net.* keys can be set per host")
+    if key in _GLOBAL_ONLY:
+        raise UsageError(
+            f"sysctl {key} is global, not per network namespace, so it cannot differ between "
+            "lab hosts; use net.ipv4.tcp_rmem/tcp_wmem, or set it host-wide yourself"
+        )
+
+
+@dataclass(frozen=True)
+class Addresses:
+    a4: str
+    b4: str
+    a6: str
+    b6: str
+    prefix4: int = 30
+    prefix6: int = 64
+
+
+def addresses_for(name: str) -> Addresses:
+    """A /30 in 10.199.0.0/16 and a ULA /64, derived from the name.
+
+    Each lab has its own namespaces, so two labs sharing a subnet cannot interfere; the
+    derivation just makes a lab's addresses recognisable and stable across `lab up`s.
+    """
+    digest = hashlib.sha256(name.encode()).digest()
+    index = int.from_bytes(digest[:2], "big") % 16384
+    base4 = int(ipaddress.IPv4Address("10.199.0.0")) + 4 * index
+    net6 = int(ipaddress.IPv6Address("fd00:7477::")) | (int.from_bytes(digest[2:6], "big") << 64)
+    return Addresses(
+        a4=str(ipaddress.IPv4Address(base4 + 1)),
+        b4=str(ipaddress.IPv4Address(base4 + 2)),
+        a6=str(ipaddress.IPv6Address(net6 + 1)),
+        b6=str(ipaddress.IPv6Address(net6 + 2)),
+    )
+
+
+def parse_side_sysctl(text: str) -> tuple[Side, str, str]:
+    """'a:net.ipv4.tcp_rmem=4096 65536 131072' -> ('a', key, value)."""
+    m = re.fullmatch(r"\s*([ab])\s*:\s*([^=\s]+)\s*=\s*(.*?)\s*", text)
+    if not m:
+        raise UsageError(f"--sysctl {text!r}: use HOST:KEY=VALUE with HOST a or b")
+    side: Side = "a" if m.group(1) == "a" else "b"
+    value = m.group(3)
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    check_sysctl_key(m.group(2))
+    return side, m.group(2), value

@@ -1,0 +1,150 @@
+"""Reference measurements across a lab with tools nobody here wrote (ping, iperf3).
+
+Used by the calibration benchmark and by end-to-end tests; every call is bounded in time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import IO, Any, cast
+
+from tcpwizard.lab.lab import Lab
+from tcpwizard.lab.netns import LabError
+from tcpwizard.lab.spec import Side
+
+_TIME_RE = re.compile(r"time=([0-9.]+) ms")
+_SUMMARY_RE = re.compile(r"rtt min/avg/max/mdev = ([0-9.]+)/")
+
+
+@dataclass(frozen=True)
+class PingResult:
+    sent: int
+    rtts_s: tuple[float, ...]
+    summary_min_s: float | None = None  # from ping's summary line: µs resolution
+
+    @property
+    def min_s(self) -> float:
+        if self.summary_min_s is not None:
+            return self.summary_min_s
+        return min(self.rtts_s) if self.rtts_s else float("nan")
+
+    @property
+    def loss(self) -> float:
+        return 1.0 - len(self.rtts_s) / self.sent if self.sent else float("nan")
+
+
+def ping(
+    lab: Lab, side: Side, count: int = 10, interval_s: float = 0.05, ipv6: bool = False
+) -> PingResult:
+    """ICMP echo from `side` to the other host; per-reply RTTs (iputils ping)."""
+    other: Side = "b" if side == "a" else "a"
+    dst = lab.addr6(other) if ipv6 else lab.addr(other)
+    wait = max(1, round(lab.rtt_s * 3 + 1))
+    argv = ["ping", "-n", "-c", str(count), "-i", f"{interval_s:g}", "-W", str(wait), dst]
+    limit = count * interval_s + wait + 10
+    proc = lab.run(side, argv, capture_output=True, text=True, check=False, timeout=limit)
+    rtts = tuple(float(m.group(1)) / 1e3 for m in _TIME_RE.finditer(proc.stdout))
+    # Per-reply times lose decimals above 100 ms ("time=200 ms"); the summary keeps 3.
+    summary = _SUMMARY_RE.search(proc.stdout)
+    best = float(summary.group(1)) / 1e3 if summary else None
+    return PingResult(count, rtts, best)
+
+
+@dataclass(frozen=True)
+class TcpResult:
+    sender_bps: float
+    receiver_bps: float
+    retransmits: int
+    # (bytes, seconds) per interval as the client saw them: receiver side with -R.
+    intervals: tuple[tuple[int, float], ...]
+
+    def steady_bps(self, skip: int) -> float:
+        """Goodput over the intervals after the first `skip` (slow start) ones."""
+        rest = self.intervals[skip:]
+        seconds = sum(s for _, s in rest)
+        return sum(b for b, _ in rest) * 8 / seconds if seconds > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class UdpResult:
+    sent: int
+    lost: int
+
+    @property
+    def loss(self) -> float:
+        return self.lost / self.sent if self.sent else float("nan")
+
+
+def _iperf3(lab: Lab, client: Side, args: list[str], seconds: float) -> dict[str, Any]:
+    """A one-off iperf3 server on the other host, the client on `client`; the client's JSON."""
+    server_side: Side = "b" if client == "a" else "a"
+    server = lab.popen(
+        server_side,
+        ["iperf3", "-s", "-1", "--forceflush"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        fd = cast(IO[bytes], server.stdout).fileno()  # PIPE was requested just above
+        seen = b""
+        deadline = time.monotonic() + 5
+        # Raw reads: a buffered reader would hide lines from select().
+        while b"listening" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                seen += chunk
+        if b"listening" not in seen:
+            raise LabError(f"lab {lab.name}: iperf3 server on {server_side} did not start")
+        argv = ["iperf3", "-c", lab.addr(server_side), "-J", "-t", f"{seconds:g}", *args]
+        proc = lab.run(
+            client, argv, capture_output=True, text=True, check=False, timeout=seconds + 30
+        )
+        try:
+            data: dict[str, Any] = json.loads(proc.stdout)
+        except ValueError as exc:
+            raise LabError(f"iperf3 gave no JSON: {proc.stderr.strip()[:200]}") from exc
+        if "error" in data:
+            raise LabError(f"iperf3: {data['error']}")
+        return data
+    finally:
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def iperf3_tcp(
+    lab: Lab, client: Side = "a", seconds: float = 3.0, extra: tuple[str, ...] = ()
+) -> TcpResult:
+    data = _iperf3(lab, client, ["-i", "1", *extra], seconds)
+    end = data["end"]
+    intervals = tuple(
+        (int(i["sum"]["bytes"]), float(i["sum"]["seconds"])) for i in data.get("intervals", ())
+    )
+    return TcpResult(
+        sender_bps=float(end["sum_sent"]["bits_per_second"]),
+        receiver_bps=float(end["sum_received"]["bits_per_second"]),
+        retransmits=int(end["sum_sent"].get("retransmits", 0)),
+        intervals=intervals,
+    )
+
+
+def iperf3_udp(
+    lab: Lab, client: Side = "a", rate_bps: float = 10e6, seconds: float = 2.0, length: int = 1000
+) -> UdpResult:
+    data = _iperf3(lab, client, ["-u", "-b", f"{rate_bps:.0f}", "-l", str(length)], seconds)
+    # The receiver's view (lost = gaps in sequence numbers) is reported back to the client.
+    summary = data["end"]["sum_received"] if "sum_received" in data["end"] else data["end"]["sum"]
+    return UdpResult(sent=int(summary["packets"]), lost=int(summary["lost_packets"]))

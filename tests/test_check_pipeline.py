@@ -1,0 +1,93 @@
+"""`check HOST` end to end over loopback against a real serve (real kernel TCP, real sysctls).
+The emulated-WAN scenarios are in test_scenarios_lab.py; this covers the pipeline's plumbing
+and every output path against the JSON schema."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+from pathlib import Path
+
+import jsonschema
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tcpwizard.context import Context
+from tcpwizard.main import main
+from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.transfer_server import TransferService
+from tests.serve_helpers import running_server
+
+SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
+
+
+def _check(argv: list[str], tmp_path: Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    ctx = Context(stdout=out, stderr=err)
+    code = main(["check", *argv], ctx)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "history.sqlite3"
+    monkeypatch.setenv("TCPWIZARD_HISTORY", str(path))
+    return path
+
+
+def test_full_check_over_loopback(tmp_path: Path, history: Path) -> None:
+    with running_server(transfer=TransferService(ServeLimits())) as srv:
+        code, out, _err = _check(
+            ["127.0.0.1", "--port", str(srv.port), "--json", "--quick", "--duration", "0.5"],
+            tmp_path,
+        )
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert code == doc["exit_code"] and code in (0, 1, 2)
+    assert doc["peer"] is not None and doc["peer"]["findings"]
+    assert doc["path"]["rtt_ms"]["min"] < 5
+    assert {m["mode"] for m in doc["transfer"]["modes"]} == {"autotune", "drs"}
+    assert all(m["throughput_mbps"] > 10 for m in doc["transfer"]["modes"])
+    assert doc["verdict"]["limiting_factor"] != ""
+    assert history.exists()  # recorded for `tcpwizard history`
+
+
+def test_unresolvable_host_is_valid_json_unknown(tmp_path: Path, history: Path) -> None:
+    code, out, err = _check(["no-such-host.invalid", "--json", "--quick"], tmp_path)
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert code == 3 and doc["exit_code"] == 3 and "cannot resolve" in doc["error"]
+    assert err.startswith("tcpwizard: error:") and err.count("\n") == 1
+
+
+def test_without_serve_the_check_is_peerless(tmp_path: Path, history: Path) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with socket.socket() as listener:  # an ordinary TCP service for connect-time RTT
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        tcp_port = listener.getsockname()[1]
+        code, out, _ = _check(
+            ["127.0.0.1", "--port", str(port), "--tcp-port", str(tcp_port), "--json", "--quick"],
+            tmp_path,
+        )
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["peer"] is None and doc["transfer"] is None
+    assert doc["path"]["rtt_ms"]["min"] < 5
+    assert any("no tcpwizard serve" in n for n in doc["notes"])
+    assert doc["verdict"]["confidence"] <= 0.6
+    assert code == doc["exit_code"]
+
+
+@pytest.mark.parametrize("fmt", ["prometheus", "nagios"])
+def test_unreachable_monitoring_formats(fmt: str, tmp_path: Path, history: Path) -> None:
+    code, out, _ = _check(["no-such-host.invalid", "--format", fmt], tmp_path)
+    assert code == 3
+    if fmt == "prometheus":
+        fams = {f.name: f for f in text_string_to_metric_families(out)}
+        assert fams["tcpwizard_up"].samples[0].value == 0
+    else:
+        assert out.startswith("TCPWIZARD UNKNOWN - no-such-host.invalid: cannot resolve")

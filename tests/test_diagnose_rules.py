@@ -1,0 +1,243 @@
+"""The verdict rules on synthetic evidence (the end-to-end scenario suite runs them on the lab).
+
+Numbers are built from the laws the rules encode (window / RTT, Mathis), not copied from a run.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
+from tcpwizard.checks.model import Finding, Fix, HostAudit
+from tcpwizard.measure.model import (
+    CapacityEstimate,
+    ModeResult,
+    PathEstimate,
+    RttStats,
+    TransferResult,
+)
+
+TUNED = {
+    "net.ipv4.tcp_rmem": "4096 131072 33554432",
+    "net.ipv4.tcp_wmem": "4096 16384 33554432",
+    "net.ipv4.tcp_window_scaling": "1",
+    "net.ipv4.tcp_adv_win_scale": "1",
+}
+
+
+def audit(**overrides: str) -> HostAudit:
+    values = {**TUNED, **overrides}
+    return HostAudit("h", "6.18", (), "bbr", tuple(values.items()))
+
+
+def path(rtt_ms: float, cap_mbps: float, loss_pct: float = 0.0) -> PathEstimate:
+    rtt = RttStats(rtt_ms, rtt_ms, rtt_ms, rtt_ms, 0.1, rtt_ms, loss_pct, 0.1, 20, "udp-echo")
+    cap = CapacityEstimate(cap_mbps, "train", 0.9)
+    return PathEstimate(rtt, cap, int(cap_mbps * 1e6 / 8 * rtt_ms / 1e3), 1.0, "10.0.0.2", 5301)
+
+
+def mode(
+    mbps: float,
+    name: str = "autotune",
+    direction: str = "up",
+    rwnd: float = 0.0,
+    snd: float = 0.0,
+    busy: float = 1.0,
+    retrans: int = 0,
+    nbytes: int = 50_000_000,
+    cc: str = "bbr",
+) -> ModeResult:
+    return ModeResult(
+        name,
+        direction,
+        1,
+        nbytes,
+        4.0,
+        mbps,
+        4_000_000,
+        retrans,
+        (),  # type: ignore[arg-type]
+        rwnd,
+        snd,
+        busy,
+        cc,
+    )
+
+
+def fixes(*keys: str) -> tuple[Fix, ...]:
+    return tuple(Fix(k, "sysctl", "local", k, "x", f"sysctl -w {k}=x") for k in keys)
+
+
+def test_healthy_path_is_path_capacity_without_fixes() -> None:
+    ev = Evidence(audit(), audit(), path(50, 100), _t(mode(94.0)), fixes("net.ipv4.tcp_rmem"))
+    d = diagnose(ev)
+
+    v = d.verdict
+    assert v.limiting_factor == "path-capacity"
+    assert d.fixes == ()
+    assert v.confidence >= 0.8
+
+
+def test_small_receiver_buffer_names_the_peer_for_uploads() -> None:
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
+    rtt = 50.0
+    got = window_limit_mbps(262144 * 0.5, rtt)
+    ev = Evidence(
+        audit(),
+        small,
+        path(rtt, 100),
+        _t(mode(got, rwnd=0.9)),
+        peer_fixes=fixes("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"),
+    )
+    d = diagnose(ev)
+
+    v = d.verdict
+    assert v.limiting_factor == "receiver-window"
+    assert v.host_to_fix == "peer"
+    assert [f.key for f in d.fixes] == ["net.ipv4.tcp_rmem"]
+    assert v.wizard_gap.current_mbps == pytest.approx(got)
+    assert v.wizard_gap.tuned_mbps == pytest.approx(100)
+
+
+def test_download_receiver_is_local() -> None:
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
+    ev = Evidence(small, audit(), path(50, 100), _t(mode(20, direction="down", rwnd=0.8)))
+    d = diagnose(ev)
+
+    v = d.verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "local")
+
+
+def test_sender_buffer() -> None:
+    ev = Evidence(
+        audit(**{"net.ipv4.tcp_wmem": "4096 16384 131072"}),
+        audit(),
+        path(50, 100),
+        _t(mode(10, snd=0.85)),
+        fixes("net.ipv4.tcp_wmem"),
+    )
+    d = diagnose(ev)
+
+    v = d.verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "local")
+    assert d.fixes and d.fixes[0].key == "net.ipv4.tcp_wmem"
+
+
+def test_window_scaling_off_at_receiver_beats_receiver_window() -> None:
+    ws_off = audit(**{"net.ipv4.tcp_window_scaling": "0"})
+    ceiling = window_limit_mbps(65535, 50)
+    ev = Evidence(audit(), ws_off, path(50, 100), _t(mode(ceiling * 0.95, rwnd=0.9)))
+    d = diagnose(ev)
+
+    v = d.verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("window-scaling", "peer")
+
+
+def test_window_scaling_off_on_a_short_path_is_not_the_limit() -> None:
+    ws_off = audit(**{"net.ipv4.tcp_window_scaling": "0"})
+    ev = Evidence(audit(), ws_off, path(1, 100), _t(mode(95)))
+    assert diagnose(ev).verdict.limiting_factor == "path-capacity"
+
+
+def test_loss_with_reno_is_congestion() -> None:
+    loss = 0.02
+    bound = mathis_mbps(1448, 52, loss)
+    assert bound is not None
+    nbytes = 2_000_000
+    retrans = int(loss * nbytes / 1448)
+    ev = Evidence(
+        audit(),
+        audit(),
+        path(52, 90, loss_pct=2.0),
+        _t(mode(bound, retrans=retrans, nbytes=nbytes, cc="reno")),
+        fixes("net.ipv4.tcp_congestion_control", "net.core.default_qdisc", "net.ipv4.tcp_rmem"),
+    )
+    d = diagnose(ev)
+
+    v = d.verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")
+    assert {f.key for f in d.fixes} == {"net.ipv4.tcp_congestion_control", "net.core.default_qdisc"}
+    assert "BBR" in v.explanation
+
+
+def test_lossy_path_where_bbr_keeps_the_rate_is_healthy() -> None:
+    ev = Evidence(audit(), audit(), path(52, 90, 2.0), _t(mode(80, retrans=900)))
+    assert diagnose(ev).verdict.limiting_factor == "path-capacity"
+
+
+def test_cached_ssthresh() -> None:
+    sender = HostAudit(
+        "h",
+        "6.18",
+        (
+            Finding(
+                "tcp_metrics_cached",
+                "warn",
+                "cached ssthresh 10 for 10.0.0.2",
+                "no cached ssthresh",
+                "stale",
+                "Section 5",
+            ),
+        ),
+        "reno",
+        tuple(TUNED.items()),
+    )
+    ev = Evidence(
+        sender,
+        audit(),
+        path(100, 100),
+        _t(mode(15, cc="reno")),
+        fixes("net.ipv4.tcp_no_metrics_save"),
+    )
+    d = diagnose(ev)
+
+    v = d.verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("cached-metrics", "local")
+
+
+def test_idle_sender_is_application() -> None:
+    ev = Evidence(audit(), audit(), path(50, 100), _t(mode(20, busy=0.3)))
+    assert diagnose(ev).verdict.limiting_factor == "application"
+
+
+def test_measured_tuned_mode_is_the_wizard_gap() -> None:
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
+    ev = Evidence(audit(), small, path(50, 100), _t(mode(20, rwnd=0.9), mode(93, name="drs")))
+    gap = diagnose(ev).verdict.wizard_gap
+    assert (gap.current_mbps, gap.tuned_mbps, gap.measured) == (20, 93, True)
+
+
+def test_audit_only_is_unknown() -> None:
+    v = diagnose(Evidence(audit())).verdict
+    assert v.limiting_factor == "unknown"
+
+
+def test_missing_peer_lowers_confidence() -> None:
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
+    with_peer = diagnose(
+        Evidence(small, audit(), path(50, 100), _t(mode(20, "autotune", "down", rwnd=0.9)))
+    )
+    without = diagnose(
+        Evidence(small, None, path(50, 100), _t(mode(20, "autotune", "down", rwnd=0.9)))
+    )
+    assert without.verdict.confidence < with_peer.verdict.confidence
+    assert any("missing" in e for e in without.verdict.evidence)
+
+
+def _t(*modes: ModeResult) -> TransferResult:
+    return TransferResult(modes)
+
+
+def test_peerless_prediction_from_the_local_window() -> None:
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 1048576"})
+    v = diagnose(Evidence(small, None, path(100, 500))).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "local")
+    assert v.confidence < 0.5  # a prediction without a peer
+    assert v.wizard_gap.current_mbps == pytest.approx(window_limit_mbps(524288, 100))
+    assert v.wizard_gap.measured is False
+
+
+def test_peerless_prediction_healthy() -> None:
+    v = diagnose(Evidence(audit(), None, path(10, 100))).verdict
+    assert v.limiting_factor == "path-capacity"

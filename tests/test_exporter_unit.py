@@ -1,0 +1,41 @@
+"""Exporter scheduling and target parsing (the scrape over loopback is in test_exporter_e2e)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from tcpwizard.exitcodes import UsageError
+from tcpwizard.exporter import Exporter, Target, parse_targets
+
+
+def test_parse_targets() -> None:
+    ts = parse_targets("# fleet\ndtn1.example:5301 site=lanl\n[fd00::2]:7000\nfd00::3\nhost\n")
+    assert ts[0] == Target("dtn1.example", 5301, (("site", "lanl"),))
+    assert (ts[1].host, ts[1].port) == ("fd00::2", 7000)
+    assert (ts[2].host, ts[2].port) == ("fd00::3", None)
+    assert ts[3].name == "host"
+
+
+@pytest.mark.parametrize("text", ["", "# only\n", "h:99999", "h bad-label", "[fd00::zz]:1"])
+def test_bad_targets(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_targets(text)
+
+
+def test_checks_are_spread_over_the_interval() -> None:
+    ex = Exporter([Target(f"h{i}", None) for i in range(4)], 900.0, lambda t: {})
+    starts = [t for t, _ in ex.schedule(100.0)]
+    assert starts == [100.0, 325.0, 550.0, 775.0]
+
+
+def test_a_crashing_check_is_down_not_fatal() -> None:
+    def check(t: Target) -> Mapping[str, Any]:
+        raise ConnectionRefusedError("refused")
+
+    ex = Exporter([Target("gone", 1)], 60.0, check)
+    ex.run_one(ex.targets[0])
+    fams = {f.name: f for f in ex.collect()}
+    assert fams["tcpwizard_up"].samples[0].value == 0.0

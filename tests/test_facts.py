@@ -1,0 +1,64 @@
+"""The far end's facts survive the wire and re-judge to the same audit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tcpwizard.checks.audit import audit
+from tcpwizard.checks.facts import (
+    FactsError,
+    audit_facts,
+    facts_from_json,
+    facts_json,
+    gather_facts,
+)
+from tcpwizard.checks.model import BdpTarget
+from tcpwizard.checks.sysctl import SysctlReader
+
+
+def test_round_trip_gives_the_same_audit() -> None:
+    facts = gather_facts("/proc/sys", "127.0.0.1")
+    wire = json.loads(json.dumps(facts_json(facts)))
+    back = facts_from_json(wire)
+    target = BdpTarget(rtt_s=0.1, rate_bps=1e9, source="measured")
+    replayed = audit_facts(back, target, role="peer")
+    direct = audit(
+        SysctlReader("/proc/sys"),
+        "127.0.0.1",
+        target,
+        network=facts.network,
+        ram_bytes=facts.ram_bytes,
+        page_size=facts.page_size,
+    )
+    assert [(f.id, f.severity, f.observed) for f in replayed.findings] == [
+        (f.id, f.severity, f.observed) for f in direct.findings
+    ]
+    # The far end's fixes are addressed to it.
+    assert all(x.host == "peer" for f in replayed.findings for x in f.fixes)
+
+
+def test_measured_bdp_changes_the_judgement() -> None:
+    facts = gather_facts("/proc/sys", None)
+    short = audit_facts(facts, BdpTarget(0.001, 10e6, "measured"))
+    long_fat = audit_facts(facts, BdpTarget(0.3, 10e9, "measured"))
+    sev = {"ok": 0, "info": 1, "warn": 2, "crit": 3}
+    assert max(sev[f.severity] for f in long_fat.findings) > max(
+        sev[f.severity] for f in short.findings
+    )
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        None,
+        {},
+        {"facts_version": 99},
+        {"facts_version": 1, "sysctls": {"a": 1}},
+        {"facts_version": 1, "sysctls": {}, "network": {"interface": {"name": 3}}},
+    ],
+)
+def test_malformed_facts_are_rejected(data: object) -> None:
+    with pytest.raises(FactsError):
+        facts_from_json(data)

@@ -1,0 +1,268 @@
+"""Applying fixes and rolling back: unit tests on a fake sysctl tree, then real sysctls inside
+a throwaway network namespace."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tcpwizard.advice.apply import (
+    FILE_NAME,
+    FixError,
+    apply_plan,
+    fixes_from_report,
+    make_plan,
+    render_diff,
+    rollback,
+    safe_argv,
+)
+from tcpwizard.checks.model import Fix
+from tests.netns_helpers import needs_netns, ns_run, ns_sysctl, temp_netns
+
+RMEM_FIX = Fix(
+    "rmem",
+    "sysctl",
+    "local",
+    "net.ipv4.tcp_rmem",
+    "4096 131072 16777216",
+    "sysctl -w net.ipv4.tcp_rmem='4096 131072 16777216'",
+)
+WS_FIX = Fix(
+    "ws",
+    "sysctl",
+    "local",
+    "net.ipv4.tcp_window_scaling",
+    "1",
+    "sysctl -w net.ipv4.tcp_window_scaling=1",
+)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "proc_sys"
+    (root / "net/ipv4").mkdir(parents=True)
+    (root / "net/ipv4/tcp_rmem").write_text("4096\t65536\t262144\n")
+    (root / "net/ipv4/tcp_window_scaling").write_text("0\n")
+    return root
+
+
+def test_dry_run_diff_names_every_change(tree: Path, tmp_path: Path) -> None:
+    plan = make_plan([RMEM_FIX, WS_FIX], str(tree), str(tmp_path / "sysctl.d"))
+    diff = render_diff(plan)
+    assert "net.ipv4.tcp_rmem: 4096 65536 262144 -> 4096 131072 16777216" in diff
+    assert "+net.ipv4.tcp_window_scaling = 1" in diff
+    # A dry run writes nothing.
+    assert (tree / "net/ipv4/tcp_window_scaling").read_text() == "0\n"
+    assert not (tmp_path / "sysctl.d").exists()
+
+
+def test_apply_then_rollback_restores_exactly(tree: Path, tmp_path: Path) -> None:
+    conf_dir, state = tmp_path / "sysctl.d", tmp_path / "state"
+    conf_dir.mkdir()
+    other = conf_dir / "99-other.conf"
+    other.write_text("vm.swappiness = 10\n")
+    before = {p: p.read_text() for p in tree.rglob("*") if p.is_file()}
+
+    report = apply_plan(
+        make_plan([RMEM_FIX, WS_FIX], str(tree), str(conf_dir)), str(tree), str(state)
+    )
+    assert report.complete and len(report.applied) == 2
+    assert (tree / "net/ipv4/tcp_window_scaling").read_text().strip() == "1"
+    assert "net.ipv4.tcp_rmem = 4096 131072 16777216" in (conf_dir / FILE_NAME).read_text()
+
+    # Idempotent: a second apply changes nothing and keeps the original backup.
+    again = apply_plan(
+        make_plan([RMEM_FIX, WS_FIX], str(tree), str(conf_dir)), str(tree), str(state)
+    )
+    assert not again.applied and {s.reason for s in again.skipped} == {"already set"}
+
+    undo = rollback(str(state))
+    assert undo.complete
+    after = {p: p.read_text() for p in tree.rglob("*") if p.is_file()}
+    assert {p: " ".join(v.split()) for p, v in after.items()} == {
+        p: " ".join(v.split()) for p, v in before.items()
+    }
+    assert not (conf_dir / FILE_NAME).exists()
+    assert other.read_text() == "vm.swappiness = 10\n"  # never touches other files
+    with pytest.raises(FixError, match="nothing to roll back"):
+        rollback(str(state))
+
+
+def test_existing_own_file_is_restored_not_deleted(tree: Path, tmp_path: Path) -> None:
+    conf_dir, state = tmp_path / "sysctl.d", tmp_path / "state"
+    conf_dir.mkdir()
+    (conf_dir / FILE_NAME).write_text("net.ipv4.tcp_sack = 1\n")
+    apply_plan(make_plan([WS_FIX], str(tree), str(conf_dir)), str(tree), str(state))
+    text = (conf_dir / FILE_NAME).read_text()
+    assert "net.ipv4.tcp_sack = 1" in text and "net.ipv4.tcp_window_scaling = 1" in text
+    rollback(str(state))
+    assert (conf_dir / FILE_NAME).read_text() == "net.ipv4.tcp_sack = 1\n"
+
+
+def test_missing_key_is_skipped_with_reason(tree: Path, tmp_path: Path) -> None:
+    fix = Fix("x", "sysctl", "local", "net.ipv4.tcp_no_such_thing", "1", "sysctl -w ...")
+    report = apply_plan(make_plan([fix], str(tree), str(tmp_path)), str(tree), str(tmp_path / "s"))
+    assert not report.complete
+    assert "does not exist" in report.skipped[0].reason
+    assert not (tmp_path / FILE_NAME).exists()
+
+
+def test_peer_fixes_are_not_applied_locally(tree: Path, tmp_path: Path) -> None:
+    peer = Fix("p", "sysctl", "peer", "net.ipv4.tcp_window_scaling", "1", "sysctl -w ...")
+    assert make_plan([peer], str(tree), str(tmp_path)).sysctls == ()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf /",
+        "ip link del lo",
+        "ip route add 1.2.3.0/24 via 10.0.0.1; reboot",
+        "sh -c 'ip route'",
+    ],
+)
+def test_only_ip_route_and_tcp_metrics_commands_run(command: str) -> None:
+    with pytest.raises(FixError):
+        safe_argv(command)
+
+
+def test_safe_argv_accepts_real_fixes() -> None:
+    assert safe_argv("ip route change 10.1.0.0/24 dev eth0 window 0")[2] == "change"
+    assert safe_argv("ip -6 tcp_metrics flush fd00::2")[3] == "flush"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [],
+        {"fixes": "no"},
+        {"fixes": [1]},
+        {"fixes": [{"id": "a"}]},
+        {
+            "fixes": [
+                {"id": "a", "kind": "shell", "host": "local", "key": "", "value": "", "command": ""}
+            ]
+        },
+    ],
+)
+def test_bad_plan_files_are_data_errors(data: object) -> None:
+    with pytest.raises(FixError):
+        fixes_from_report(data)
+
+
+def _tw(ns: str, env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    out = ns_run(ns, sys.executable, "-m", "tcpwizard", *args, env=env)
+    return out.returncode, out.stdout, out.stderr
+
+
+@needs_netns
+@pytest.mark.netns
+def test_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "TCPWIZARD_SYSCTL_DIR": str(tmp_path / "sysctl.d"),
+        "TCPWIZARD_STATE_DIR": str(tmp_path / "state"),
+    }
+    with temp_netns() as ns:
+        assert ns_run(ns, "sysctl", "-w", "net.ipv4.tcp_rmem=4096 65536 262144").returncode == 0
+        assert ns_run(ns, "sysctl", "-w", "net.ipv4.tcp_window_scaling=0").returncode == 0
+        rmem_max = Fix(
+            "core",
+            "sysctl",
+            "local",
+            "net.core.rmem_max",
+            "33554432",
+            "sysctl -w net.core.rmem_max=33554432",
+        )
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps(
+                {
+                    "fixes": [
+                        {
+                            "id": f.id,
+                            "kind": f.kind,
+                            "host": f.host,
+                            "key": f.key,
+                            "value": f.value,
+                            "command": f.command,
+                        }
+                        for f in (RMEM_FIX, WS_FIX, rmem_max)
+                    ]
+                }
+            )
+        )
+        global_rmem_max = Path("/proc/sys/net/core/rmem_max").read_text()
+
+        code, out, _ = _tw(ns, env, "fix", "--plan", str(plan))
+        assert code == 1 and "-> 1" in out  # dry run: diff shown, nothing changed
+        assert ns_sysctl(ns, "net.ipv4.tcp_window_scaling") == "0"
+
+        code, out, err = _tw(ns, env, "fix", "--plan", str(plan), "--yes")
+        # net.core.rmem_max is global and read-only in a child namespace: skipped, exit 1.
+        assert code == 1, err
+        assert "skipped  net.core.rmem_max" in out
+        assert ns_sysctl(ns, "net.ipv4.tcp_window_scaling") == "1"
+        assert ns_sysctl(ns, "net.ipv4.tcp_rmem") == "4096 131072 16777216"
+        assert Path("/proc/sys/net/core/rmem_max").read_text() == global_rmem_max
+        conf = (tmp_path / "sysctl.d" / FILE_NAME).read_text()
+        assert "net.ipv4.tcp_window_scaling = 1" in conf and "rmem_max" not in conf
+
+        code, out, err = _tw(ns, env, "fix", "--rollback")
+        assert code == 0, out + err
+        assert ns_sysctl(ns, "net.ipv4.tcp_window_scaling") == "0"
+        assert ns_sysctl(ns, "net.ipv4.tcp_rmem") == "4096 65536 262144"
+        assert not (tmp_path / "sysctl.d" / FILE_NAME).exists()
+
+
+@needs_netns
+@pytest.mark.netns
+def test_route_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
+    with temp_netns() as ns:
+        for cmd in (
+            ["ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1"],
+            ["ip", "link", "set", "d0", "up"],
+            ["ip", "addr", "add", "10.231.0.1/24", "dev", "d0"],
+            ["ip", "route", "add", "10.232.0.0/24", "dev", "d0", "window", "65535"],
+        ):
+            assert ns_run(ns, *cmd).returncode == 0
+        fix = Fix(
+            "route-window",
+            "route",
+            "local",
+            "route:10.232.0.0/24",
+            "",
+            "ip route replace 10.232.0.0/24 dev d0",
+        )
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps(
+                {
+                    "fixes": [
+                        {
+                            "id": fix.id,
+                            "kind": fix.kind,
+                            "host": fix.host,
+                            "key": fix.key,
+                            "value": fix.value,
+                            "command": fix.command,
+                        }
+                    ]
+                }
+            )
+        )
+        env = {
+            **os.environ,
+            "TCPWIZARD_SYSCTL_DIR": str(tmp_path / "d"),
+            "TCPWIZARD_STATE_DIR": str(tmp_path / "s"),
+        }
+        code, out, err = _tw(ns, env, "fix", "--plan", str(plan), "--yes")
+        assert code == 0, out + err
+        assert "window" not in ns_run(ns, "ip", "route", "show", "10.232.0.0/24").stdout
+        code, out, err = _tw(ns, env, "fix", "--rollback")
+        assert code == 0, out + err
+        assert "window 65535" in ns_run(ns, "ip", "route", "show", "10.232.0.0/24").stdout

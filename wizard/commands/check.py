@@ -1,0 +1,125 @@
+"""`tcpwizard check [HOST]`: the local audit alone, or the whole pipeline across a path."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from tcpwizard.checks import audit
+from tcpwizard.commands._path_hint import bdp_from_args
+from tcpwizard.commands.fix import apply_fixes
+from tcpwizard.commands.transfer import parse_modes
+from tcpwizard.context import Context
+from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, UsageError
+from tcpwizard.measure.auth import read_secret_file
+from tcpwizard.output import render_report
+from tcpwizard.report import Report, local_report
+from tcpwizard.run import CheckRequest, Event, run_check
+from tcpwizard.units import parse_duration, parse_size
+
+
+def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
+    secret = None
+    if args.secret_file:
+        secret, warning = read_secret_file(args.secret_file)
+        if warning:
+            ctx.progress(f"tcpwizard: warning: {warning}")
+    if args.force_buffers and not ctx.is_root:
+        raise PermissionRequired("--force-buffers needs root (SO_RCVBUFFORCE/SO_SNDBUFFORCE)")
+    duration = parse_duration(args.duration, default_unit="s") if args.duration else None
+    if duration is not None and not 0.2 <= duration <= 60:
+        raise UsageError("--duration must be between 0.2s and 60s")
+    nbytes = parse_size(args.nbytes) if args.nbytes else None
+    if nbytes is not None and nbytes <= 0:
+        raise UsageError("--bytes must be positive")
+    if not 1 <= args.streams <= 8:
+        raise UsageError("--streams must be between 1 and 8")
+    return CheckRequest(
+        host=args.host,
+        port=args.port,
+        secret=secret,
+        tcp_port=args.tcp_port,
+        modes=parse_modes(args.modes) if args.modes else None,
+        streams=args.streams,
+        duration_s=duration,
+        nbytes=nbytes,
+        direction=args.direction,
+        quick=args.quick,
+        # As root the tuned modes may exceed net.core.*mem_max: the wizard gap is then
+        # measured before any sysctl changes.
+        force_buffers=args.force_buffers or ctx.is_root,
+        bdp_hint=bdp_from_args(args.rtt, args.bandwidth),
+    )
+
+
+class _StageLog:
+    """Stage messages and transfer bars on stderr, for people watching a terminal."""
+
+    def __init__(self, stream: TextIO, enabled: bool) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.bars = None
+        if enabled:
+            from tcpwizard.output.transfer_progress import ProgressDisplay
+
+            self.bars = ProgressDisplay(stream)
+
+    def __call__(self, ev: Event) -> None:
+        if not self.enabled:
+            return
+        if ev.transfer is not None and self.bars is not None:
+            self.bars(ev.transfer)
+        elif ev.stage != "transfer" and ev.message:
+            print(f"· {ev.message}", file=self.stream, flush=True)
+
+
+def _record(report: Report, args: argparse.Namespace, ctx: Context) -> None:
+    if args.no_history or not args.host:
+        return
+    from tcpwizard.history import History
+    from tcpwizard.output.json_format import report_json
+
+    try:
+        History().append(args.host, report_json(report))
+    except OSError as exc:  # a read-only home must not fail a check
+        ctx.progress(f"tcpwizard: warning: history not recorded: {exc}")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    if not args.host:
+        report = local_report(audit(ctx, None, bdp_from_args(args.rtt, args.bandwidth)))
+    else:
+        req = request_from_args(args, ctx)
+        watch = args.format == "text" and ctx.stderr.isatty()
+        log = _StageLog(ctx.stderr, watch)
+        try:
+            if log.bars is not None:
+                with log.bars:
+                    report = run_check(req, ctx, log)
+            else:
+                report = run_check(req, ctx, log)
+        except TcpWizardError as exc:
+            if args.format == "text":
+                raise
+            return _machine_error(args, ctx, exc)
+        _record(report, args, ctx)
+    color = False if args.no_color else ctx.color
+    code = render_report(report, args.format, ctx.stdout, color, args.warning, args.critical)
+    if args.fix:
+        fixed = apply_fixes(
+            [f for f in report.fixes if f.host in ("local", "both")], ctx, args.yes, "text"
+        )
+        if any(f.host == "peer" for f in report.fixes):
+            ctx.progress("tcpwizard: the peer's fixes must be applied on the peer")
+        code = max(code, fixed)
+    return code
+
+
+def _machine_error(args: argparse.Namespace, ctx: Context, exc: TcpWizardError) -> int:
+    """Monitoring formats stay parseable on failure: a valid document with exit_code 3."""
+    from tcpwizard.output.errors import error_document
+
+    print(f"tcpwizard: error: {exc}", file=ctx.stderr)
+    code = ExitCode.UNKNOWN if exc.exit_code != ExitCode.USAGE else ExitCode.USAGE
+    ctx.stdout.write(error_document(args.format, args.host, args.port, str(exc), code))
+    return int(code)

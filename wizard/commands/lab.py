@@ -1,0 +1,161 @@
+"""`tcpwizard lab up|status|exec|down|bench`: the emulated WAN as a user command."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from collections.abc import Callable
+
+from tcpwizard.context import Context
+from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
+from tcpwizard.lab import netns
+from tcpwizard.lab.cliparse import build_spec
+from tcpwizard.lab.lab import Lab, down_all, lab_health, require_root, sweep_stale
+from tcpwizard.lab.spec import SIDES, LabSpec, LinkSpec
+from tcpwizard.lab.state import StateDir
+from tcpwizard.units import format_bytes, format_rate
+
+
+def describe_link(link: LinkSpec, queue_bytes: int) -> str:
+    parts = [format_rate(link.rate_bps), f"{link.delay_s * 1e3:g} ms one-way"]
+    if link.jitter_s:
+        parts.append(f"±{link.jitter_s * 1e3:g} ms jitter")
+    if link.loss:
+        parts.append(f"{link.loss * 100:g}% loss")
+    parts.append(f"queue {format_bytes(queue_bytes)}")
+    return ", ".join(parts)
+
+
+def describe(lab: Lab) -> list[str]:
+    spec = lab.spec
+    lines = [
+        f"lab {lab.name}: {lab.backend}" + (f" (pid {lab.pid})" if lab.pid else ""),
+        f"  a  netns {lab.ns_a:<20} {lab.ifname} {lab.addr_a}  {lab.addr6_a}",
+        f"  b  netns {lab.ns_b:<20} {lab.ifname} {lab.addr_b}  {lab.addr6_b}",
+        f"  a->b {describe_link(spec.forward, spec.queue_bytes(spec.forward))}",
+        f"  b->a {describe_link(spec.reverse, spec.queue_bytes(spec.reverse))}",
+        f"  rtt {spec.rtt_s * 1e3:g} ms, mtu {spec.mtu}",
+    ]
+    lines += [f"  {side}: {key}={value}" for side in SIDES for key, value in spec.sysctls(side)]
+    return lines
+
+
+def _up(args: argparse.Namespace, ctx: Context) -> int:
+    spec = build_spec(
+        name=args.name,
+        rtt=args.rtt,
+        rate=args.rate,
+        loss=args.loss,
+        jitter=args.jitter,
+        queue=args.queue,
+        mtu=args.mtu,
+        reverse=args.reverse,
+        sysctls=args.sysctl,
+        backend=args.backend,
+    )
+    require_root()
+    lab = Lab(spec).up()
+    print("\n".join(describe(lab)), file=ctx.stdout)
+    print(f"use: tcpwizard lab exec --name {lab.name} a -- ping {lab.addr_b}", file=ctx.stderr)
+    return int(ExitCode.OK)
+
+
+def _status(args: argparse.Namespace, ctx: Context) -> int:
+    require_root()
+    records = StateDir().records()
+    if not records:
+        print("no labs", file=ctx.stderr)
+    for record in records:
+        lab = Lab.attach(record.name)
+        lines = describe(lab)
+        lines[0] += f" - {lab_health(record)}"
+        print("\n".join(lines), file=ctx.stdout)
+    return int(ExitCode.OK)
+
+
+def _exec(args: argparse.Namespace, ctx: Context) -> int:
+    argv = list(args.argv)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        raise UsageError("lab exec: give a command after --, e.g. lab exec a -- ping 10.199.0.2")
+    require_root()
+    lab = Lab.attach(args.name)
+    if not lab.is_up:
+        raise UsageError(f"lab {lab.name} is broken (tcpwizard lab down --name {lab.name})")
+    try:
+        return lab.run(args.side, argv, check=False).returncode
+    except FileNotFoundError as exc:
+        raise UsageError(f"lab exec: {exc}") from exc
+
+
+def _down(args: argparse.Namespace, ctx: Context) -> int:
+    require_root()
+    if args.all:
+        names = down_all()
+        names += sweep_stale(min_age_s=0)
+        print(f"removed {len(names)} lab(s)" + (": " + " ".join(names) if names else ""),
+              file=ctx.stderr)  # fmt: skip
+        return int(ExitCode.OK)
+    if StateDir().read(args.name) is not None:
+        Lab.attach(args.name).down()
+        print(f"lab {args.name} removed", file=ctx.stderr)
+        return int(ExitCode.OK)
+    # No record (lost state dir, crashed `up`): still remove namespaces of that name.
+    leftovers = [ns for ns in (f"{args.name}-a", f"{args.name}-b") if netns.ns_exists(ns)]
+    Lab(LabSpec.symmetric(name=args.name)).down()
+    if leftovers:
+        print(f"removed unrecorded namespaces {' '.join(leftovers)}", file=ctx.stderr)
+    else:
+        print(f"no lab named {args.name}", file=ctx.stderr)
+    return int(ExitCode.OK)
+
+
+def _demo(args: argparse.Namespace, ctx: Context) -> int:
+    raise UsageError("lab demo is not available yet")
+
+
+def _bench(args: argparse.Namespace, ctx: Context) -> int:
+    for flag, runner in BENCHES.items():
+        if getattr(args, flag, False):
+            return runner(args, ctx)
+    raise UsageError("lab bench: choose one of --" + ", --".join(BENCHES))
+
+
+def _bench_calibrate(args: argparse.Namespace, ctx: Context) -> int:
+    from tcpwizard.lab.bench_calibrate import run_calibrate
+
+    require_root()
+    return run_calibrate(quick=args.quick, out_dir=args.out, ctx=ctx)
+
+
+def _not_yet(what: str) -> Callable[[argparse.Namespace, Context], int]:
+    def runner(args: argparse.Namespace, ctx: Context) -> int:
+        raise UsageError(f"lab bench --{what} is not available yet")
+
+    return runner
+
+
+# Other benchmarks plug in here: flag name (as in cli.py) -> runner.
+BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
+    "calibrate": _bench_calibrate,
+    "probes": _not_yet("probes"),
+    "transfer": _not_yet("transfer"),
+    "paper": _not_yet("paper"),
+}
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Context], int]] = {
+    "up": _up,
+    "status": _status,
+    "exec": _exec,
+    "down": _down,
+    "demo": _demo,
+    "bench": _bench,
+}
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    try:
+        return COMMANDS[args.lab_command](args, ctx)
+    except subprocess.TimeoutExpired as exc:
+        raise TcpWizardError(f"lab: a system command hung: {exc}", ExitCode.UNKNOWN) from exc

@@ -1,0 +1,166 @@
+"""`tcpwizard exporter`: check a list of targets on a schedule and serve /metrics.
+
+Checks run one at a time (two test transfers at once would measure each other) and are spread
+evenly over the interval, so N targets are not all tested at the top of the hour. A scrape
+never waits for a check: it reads the last result of each target. A target whose check failed
+keeps answering with `tcpwizard_up 0`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from tcpwizard.exitcodes import UsageError
+from tcpwizard.output.metrics import ReportCollector, report_families
+
+
+@dataclass(frozen=True)
+class Target:
+    host: str
+    port: int | None
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}" if self.port else host
+
+
+def _split_host_port(text: str, where: str) -> tuple[str, int | None]:
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    else:
+        host, port = text, ""  # a bare IPv6 literal or a name
+    if not host:
+        raise UsageError(f"{where}: empty host")
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise UsageError(f"{where}: {host!r} is not an IPv6 address") from None
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise UsageError(f"{where}: bad port {port!r}")
+    return host, int(port) if port else None
+
+
+def parse_targets(text: str, source: str = "targets") -> list[Target]:
+    targets: list[Target] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        first, *rest = line.split()
+        where = f"{source}:{n}"
+        host, port = _split_host_port(first, where)
+        labels = []
+        for item in rest:
+            key, sep, value = item.partition("=")
+            if not sep or not key.isidentifier():
+                raise UsageError(f"{where}: label {item!r} is not key=value")
+            labels.append((key, value))
+        targets.append(Target(host, port, tuple(labels)))
+    if not targets:
+        raise UsageError(f"{source}: no targets")
+    return targets
+
+
+def load_targets(path: str) -> list[Target]:
+    try:
+        return parse_targets(Path(path).read_text(), path)
+    except OSError as exc:
+        raise UsageError(f"cannot read targets file {path}: {exc.strerror}") from None
+
+
+CheckFn = Callable[[Target], Mapping[str, Any]]
+
+
+@dataclass
+class _Last:
+    report: Mapping[str, Any]
+    up: bool
+    duration_s: float
+    finished: float
+
+
+@dataclass
+class Exporter(Collector):
+    targets: list[Target]
+    interval_s: float
+    check: CheckFn
+    clock: Callable[[], float] = time.monotonic
+    _last: dict[str, _Last] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def schedule(self, start: float) -> list[tuple[float, Target]]:
+        """First run of each target: evenly spread over one interval."""
+        step = self.interval_s / len(self.targets)
+        return [(start + i * step, t) for i, t in enumerate(self.targets)]
+
+    def run_one(self, target: Target) -> None:
+        t0 = self.clock()
+        try:
+            report = self.check(target)
+            up = report.get("exit_code") != 3
+        except Exception as exc:  # a failing target must never stop the exporter
+            report = {"exit_code": 3, "error": f"{type(exc).__name__}: {exc}"}
+            up = False
+        with self._lock:
+            self._last[target.name] = _Last(report, up, self.clock() - t0, time.time())
+
+    def loop(self) -> None:
+        queue = self.schedule(self.clock())
+        while not self._stop.is_set():
+            queue.sort(key=lambda item: item[0])
+            due, target = queue[0]
+            if self._stop.wait(max(0.0, due - self.clock())):
+                return
+            self.run_one(target)
+            queue[0] = (due + self.interval_s, target)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            last = dict(self._last)
+        fams: list[Metric] = []
+        info = GaugeMetricFamily(
+            "tcpwizard_target_last_check_timestamp_seconds",
+            "when the last check of a target finished (0: not yet checked)",
+            labels=["target"],
+        )
+        for t in self.targets:
+            entry = last.get(t.name)
+            info.add_metric([t.name], entry.finished if entry else 0.0)
+            base = {"target": t.name, **dict(t.labels)}
+            if entry is None:
+                continue
+            fams.extend(report_families(entry.report, base, entry.up, entry.duration_s))
+        yield info
+        yield from ReportCollector(fams).collect()
+
+
+def serve_exporter(exporter: Exporter, listen: str) -> tuple[Any, threading.Thread]:
+    host, port = _split_host_port(listen, "--listen")
+    if port is None:
+        raise UsageError("--listen needs ADDR:PORT")
+    registry = CollectorRegistry()
+    registry.register(exporter)
+    server, _ = start_http_server(port, addr=host, registry=registry)
+    worker = threading.Thread(target=exporter.loop, name="tcpwizard-checks", daemon=True)
+    worker.start()
+    return server, worker

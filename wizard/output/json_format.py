@@ -1,0 +1,223 @@
+"""The versioned JSON contract of DESIGN.md, built field by field from the Report
+dataclasses (never from loose dicts), validated by docs/report.schema.json."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from tcpwizard import TOOL_NAME, __version__
+from tcpwizard.advice.model import Verdict
+from tcpwizard.checks.model import (
+    BdpTarget,
+    Finding,
+    Fix,
+    HostAudit,
+    InterfaceInfo,
+    ThroughputCeiling,
+)
+from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult, TransferSample
+from tcpwizard.report import SCHEMA_VERSION, Report
+
+Json = dict[str, Any]
+
+
+def fix_json(fix: Fix) -> Json:
+    return {
+        "id": fix.id,
+        "kind": fix.kind,
+        "host": fix.host,
+        "key": fix.key,
+        "value": fix.value,
+        "command": fix.command,
+        "why": fix.why,
+        "guideline": fix.guideline,
+    }
+
+
+def finding_json(f: Finding) -> Json:
+    return {
+        "id": f.id,
+        "title": f.title,
+        "severity": f.severity,
+        "key": f.key,
+        "observed": f.observed,
+        "expected": f.expected,
+        "message": f.message,
+        "guideline": f.guideline,
+        "fix_ids": [x.id for x in f.fixes],
+    }
+
+
+def ceiling_json(c: ThroughputCeiling) -> Json:
+    return {
+        "rtt_ms": c.rtt_ms,
+        "receive_mbps": c.receive_mbps,
+        "send_mbps": c.send_mbps,
+        "receive_app_mbps": c.receive_app_mbps,
+        "send_app_mbps": c.send_app_mbps,
+    }
+
+
+def bdp_json(t: BdpTarget | None) -> Json | None:
+    if t is None:
+        return None
+    return {
+        "rtt_ms": round(t.rtt_s * 1000, 6),
+        "bandwidth_mbps": round(t.rate_bps / 1e6, 6),
+        "bdp_bytes": t.bdp_bytes,
+        "source": t.source,
+    }
+
+
+def interface_json(i: InterfaceInfo | None) -> Json | None:
+    if i is None:
+        return None
+    route = i.route
+    return {
+        "name": i.name,
+        "mtu": i.mtu,
+        "txqueuelen": i.txqueuelen,
+        "qdisc": i.qdisc,
+        "speed_mbps": i.speed_mbps,
+        "duplex": i.duplex,
+        "loopback": i.is_loopback,
+        "drops": i.rx_dropped + i.tx_dropped,
+        "errors": i.rx_errors + i.tx_errors,
+        "packets": i.rx_packets + i.tx_packets,
+        "route": None
+        if route is None
+        else {
+            "destination": route.destination,
+            "gateway": route.gateway,
+            "window": route.window,
+            "rtt_ms": route.rtt_ms,
+            "initcwnd": route.initcwnd,
+            "initrwnd": route.initrwnd,
+        },
+    }
+
+
+def host_json(a: HostAudit) -> Json:
+    return {
+        "hostname": a.hostname,
+        "kernel": a.kernel,
+        "congestion_control": a.congestion_control,
+        "worst": a.worst,
+        "findings": [finding_json(f) for f in a.findings],
+        "ceilings": [ceiling_json(c) for c in a.ceilings],
+        "target_bdp": bdp_json(a.target),
+        "interface": interface_json(a.interface),
+        "sysctls": dict(a.sysctls),
+        "ram_bytes": a.ram_bytes,
+    }
+
+
+def path_json(p: PathEstimate | None) -> Json | None:
+    if p is None:
+        return None
+    r = p.rtt
+    return {
+        "rtt_ms": {
+            "min": r.min,
+            "p50": r.p50,
+            "p95": r.p95,
+            "mean": r.mean,
+            "mdev": r.mdev,
+            "max": r.max,
+            "loss_pct": r.loss_pct,
+        },
+        "rtt_method": r.method,
+        "rtt_samples": r.samples,
+        "capacity_mbps": p.capacity.mbps if p.capacity else None,
+        "capacity_method": p.capacity.method if p.capacity else None,
+        "capacity_confidence": p.capacity.confidence if p.capacity else None,
+        "bdp_bytes": p.bdp_bytes,
+    }
+
+
+def sample_json(s: TransferSample) -> Json:
+    return {
+        "t_s": s.t_s,
+        "goodput_mbps": s.goodput_mbps,
+        "rcvbuf_bytes": s.rcvbuf_bytes,
+        "sndbuf_bytes": s.sndbuf_bytes,
+        "drs_bandwidth_mbps": s.drs_bandwidth_mbps,
+        "drs_rtt_ms": s.drs_rtt_ms,
+        "rtt_us": s.tcp_info.rtt_us if s.tcp_info else None,
+        "cwnd": s.tcp_info.snd_cwnd if s.tcp_info else None,
+        "retransmits": s.tcp_info.total_retrans if s.tcp_info else None,
+    }
+
+
+def mode_json(m: ModeResult) -> Json:
+    return {
+        "mode": m.mode,
+        "direction": m.direction,
+        "streams": m.streams,
+        "throughput_mbps": m.throughput_mbps,
+        "max_buffer_bytes": m.max_buffer_bytes,
+        "retransmits": m.retransmits,
+        "bytes": m.bytes,
+        "seconds": m.seconds,
+        "rwnd_limited": m.rwnd_limited,
+        "sndbuf_limited": m.sndbuf_limited,
+        "busy": m.busy,
+        "congestion_control": m.congestion_control,
+        "forced": m.forced,
+        "error": m.error,
+        "samples": [sample_json(s) for s in m.samples],
+    }
+
+
+def transfer_json(t: TransferResult | None) -> Json | None:
+    if t is None:
+        return None
+    directions = sorted({m.direction for m in t.modes})
+    direction = directions[0] if len(directions) == 1 else "both"
+    return {"direction": direction, "modes": [mode_json(m) for m in t.modes]}
+
+
+def verdict_json(v: Verdict) -> Json:
+    return {
+        "limiting_factor": v.limiting_factor,
+        "confidence": v.confidence,
+        "host_to_fix": v.host_to_fix,
+        "explanation": v.explanation,
+        "evidence": list(v.evidence),
+        "wizard_gap": {
+            "current_mbps": v.wizard_gap.current_mbps,
+            "tuned_mbps": v.wizard_gap.tuned_mbps,
+            "measured": v.wizard_gap.measured,
+        },
+    }
+
+
+def report_json(r: Report) -> Json:
+    doc = _report_fields(r)
+    if r.error is not None:
+        doc["error"] = r.error
+    return doc
+
+
+def _report_fields(r: Report) -> Json:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "target": None
+        if r.target is None
+        else {"host": r.target.host, "address": r.target.address, "port": r.target.port},
+        "host": host_json(r.host),
+        "peer": None if r.peer is None else host_json(r.peer),
+        "path": path_json(r.path),
+        "transfer": transfer_json(r.transfer),
+        "verdict": verdict_json(r.verdict),
+        "fixes": [fix_json(f) for f in r.fixes],
+        "notes": list(r.notes),
+        "exit_code": int(r.exit_code),
+    }
+
+
+def render(r: Report, stream: TextIO) -> None:
+    json.dump(report_json(r), stream, indent=2)
+    stream.write("\n")

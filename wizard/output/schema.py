@@ -1,0 +1,224 @@
+"""JSON Schema (draft 2020-12) of the report `--json` prints. Written here, next to the
+code that builds the JSON; `make schema` writes docs/report.schema.json and a test fails
+when the committed file is stale or an actual report does not validate."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from tcpwizard.advice.model import LIMITING_FACTORS
+from tcpwizard.report import SCHEMA_VERSION
+
+Schema = dict[str, Any]
+
+SEVERITIES = ["ok", "info", "warn", "crit"]
+
+
+def _obj(props: dict[str, Schema], optional: tuple[str, ...] = ()) -> Schema:
+    return {
+        "type": "object",
+        "properties": props,
+        "required": [k for k in props if k not in optional],
+        "additionalProperties": False,
+    }
+
+
+def _nullable(s: Schema) -> Schema:
+    return {"anyOf": [s, {"type": "null"}]}
+
+
+NUM: Schema = {"type": "number"}
+INT: Schema = {"type": "integer"}
+STR: Schema = {"type": "string"}
+BOOL: Schema = {"type": "boolean"}
+
+
+def _arr(items: Schema) -> Schema:
+    return {"type": "array", "items": items}
+
+
+FINDING = _obj(
+    {
+        "id": STR,
+        "title": STR,
+        "severity": {"enum": SEVERITIES},
+        "key": STR,
+        "observed": STR,
+        "expected": STR,
+        "message": STR,
+        "guideline": STR,
+        "fix_ids": _arr(STR),
+    }
+)
+FIX = _obj(
+    {
+        "id": STR,
+        "kind": {"enum": ["sysctl", "setsockopt", "route", "other"]},
+        "host": {"enum": ["local", "peer", "both"]},
+        "key": STR,
+        "value": STR,
+        "command": STR,
+        "why": STR,
+        "guideline": STR,
+    }
+)
+CEILING = _obj(
+    {
+        "rtt_ms": NUM,
+        "receive_mbps": NUM,
+        "send_mbps": NUM,
+        "receive_app_mbps": NUM,
+        "send_app_mbps": NUM,
+    }
+)
+BDP = _obj(
+    {
+        "rtt_ms": NUM,
+        "bandwidth_mbps": NUM,
+        "bdp_bytes": INT,
+        "source": {"enum": ["flags", "default", "measured"]},
+    }
+)
+ROUTE = _obj(
+    {
+        "destination": STR,
+        "gateway": _nullable(STR),
+        "window": _nullable(INT),
+        "rtt_ms": _nullable(NUM),
+        "initcwnd": _nullable(INT),
+        "initrwnd": _nullable(INT),
+    }
+)
+INTERFACE = _obj(
+    {
+        "name": STR,
+        "mtu": INT,
+        "txqueuelen": INT,
+        "qdisc": _nullable(STR),
+        "speed_mbps": _nullable(INT),
+        "duplex": {"enum": ["full", "half", "unknown"]},
+        "loopback": BOOL,
+        "drops": INT,
+        "errors": INT,
+        "packets": INT,
+        "route": _nullable(ROUTE),
+    }
+)
+HOST = _obj(
+    {
+        "hostname": STR,
+        "kernel": STR,
+        "congestion_control": STR,
+        "worst": {"enum": SEVERITIES},
+        "findings": _arr(FINDING),
+        "ceilings": _arr(CEILING),
+        "target_bdp": _nullable(BDP),
+        "interface": _nullable(INTERFACE),
+        "sysctls": {"type": "object", "additionalProperties": STR},
+        "ram_bytes": _nullable(INT),
+    }
+)
+PATH = _obj(
+    {
+        "rtt_ms": _obj({k: NUM for k in ("min", "p50", "p95", "mean", "mdev", "max", "loss_pct")}),
+        "rtt_method": STR,
+        "rtt_samples": INT,
+        "capacity_mbps": _nullable(NUM),
+        "capacity_method": _nullable(STR),
+        "capacity_confidence": _nullable(NUM),
+        "bdp_bytes": _nullable(INT),
+    }
+)
+SAMPLE = _obj(
+    {
+        "t_s": NUM,
+        "goodput_mbps": NUM,
+        "rcvbuf_bytes": INT,
+        "sndbuf_bytes": INT,
+        "drs_bandwidth_mbps": _nullable(NUM),
+        "drs_rtt_ms": _nullable(NUM),
+        "rtt_us": _nullable(INT),
+        "cwnd": _nullable(INT),
+        "retransmits": _nullable(INT),
+    }
+)
+MODE = _obj(
+    {
+        "mode": {"enum": ["untuned", "autotune", "static", "overprovisioned", "drs"]},
+        "direction": {"enum": ["up", "down"]},
+        "streams": INT,
+        "throughput_mbps": NUM,
+        "max_buffer_bytes": INT,
+        "retransmits": INT,
+        "bytes": INT,
+        "seconds": NUM,
+        "rwnd_limited": _nullable(NUM),
+        "sndbuf_limited": _nullable(NUM),
+        "busy": _nullable(NUM),
+        "congestion_control": STR,
+        "forced": BOOL,
+        "error": _nullable(STR),
+        "samples": _arr(SAMPLE),
+    }
+)
+TRANSFER = _obj({"direction": {"enum": ["up", "down", "both"]}, "modes": _arr(MODE)})
+VERDICT = _obj(
+    {
+        "limiting_factor": {"enum": list(LIMITING_FACTORS)},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "host_to_fix": {"enum": ["local", "peer", "both", None]},
+        "explanation": STR,
+        "evidence": _arr(STR),
+        "wizard_gap": _obj(
+            {"current_mbps": _nullable(NUM), "tuned_mbps": _nullable(NUM), "measured": BOOL}
+        ),
+    }
+)
+
+
+def report_schema() -> Schema:
+    schema = _obj(
+        {
+            "schema_version": {"const": SCHEMA_VERSION},
+            "tool": _obj({"name": {"const": "tcpwizard"}, "version": STR}),
+            "target": _nullable(
+                _obj({"host": STR, "address": _nullable(STR), "port": _nullable(INT)})
+            ),
+            "host": _nullable(HOST),
+            "peer": _nullable(HOST),
+            "path": _nullable(PATH),
+            "transfer": _nullable(TRANSFER),
+            "verdict": VERDICT,
+            "fixes": _arr(FIX),
+            "notes": _arr(STR),
+            "error": STR,
+            "exit_code": INT,
+        },
+        optional=("error",),
+    )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://tcpwizard.invalid/report.schema.json",
+        "title": "tcpwizard report",
+        "description": f"Output of `tcpwizard check --json` (schema_version {SCHEMA_VERSION}).",
+        **schema,
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(report_schema(), indent=2, sort_keys=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tcpwizard.output.schema OUTPUT.json", file=sys.stderr)
+        return 64
+    with open(argv[0], "w", encoding="utf-8") as fh:
+        fh.write(schema_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,76 @@
+"""The whole result of one run, as frozen dataclasses: every output format (text, JSON,
+Prometheus, Nagios, TUI) renders a Report. Parts that a run did not produce are None."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tcpwizard.advice.model import Verdict
+from tcpwizard.checks.model import SEVERITY_ORDER, Fix, HostAudit, Severity
+from tcpwizard.exitcodes import ExitCode, exit_for_severities
+from tcpwizard.measure.model import PathEstimate, TransferResult
+
+# Bump when a field is removed or changes meaning; adding fields keeps the version.
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    host: str
+    address: str | None
+    port: int | None
+
+
+@dataclass(frozen=True)
+class Report:
+    host: HostAudit
+    verdict: Verdict
+    fixes: tuple[Fix, ...]
+    exit_code: ExitCode
+    target: TargetInfo | None = None
+    peer: HostAudit | None = None
+    path: PathEstimate | None = None
+    transfer: TransferResult | None = None
+    notes: tuple[str, ...] = ()
+    error: str | None = None  # why the run could not complete (exit_code is then 3)
+
+
+def exit_code_for(host: HostAudit, peer: HostAudit | None = None) -> ExitCode:
+    """The Nagios convention: the worst finding decides (crit 2, warn 1, else 0)."""
+    severities: list[str] = [f.severity for f in host.findings]
+    if peer is not None:
+        severities += [f.severity for f in peer.findings]
+    return exit_for_severities(severities)
+
+
+def problems(audit: HostAudit, at_least: Severity = "warn") -> tuple[str, ...]:
+    floor = SEVERITY_ORDER[at_least]
+    return tuple(
+        f"{f.id}: {f.observed}" for f in audit.findings if SEVERITY_ORDER[f.severity] >= floor
+    )
+
+
+def local_report(
+    audit: HostAudit, target: TargetInfo | None = None, notes: tuple[str, ...] = ()
+) -> Report:
+    """A report from the local audit alone: no path measurement, so the verdict is unknown
+    and the evidence lists the problems the audit found."""
+    found = problems(audit)
+    if found:
+        explanation = (
+            f"Local audit only: {len(found)} setting(s) on this host limit TCP on a long "
+            "path. Without a path measurement the one limiting factor cannot be named."
+        )
+    else:
+        explanation = (
+            "Local audit only: no setting on this host limits TCP for the target path. "
+            "Without a path measurement the limiting factor cannot be named."
+        )
+    return Report(
+        host=audit,
+        verdict=Verdict.unknown(explanation, found),
+        fixes=audit.fixes,
+        exit_code=exit_code_for(audit),
+        target=target,
+        notes=audit.notes + notes,
+    )
