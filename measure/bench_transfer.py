@@ -5,20 +5,24 @@ the equivalent buffer setting on the same path in the same run (`-w` for fixed b
 none for autotune; DRS is compared with autotuned iperf3, the best the kernel does alone),
 and prints a table with the ratios the issue's performance targets are stated in.
 
-Takes any object with the Lab's interface (tcpwizard.lab.Lab), so this module does not
-depend on how the lab is built.
+bench_transfer() runs on a Lab the caller built; run_bench_transfer() builds its own.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import platform
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
+from tcpwizard.lab import Lab, LabSpec
 from tcpwizard.measure import buffers
 from tcpwizard.measure.model import Mode
 from tcpwizard.measure.transfer import static_request
@@ -27,34 +31,6 @@ ALL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned
 SERVE_PORT = 5301
 IPERF_PORT = 5311
 TCP_GOODPUT_SHARE = 1448 / 1500
-
-
-class _Link(Protocol):
-    rate_bps: float
-
-
-class _Spec(Protocol):
-    @property
-    def forward(self) -> _Link: ...
-
-
-class LabLike(Protocol):
-    """The parts of tcpwizard.lab.Lab this benchmark uses."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def spec(self) -> _Spec: ...
-
-    @property
-    def rtt_s(self) -> float: ...
-
-    def addr(self, side: Any) -> str: ...
-
-    def run(self, side: Any, argv: list[str], **kw: Any) -> subprocess.CompletedProcess[Any]: ...
-
-    def popen(self, side: Any, argv: list[str], **kw: Any) -> subprocess.Popen[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +52,7 @@ class BenchRow:
         return self.mbps / self.iperf_mbps
 
 
-def _wait_port(lab: LabLike, host: str, port: int, timeout: float = 10.0) -> None:
+def _wait_port(lab: Lab, host: str, port: int, timeout: float = 10.0) -> None:
     code = (
         "import socket,sys,time\n"
         f"end=time.monotonic()+{timeout}\n"
@@ -91,7 +67,7 @@ def _wait_port(lab: LabLike, host: str, port: int, timeout: float = 10.0) -> Non
         raise RuntimeError(f"lab {lab.name}: nothing listens on {host} port {port}")
 
 
-def _iperf3(lab: LabLike, seconds: float, streams: int, window: int | None) -> float:
+def _iperf3(lab: Lab, seconds: float, streams: int, window: int | None) -> float:
     """Receiver-side goodput of one iperf3 run a -> b, Mbit/s."""
     host = lab.addr("b")
     server = lab.popen(
@@ -120,7 +96,7 @@ def _iperf3(lab: LabLike, seconds: float, streams: int, window: int | None) -> f
 
 
 def _transfer(
-    lab: LabLike, mode: Mode, seconds: float, streams: int, rate_bps: float
+    lab: Lab, mode: Mode, seconds: float, streams: int, rate_bps: float
 ) -> dict[str, Any]:
     argv = [sys.executable, "-m", "tcpwizard", "transfer", lab.addr("b")]
     argv += ["--port", str(SERVE_PORT), "--modes", mode, "--streams", str(streams)]
@@ -148,7 +124,7 @@ def iperf_window(
 
 
 def bench_transfer(
-    lab: LabLike,
+    lab: Lab,
     *,
     modes: Sequence[Mode] = ALL_MODES,
     streams: Sequence[int] = (1,),
@@ -236,4 +212,121 @@ def render_table(rows: Sequence[BenchRow], rate_bps: float, rtt_s: float) -> str
             lines.append(
                 f"- DRS / overprovisioned Mbit/s per MB: {drs.mbps_per_mb / over.mbps_per_mb:.1f}x"
             )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- the benchmark
+
+BIG_BUFFERS = (
+    ("net.ipv4.tcp_rmem", "4096 131072 16777216"),
+    ("net.ipv4.tcp_wmem", "4096 16384 16777216"),
+)
+# (rate bit/s, RTT s): the paper's emulated set-up, then the issue's second path.
+PATHS = ((100e6, 0.100), (50e6, 0.050))
+PAPER_STREAMS = (1, 2, 4, 8)
+
+
+def loopback_vs_iperf3(seconds: float = 3.0) -> tuple[float, float]:
+    """(our autotune Mbit/s, iperf3's) over loopback on this machine: the engine must not
+    be the bottleneck. Both run as separate processes, as they would between two hosts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "tcpwizard", "serve", "--bind", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.8)
+        argv = [sys.executable, "-m", "tcpwizard", "transfer", "127.0.0.1", "--port", str(port)]
+        argv += ["--modes", "autotune", "--duration", f"{seconds:g}s", "--json"]
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=seconds + 30,
+        )
+        ours = float(json.loads(done.stdout)["transfer"]["modes"][0]["throughput_mbps"])
+    finally:
+        serve.kill()
+        serve.wait()
+    server = subprocess.Popen(
+        ["iperf3", "-s", "-1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.3)
+        done = subprocess.run(
+            ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-J", "-t", f"{seconds:g}"],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 30,
+        )
+        theirs = float(json.loads(done.stdout)["end"]["sum_received"]["bits_per_second"]) / 1e6
+    finally:
+        server.kill()
+        server.wait()
+    return ours, theirs
+
+
+def run_bench_transfer(
+    quick: bool, out_dir: str, progress: Callable[[str], None] | None = None
+) -> str:
+    """The whole `lab bench --transfer`: loopback against iperf3, every mode on both paths
+    against iperf3, and the paper's matrix (modes x streams 1/2/4/8) at 50 ms. Builds and
+    removes its own labs (root). Returns the Markdown it also writes to out_dir."""
+    say: Callable[[str], None] = progress or (lambda _m: None)
+    seconds = 8.0 if quick else 15.0
+    run_id = uuid.uuid4().hex[:6]
+    parts = [
+        "# Transfer modes against iperf3 (`tcpwizard lab bench --transfer`)",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; kernel {platform.release()}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; "
+        f"{seconds:g} s per run; receiver tcp_rmem max 16 MB.",
+        "",
+    ]
+    say("loopback: autotune against iperf3 ...")
+    ours, theirs = loopback_vs_iperf3()
+    parts += [
+        f"Loopback: autotune {ours / 1e3:.1f} Gbit/s, iperf3 {theirs / 1e3:.1f} Gbit/s "
+        f"(ratio {ours / theirs:.2f}; target >= 0.9).",
+        "",
+    ]
+    for i, (rate, rtt) in enumerate(PATHS):
+        spec = LabSpec.symmetric(
+            rate, rtt, sysctls_a=BIG_BUFFERS, sysctls_b=BIG_BUFFERS, name=f"twtb-{run_id}-{i}"
+        )
+        say(f"lab {rate / 1e6:g} Mbit/s x {rtt * 1e3:g} ms: every mode and iperf3 ...")
+        with Lab(spec, owner_pid=os.getpid()) as lab:
+            rows = bench_transfer(lab, seconds=seconds)
+            parts += [render_table(rows, rate, rtt), ""]
+            if i == len(PATHS) - 1 and not quick:
+                say("the paper's matrix: modes x streams 1, 2, 4, 8 ...")
+                matrix = bench_transfer(lab, streams=PAPER_STREAMS, seconds=seconds, iperf=False)
+                parts += ["## The paper's experiment in miniature", "", _matrix(matrix), ""]
+    text = "\n".join(parts)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "bench-transfer.md"), "w") as f:
+        f.write(text)
+    return text
+
+
+def _matrix(rows: Sequence[BenchRow]) -> str:
+    """Mbit/s by mode (rows) and stream count (columns)."""
+    counts = sorted({r.streams for r in rows})
+    modes = [m for m in ALL_MODES if any(r.mode == m for r in rows)]
+    by = {(r.mode, r.streams): r for r in rows}
+    lines = [
+        "| mode | " + " | ".join(f"{n} stream{'s' if n > 1 else ''}" for n in counts) + " |",
+        "|---|" + "---:|" * len(counts),
+    ]
+    for m in modes:
+        cells = []
+        for n in counts:
+            r = by.get((m, n))
+            cells.append("-" if r is None else f"{r.mbps:.1f} ({r.mbps_per_mb:.0f}/MB)")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
