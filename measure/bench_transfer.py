@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from tcpwizard.context import Context
+from tcpwizard.exitcodes import ExitCode, PermissionRequired
 from tcpwizard.lab import Lab, LabSpec
 from tcpwizard.measure import buffers
 from tcpwizard.measure.model import Mode
@@ -330,3 +332,13 @@ def _matrix(rows: Sequence[BenchRow]) -> str:
             cells.append("-" if r is None else f"{r.mbps:.1f} ({r.mbps_per_mb:.0f}/MB)")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def run_bench_cli(quick: bool, out_dir: str, ctx: Context) -> int:
+    """For `tcpwizard lab bench --transfer` (BENCHES in wizard/commands/lab.py)."""
+    if os.geteuid() != 0:
+        raise PermissionRequired("lab bench --transfer needs root (network namespaces)")
+    text = run_bench_transfer(quick, out_dir, progress=ctx.progress)
+    print(text, file=ctx.stdout)
+    ctx.progress(f"wrote {os.path.join(out_dir, 'bench-transfer.md')}")
+    return int(ExitCode.OK)
