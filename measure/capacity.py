@@ -37,9 +37,11 @@ HEAD = 8  # arrivals that show a token bucket's burst
 AGREE = 0.10  # pairs and train within 10% agree
 DISAGREE = 1.3  # pairs or the head of a train this much faster: shaper or cross traffic
 SENDER_RATIO = 0.92  # received at >= 92% of our own sending rate: we were the bottleneck
-LOSSY = 0.5  # an unpaced train lost this much: a small bottleneck queue, pace the next one
-PACE_FACTOR = 2.0  # paced trains go this much faster than the rough rate
-PACE_BURST = 4  # paced trains leave in bursts of this many packets (sleep between)
+LOSSY = 0.5  # an unpaced train lost this much: a small bottleneck queue (see mini-trains)
+MINI = 6  # packets per mini-train: fits the smallest queues (the lab floors at 10 packets)
+MINI_LOAD = 0.4  # mini-trains keep the bottleneck this busy on average: the queue drains
+MINI_TRAINS = 24
+MIN_MINI = 5  # complete mini-trains needed for an estimate
 CLUSTERED = 0.5  # this share of arrival gaps near zero: coalescing / GRO
 
 
@@ -58,6 +60,7 @@ class TrainScore:
     # From the median gap between adjacent packets in the second half: the bottleneck's
     # own speed even when competing traffic stretches some gaps.
     median_gap_bps: float | None = None
+    mini_trains: int = 0  # >0: rate_bps is the median over this many mini-trains
 
     @property
     def sender_bps(self) -> float:
@@ -112,6 +115,39 @@ def score_train(
     return TrainScore(sent, n, rate, first_rate, send_rate, clustered, send_peak, head, median_rate)
 
 
+def score_mini_trains(
+    tx_ns: Mapping[int, int] | None,
+    arrivals: Iterable[tuple[int, int]],
+    sent: int,
+    wire: int,
+    size: int = MINI,
+) -> TrainScore:
+    """For bottleneck queues of a few packets, where a long train loses most of itself:
+    short back-to-back trains (seq // size) that fit the queue, spaced so it drains
+    between them. Each complete one gives (size-1) service times; the median of them is
+    the rate (robust to the odd disturbed one)."""
+    groups: dict[int, list[int]] = {}
+    got = 0
+    for seq, t in arrivals:
+        groups.setdefault(seq // size, []).append(t)
+        got += 1
+    rates = []
+    for times in groups.values():
+        if len(times) == size:
+            times.sort()
+            r = _span_rate(times, wire)
+            if r:
+                rates.append(r)
+    peak = None
+    if tx_ns is not None:
+        first = sorted(t for s, t in tx_ns.items() if s < size)
+        peak = _span_rate(first, wire)
+    if len(rates) < MIN_MINI:
+        return TrainScore(sent, got, None, None, None, 0.0, peak)
+    rate = statistics.median(rates)
+    return TrainScore(sent, got, rate, None, None, 0.0, peak, mini_trains=len(rates))
+
+
 def capprobe(
     tx_ns: Mapping[int, int], rx_ns: Mapping[int, int], npairs: int, wire: int
 ) -> tuple[float, float] | None:
@@ -163,6 +199,12 @@ def combine(
     agree = pm is not None and abs(pm - tm) <= AGREE * tm
     confidence = 0.9 if agree else (0.7 if pm is not None else 0.6)
     method = "capprobe-pairs+train" if agree else "train"
+    if train.mini_trains:
+        method = "mini-trains+pairs" if agree else "mini-trains"
+        notes.append(
+            f"small bottleneck queue (a long train lost {train.loss:.0%}): median of "
+            f"{train.mini_trains} short trains"
+        )
     head = train.head_bps / 1e6 if train.head_bps else None
     med = train.median_gap_bps / 1e6 if train.median_gap_bps else None
     if train.sender_bps and train.rate_bps and train.rate_bps >= SENDER_RATIO * train.sender_bps:
@@ -203,7 +245,7 @@ def combine(
             "the sender was slowed to the bottleneck rate by its own full queue: the "
             "bottleneck is this host's interface or qdisc"
         )
-    if train.loss > 0.5:
+    if train.loss > LOSSY and not train.mini_trains:
         notes.append(f"{train.loss:.0%} of a train was lost (small bottleneck queue)")
     return CapacityEstimate(
         mbps=mbps,
@@ -246,14 +288,16 @@ class _Sender:
             self.sock.send(self.buf)
         return now
 
-    def train(self, train: int, count: int, rate_bps: float | None, wire: int) -> dict[int, int]:
-        """Send `count` packets back to back, or paced at rate_bps in small bursts (the
-        bottleneck queue smooths them; the burst spacing is coarse enough to sleep)."""
+    def train(
+        self, train: int, count: int, rate_bps: float | None, wire: int, burst: int = 1
+    ) -> dict[int, int]:
+        """Send `count` packets back to back, or in back-to-back groups of `burst` whose
+        average rate is rate_bps (mini-trains)."""
         tx: dict[int, int] = {}
         gap = wire * 8 * 1e9 / rate_bps if rate_bps else 0.0
         t0 = time.perf_counter_ns()
         for seq in range(count):
-            if gap and seq % PACE_BURST == 0:
+            if gap and seq % burst == 0:
                 udpwire.wait_until_ns(round(t0 + seq * gap))
             tx[seq] = self.send(train, seq)
         return tx
@@ -324,21 +368,27 @@ def measure_upload(
     npairs = PAIRS
     spacing = 0.002 if rough is None else max(0.0005, 5 * 2 * wire * 8 / rough)
     npairs = max(4, min(PAIRS, int(0.25 * left() / spacing)))
-    # 3. The main train. Unpaced and long, so a token bucket runs dry in its first half
-    #    and competing traffic gets a small share of the bottleneck; but if the rough train
-    #    lost much (a queue of a few packets), pace it above the rough rate: the bottleneck
-    #    stays busy (arrivals still spaced by it) while the queue fills slowly.
-    pace: float | None = None
-    if rough and score_a.loss > LOSSY and rough < SENDER_RATIO * score_a.sender_bps:
-        pace = PACE_FACTOR * rough
+    # 3. The main train: unpaced and long, so a token bucket runs dry in its first half
+    #    and competing traffic gets a small share of the bottleneck. If the rough train
+    #    lost most of itself (a queue of a few packets), mini-trains instead.
+    mini = bool(rough and score_a.loss > LOSSY)
     # Let the first train drain before the pairs.
     time.sleep(min(0.05, left() / 10))
     tx_p = sender.pairs(base_id + 1, npairs, spacing)
     time.sleep(min(spacing, left() / 10))
-    n_b = train_len(rough, wire)
-    tx_b = sender.train(base_id + 2, n_b, pace, wire)
+    if mini and rough:
+        per_train_s = MINI * wire * 8 / (MINI_LOAD * rough)
+        n_b = MINI * max(MIN_MINI + 3, min(MINI_TRAINS, int(0.5 * left() / per_train_s)))
+        tx_b = sender.train(base_id + 2, n_b, MINI_LOAD * rough, wire, MINI)
+    else:
+        n_b = train_len(rough, wire)
+        tx_b = sender.train(base_id + 2, n_b, None, wire)
     rx = _report(client, [base_id + 1, base_id + 2], 2 * npairs + n_b, min(1.0, left()))
-    score_b = score_train(tx_b, rx.get(base_id + 2, {}).items(), n_b, wire)
+    arrivals_b = rx.get(base_id + 2, {}).items()
+    if mini:
+        score_b = score_mini_trains(tx_b, arrivals_b, n_b, wire)
+    else:
+        score_b = score_train(tx_b, arrivals_b, n_b, wire)
     if score_b.rate_bps is None:
         score_b = score_a
     pairs = capprobe(tx_p, rx.get(base_id + 1, {}), npairs, wire)
@@ -371,8 +421,8 @@ def measure_download(
             break
     if not registered:
         return None
-    # An unpaced train first; if most of it was lost (a small bottleneck queue), a second
-    # one paced above the first one's rate, as for the upload.
+    # An unpaced train first; if most of it was lost (a small bottleneck queue),
+    # mini-trains, as for the upload.
     count = train_len(hint_bps, wire)
     score = _download_train(client, sock, size, wire, 0.0, deadline, count)
     if (
@@ -381,10 +431,13 @@ def measure_download(
         and score.rate_bps
         and deadline - time.monotonic() > 0.2
     ):
-        rate = PACE_FACTOR * score.rate_bps
-        paced = _download_train(client, sock, size, wire, rate, deadline, count)
-        if paced is not None and paced.rate_bps:
-            score = paced
+        rate = MINI_LOAD * score.rate_bps
+        per_train_s = MINI * wire * 8 / rate
+        left = deadline - time.monotonic()
+        n = MINI * max(MIN_MINI + 3, min(MINI_TRAINS, int(0.5 * left / per_train_s)))
+        mini = _download_train(client, sock, size, wire, rate, deadline, n, MINI)
+        if mini is not None and mini.rate_bps:
+            score = mini
     if score is None:
         return None
     return combine(None, score, "down")
@@ -398,6 +451,7 @@ def _download_train(
     rate_bps: float,
     deadline: float,
     count: int,
+    burst: int = 1,
 ) -> TrainScore | None:
     train = int.from_bytes(os.urandom(3), "big")
     client.send(
@@ -407,7 +461,7 @@ def _download_train(
             "count": count,
             "size": size,
             "rate_kbps": round(rate_bps / 1000),
-            "burst": PACE_BURST,
+            "burst": burst,
         }
     )
     rx: dict[int, int] = {}
@@ -426,6 +480,8 @@ def _download_train(
     done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
     if done.get("type") == "error":
         return None
+    if burst > 1:
+        return score_mini_trains(tx, rx.items(), count, wire, burst)
     return score_train(tx, rx.items(), count, wire)
 
 

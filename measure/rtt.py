@@ -21,7 +21,7 @@ from tcpwizard.measure.protocol import PeerUnavailable
 from tcpwizard.measure.stats import rtt_stats
 
 MAX_PROBES = 1000
-ECHO_SIZE = 64
+ECHO_SIZE = udpwire.HEADER_LEN  # small: less transmission time in the RTT on slow links
 
 
 def _wait_readable(sock: socket.socket, until: float) -> bool:

@@ -75,6 +75,21 @@ def test_train_with_drop_tail_losses_survivors_back_to_back() -> None:
     assert score.loss == pytest.approx(0.5)
 
 
+def test_mini_trains_median_survives_a_disturbed_one_and_losses() -> None:
+    service = WIRE * 8 * 1e9 / 100e6
+    arrivals = []
+    for k in range(10):
+        start = k * 1_000_000
+        stretch = 3.0 if k == 4 else 1.0  # one mini-train met competing packets
+        arrivals += [(k * 6 + i, round(start + i * service * stretch)) for i in range(6)]
+    arrivals = [a for a in arrivals if a[0] != 13]  # one incomplete mini-train is skipped
+    score = capacity.score_mini_trains(None, arrivals, 60, WIRE)
+    assert score.rate_bps == pytest.approx(100e6, rel=1e-6)
+    assert score.mini_trains == 9
+    est = capacity.combine(None, score)
+    assert est is not None and est.method == "mini-trains"
+
+
 def test_train_needs_four_arrivals() -> None:
     assert capacity.score_train(None, _train(1e8, 3), 100, WIRE).rate_bps is None
 
