@@ -269,6 +269,70 @@ def markdown(rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class Summary:
+    clean_runs: int
+    clean_up_ok: int
+    clean_down_ok: int
+    rtt_runs: int
+    rtt_ok: int
+    rtt_ok_vs_ping: int
+    other_runs: int  # loss and cross traffic
+    other_up_ok: int
+    other_down_ok: int
+    time_median_s: float | None
+    time_max_s: float | None
+
+    @property
+    def passed(self) -> bool:
+        """The issue's criteria over the whole matrix: >= 90 % of clean runs within 5 %,
+        with loss/cross traffic within 10 % (>= 90 % too), every run within 3 s. RTT is
+        judged against ping, which carries the same emulator and transmission overhead."""
+        return (
+            self.clean_up_ok >= 0.9 * self.clean_runs
+            and self.clean_down_ok >= 0.9 * self.clean_runs
+            and self.other_up_ok >= 0.9 * self.other_runs
+            and self.rtt_ok_vs_ping == self.rtt_runs
+            and (self.time_max_s or 0.0) <= 3.0
+        )
+
+
+def summarize(rows: Sequence[Row]) -> Summary:
+    clean = [r for r in rows if r.case.rate_bps is not None and r.case.scenario == "clean"]
+    other = [r for r in rows if r.case.rate_bps is not None and r.case.scenario != "clean"]
+    durations = [run.duration_s for r in rows for run in r.runs if not run.error]
+    return Summary(
+        clean_runs=sum(len(r.runs) for r in clean),
+        clean_up_ok=sum(r.cap_ok for r in clean),
+        clean_down_ok=sum(r.cap_down_ok for r in clean),
+        rtt_runs=sum(len(r.runs) for r in rows),
+        rtt_ok=sum(r.rtt_ok for r in rows),
+        rtt_ok_vs_ping=sum(r.rtt_ok_vs_ping for r in rows),
+        other_runs=sum(len(r.runs) for r in other),
+        other_up_ok=sum(r.cap_ok for r in other),
+        other_down_ok=sum(r.cap_down_ok for r in other),
+        time_median_s=statistics.median(durations) if durations else None,
+        time_max_s=max(durations, default=None),
+    )
+
+
+def summary_markdown(s: Summary) -> str:
+    def pct(a: int, b: int) -> str:
+        return f"{a}/{b} ({100 * a / b:.0f} %)" if b else "-"
+
+    return (
+        f"- clean paths, capacity within 5 %: upload {pct(s.clean_up_ok, s.clean_runs)}, "
+        f"download {pct(s.clean_down_ok, s.clean_runs)}\n"
+        f"- 1 % loss and competing traffic, within 10 %: upload "
+        f"{pct(s.other_up_ok, s.other_runs)}, download {pct(s.other_down_ok, s.other_runs)}\n"
+        f"- min RTT within max(0.2 ms, 2 %): of the configured RTT "
+        f"{pct(s.rtt_ok, s.rtt_runs)}; of ping's minimum {pct(s.rtt_ok_vs_ping, s.rtt_runs)}\n"
+        f"- time per characterization: median {_fmt(s.time_median_s)} s, max "
+        f"{_fmt(s.time_max_s)} s\n"
+        f"- overall: {'pass' if s.passed else 'FAIL'}\n"
+    )
+
+
 def default_lab_factory(prefix: str = "twbp") -> LabFactory:
     """Labs from tcpwizard.lab (imported late: the lab is a separate part of the tool)."""
     lab_mod = importlib.import_module("tcpwizard.lab")
@@ -290,13 +354,14 @@ def run_bench(
     progress: Callable[[str], None] | None = None,
     runs: int = 5,
 ) -> int:
-    """The `tcpwizard lab bench --probes` command: the matrix, a Markdown table on stdout
-    and in OUT/bench-probes.md, every run in OUT/bench-probes.json. 0 when every row with
-    a configured rate passes, 1 (warning) otherwise."""
+    """The `tcpwizard lab bench --probes` command: the matrix, a summary and a Markdown
+    table on stdout and in OUT/bench-probes.md, every run in OUT/bench-probes.json.
+    0 when the summary meets the criteria, 1 (warning) otherwise."""
     load = os.getloadavg()[0]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = bench_probes(default_lab_factory(), quick=quick, runs=runs, progress=progress)
-    table = markdown(rows)
+    summ = summarize(rows)
+    table = summary_markdown(summ) + "\n" + markdown(rows)
     header = (
         "# Probe accuracy (`tcpwizard lab bench --probes`)\n\n"
         f"{started}; kernel {platform.release()}, {os.cpu_count()} CPUs, load average "
@@ -311,4 +376,4 @@ def run_bench(
         json.dump([dataclasses.asdict(r) for r in rows], f, indent=1)
     if progress:
         progress(f"wrote {os.path.join(out_dir, 'bench-probes.md')}")
-    return 0 if all(r.passed is not False for r in rows) else 1
+    return 0 if summ.passed else 1

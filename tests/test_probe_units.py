@@ -262,3 +262,24 @@ def test_probe_cli_json_over_loopback() -> None:
     assert doc["path"]["rtt_ms"]["loss_pct"] == 0
     assert doc["path"]["peer"] is True
     assert out.stderr == ""  # no progress noise in JSON mode
+
+
+def test_bench_summary_applies_the_criteria() -> None:
+    from tcpwizard.measure import bench_probes as bp
+
+    good = bp.Run(50.1, 100.0, 99.0, None, 0.7)
+    off = bp.Run(50.1, 112.0, 99.0, None, 0.7)
+    clean = bp.Row(bp.Case(0.050, 100e6), (good,) * 9 + (off,), 50.15)
+    lossy = bp.Row(bp.Case(0.050, 50e6, "loss"), (bp.Run(50.2, 47.0, 52.0, None, 1.1),), 50.1)
+    info = bp.Row(bp.Case(0.050, None), (bp.Run(50.1, 990.0, 1000.0, "coalescing", 0.5),), 50.1)
+    s = bp.summarize([clean, lossy, info])
+    assert (s.clean_runs, s.clean_up_ok, s.clean_down_ok) == (10, 9, 10)
+    assert (s.other_runs, s.other_up_ok) == (1, 1)
+    assert s.rtt_ok_vs_ping == s.rtt_runs == 12
+    assert s.passed
+    assert clean.passed is True and info.passed is None  # 9 of 10 runs is 90 %
+    assert bp.Row(bp.Case(0.050, 100e6), (good,) * 4 + (off,), 50.15).passed is False
+    table = bp.markdown([clean, lossy, info])
+    assert "| 50 ms, max, clean |" in table and "info" in table
+    slow = bp.Row(bp.Case(0.050, 100e6), (bp.Run(50.1, 100.0, 100.0, None, 3.5),), 50.1)
+    assert not bp.summarize([slow]).passed
