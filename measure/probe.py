@@ -75,16 +75,22 @@ def _with_serve(
     try:
         say("RTT: UDP echo")
         stats = rtt.udp_echo(udp, client.udp_token, count=20, timeout=min(1.0, _left(deadline)))
+        udp_ok = stats is not None
         if stats is None:
-            notes.append("no UDP echo replies (UDP blocked?): RTT from TCP connect time")
+            notes.append(
+                "no UDP echo replies (UDP blocked?): RTT from TCP connect time; "
+                "capacity not measured"
+            )
             stats = rtt.require_reply(
-                rtt.tcp_connect(host, port, count=5, timeout=min(1.0, _left(deadline))),
+                rtt.tcp_connect(
+                    str(client.address[0]), port, count=5, timeout=min(1.0, _left(deadline))
+                ),
                 "TCP connect",
                 host,
             )
         up: CapacityEstimate | None = None
         down: CapacityEstimate | None = None
-        if stats.loss_pct < 100:
+        if udp_ok:
             say("capacity: packet pairs and trains (upload)")
             up = capacity.measure_upload(client, udp, budget_s=_left(deadline) * 0.6)
             if up is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -101,3 +102,18 @@ def test_nothing_answers_is_exit_3_one_line() -> None:
     assert out.returncode == 3
     errors = [line for line in out.stderr.splitlines() if line.startswith("tcpwizard: error")]
     assert len(errors) == 1
+
+
+@pytest.mark.skipif(shutil.which("nft") is None, reason="needs nft")
+def test_udp_blocked_falls_back_to_tcp_connect() -> None:
+    with ns_pair() as pair, serve_in(pair):
+        rules = "add table inet twp; add chain inet twp in { type filter hook input priority 0; }; "
+        rules += "add rule inet twp in udp dport 5301 drop"
+        subprocess.run(pair.cmd(pair.b, "nft", rules), check=True, timeout=10)
+        path = probe_json(pair, pair.addr_b)
+    assert path["peer"] is True
+    rtt = path["rtt_ms"]
+    assert isinstance(rtt, dict) and rtt["method"] == "tcp-connect"
+    assert path["capacity_mbps"] is None
+    assert any("UDP blocked" in n for n in path["notes"])  # type: ignore[union-attr]
+    assert isinstance(path["duration_s"], float) and path["duration_s"] < 3.0
