@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -283,3 +284,27 @@ def test_bench_summary_applies_the_criteria() -> None:
     assert "| 50 ms, max, clean |" in table and "info" in table
     slow = bp.Row(bp.Case(0.050, 100e6), (bp.Run(50.1, 100.0, 100.0, None, 3.5),), 50.1)
     assert not bp.summarize([slow]).passed
+
+
+def test_kernel_transmit_timestamps_on_loopback() -> None:
+    from tcpwizard.measure import udpwire
+
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.connect(rx.getsockname())
+    try:
+        if not udpwire.set_tx_timestamps(tx, True):
+            pytest.skip("no SO_TIMESTAMPING")
+        before = time.time_ns()
+        for _ in range(3):
+            tx.send(b"x" * 40)
+        deadline = time.monotonic() + 2
+        stamps: list[tuple[int, int]] = []
+        while len(stamps) < 3 and time.monotonic() < deadline:
+            stamps += udpwire.drain_tx_timestamps(tx)
+        assert [i for i, _ in stamps] == [0, 1, 2]  # OPT_ID counts our datagrams
+        assert all(before <= ns <= time.time_ns() for _, ns in stamps)
+    finally:
+        tx.close()
+        rx.close()
