@@ -28,12 +28,20 @@ from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import CapacityEstimate
 from tcpwizard.measure.rtt import icmp_echo_packet, open_icmp, parse_icmp_reply
 
-TRAIN_LEN = 100
+TRAIN_LEN = 200  # long enough to empty a token bucket of ~100 packets
 PROBE_TRAIN_LEN = 48
 PAIRS = 16
+MIN_TRAIN_LEN = 64
+TRAIN_TIME_S = 0.15  # main trains are shortened to about this long at the expected rate
+HEAD = 8  # arrivals that show a token bucket's burst
 AGREE = 0.10  # pairs and train within 10% agree
-SHAPER_RATIO = 1.3  # pairs this much faster than the train: a shaper or cross traffic
+DISAGREE = 1.3  # pairs or the head of a train this much faster: shaper or cross traffic
 SENDER_RATIO = 0.92  # received at >= 92% of our own sending rate: we were the bottleneck
+LOSSY = 0.5  # an unpaced train lost this much: a small bottleneck queue (see mini-trains)
+MINI = 6  # packets per mini-train: fits the smallest queues (the lab floors at 10 packets)
+MINI_LOAD = 0.4  # mini-trains keep the bottleneck this busy on average: the queue drains
+MINI_TRAINS = 24
+MIN_MINI = 5  # complete mini-trains needed for an estimate
 CLUSTERED = 0.5  # this share of arrival gaps near zero: coalescing / GRO
 
 
@@ -45,6 +53,18 @@ class TrainScore:
     first_half_bps: float | None
     send_rate_bps: float | None  # our sending pace over the same packets
     clustered: float  # share of arrival gaps < 20% of the mean gap
+    # Our pace over the first packets, before a full local queue could push back: what
+    # this host can send at all.
+    send_peak_bps: float | None = None
+    head_bps: float | None = None  # the first HEAD arrivals: a token bucket's burst
+    # From the median gap between adjacent packets in the second half: the bottleneck's
+    # own speed even when competing traffic stretches some gaps.
+    median_gap_bps: float | None = None
+    mini_trains: int = 0  # >0: rate_bps is the median over this many mini-trains
+
+    @property
+    def sender_bps(self) -> float:
+        return max(self.send_rate_bps or 0.0, self.send_peak_bps or 0.0)
 
     @property
     def loss(self) -> float:
@@ -58,14 +78,10 @@ def _span_rate(times: list[int], wire: int) -> float | None:
 
 
 def _half_rate(half: list[tuple[int, int]], wire: int) -> float | None:
-    """Rate over one half of a train (arrival order). Gaps between packets with adjacent
-    sequence numbers are exact whatever was lost: a packet dropped at the bottleneck queue
-    never occupied the link (survivors leave back to back), one lost after it leaves a
-    hole. With too few adjacent pairs (heavy drop-tail loss) the span over all survivors
-    is used, which is right for queue drops."""
-    gaps = [b[1] - a[1] for a, b in itertools.pairwise(half) if b[0] - a[0] == 1]
-    if len(gaps) >= max(3, len(half) // 4) and sum(gaps) > 0:
-        return len(gaps) * wire * 8 * 1e9 / sum(gaps)
+    """Rate over one half of a train: survivors over the span they took. A packet dropped
+    at the bottleneck queue never occupied the link, so the survivors left it back to
+    back; a late timestamp followed by a catch-up (coalescing, a busy receiver) cancels
+    out over the span. Only loss *after* the bottleneck biases it (by the loss rate)."""
     return _span_rate([t for _, t in half], wire)
 
 
@@ -73,7 +89,7 @@ def score_train(
     tx_ns: Mapping[int, int] | None, arrivals: Iterable[tuple[int, int]], sent: int, wire: int
 ) -> TrainScore:
     """Rate from the second half of the arrivals (by arrival order), in bit/s at the IP
-    layer; the first half is scored too, to spot a token bucket running dry."""
+    layer; the first half and the head are scored too, to spot a token bucket."""
     arr = sorted(arrivals, key=lambda a: a[1])
     n = len(arr)
     if n < 4:
@@ -83,14 +99,53 @@ def score_train(
     first = arr[: half + 1]
     rate = _half_rate(second, wire)
     first_rate = _half_rate(first, wire)
-    send_rate = None
+    head = _span_rate([t for _, t in arr[:HEAD]], wire) if n >= 3 * HEAD else None
+    send_rate = send_peak = None
     if tx_ns is not None:
         tx = sorted(tx_ns[s] for s, _ in second if s in tx_ns)
         send_rate = _span_rate(tx, wire)
+        early = sorted(tx_ns.values())[: max(4, min(16, len(tx_ns) // 4))]
+        send_peak = _span_rate(early, wire)
     gaps = [b[1] - a[1] for a, b in itertools.pairwise(second)]
     mean_gap = (second[-1][1] - second[0][1]) / len(gaps) if gaps else 0
     clustered = sum(1 for g in gaps if g < 0.2 * mean_gap) / len(gaps) if gaps else 0.0
-    return TrainScore(sent, n, rate, first_rate, send_rate, clustered)
+    median_rate = None
+    if len(gaps) >= 8 and statistics.median(gaps) > 0:
+        median_rate = wire * 8 * 1e9 / statistics.median(gaps)
+    return TrainScore(sent, n, rate, first_rate, send_rate, clustered, send_peak, head, median_rate)
+
+
+def score_mini_trains(
+    tx_ns: Mapping[int, int] | None,
+    arrivals: Iterable[tuple[int, int]],
+    sent: int,
+    wire: int,
+    size: int = MINI,
+) -> TrainScore:
+    """For bottleneck queues of a few packets, where a long train loses most of itself:
+    short back-to-back trains (seq // size) that fit the queue, spaced so it drains
+    between them. Each complete one gives (size-1) service times; the median of them is
+    the rate (robust to the odd disturbed one)."""
+    groups: dict[int, list[int]] = {}
+    got = 0
+    for seq, t in arrivals:
+        groups.setdefault(seq // size, []).append(t)
+        got += 1
+    rates = []
+    for times in groups.values():
+        if len(times) == size:
+            times.sort()
+            r = _span_rate(times, wire)
+            if r:
+                rates.append(r)
+    peak = None
+    if tx_ns is not None:
+        first = sorted(t for s, t in tx_ns.items() if s < size)
+        peak = _span_rate(first, wire)
+    if len(rates) < MIN_MINI:
+        return TrainScore(sent, got, None, None, None, 0.0, peak)
+    rate = statistics.median(rates)
+    return TrainScore(sent, got, rate, None, None, 0.0, peak, mini_trains=len(rates))
 
 
 def capprobe(
@@ -125,71 +180,95 @@ def combine(
     train: TrainScore | None,
     direction: str = "up",
 ) -> CapacityEstimate | None:
-    """One estimate from pairs and train, saying what limited it and how sure we are."""
-    pair_bps = pairs[0] if pairs else None
-    train_bps = train.rate_bps if train else None
-    to_mbps = 1e-6
-    if train_bps is None and pair_bps is None:
+    """One estimate from pairs and train, saying what limited it and how sure we are.
+
+    The train is the primary estimate (many packets, robust to timing noise); the pairs
+    corroborate it. When they disagree, the train's own shape says why: a fast head then
+    a slower tail is a token bucket; irregular gaps whose median is much shorter than
+    their mean are competing traffic (the median gap is then the bottleneck's speed)."""
+    pm = pairs[0] / 1e6 if pairs else None
+    tm = train.rate_bps / 1e6 if train and train.rate_bps else None
+    if tm is None and pm is None:
         return None
-    pm = pair_bps * to_mbps if pair_bps else None
-    tm = train_bps * to_mbps if train_bps else None
     notes: list[str] = []
     limited: str | None = None
-    if train is not None and train_bps is not None:
-        if train.send_rate_bps and train_bps >= SENDER_RATIO * train.send_rate_bps:
-            limited = "sender"
-            notes.append(
-                f"received as fast as this host sent ({train.send_rate_bps * to_mbps:.0f} "
-                "Mbit/s): the path is at least this fast"
-            )
-        elif train.clustered >= CLUSTERED:
-            limited = "coalescing"
-            notes.append(
-                f"{train.clustered:.0%} of arrivals came in bursts (interrupt coalescing/GRO):"
-                " pair spacing is unreliable, the train span is used"
-            )
-    if tm is not None and pm is not None and limited is None:
-        if pm > SHAPER_RATIO * tm:
-            limited = "shaper"
-            notes.append(
-                f"pairs see {pm:.1f} Mbit/s but trains sustain {tm:.1f}: a token-bucket "
-                "shaper (or competing traffic) limits the sustained rate"
-            )
-        elif (
-            train is not None
-            and train.first_half_bps
-            and (train.first_half_bps > SHAPER_RATIO * (train_bps or 0))
-        ):
-            limited = "shaper"
-            notes.append("the train slowed down after its first half: a token bucket ran dry")
-    if tm is not None:
-        mbps = tm
-        if pm is not None and abs(pm - tm) <= AGREE * tm:
-            method, confidence = "capprobe-pairs+train", 0.9
-        else:
-            method = "train" if pm is None else "train (pairs disagree)"
-            confidence = 0.75 if limited == "shaper" else 0.6
-    else:
+    if train is None or tm is None:
         assert pm is not None
-        mbps, method, confidence = pm, "capprobe-pairs", 0.5
-    if limited == "sender":
-        confidence = min(confidence, 0.4)
-    elif limited == "coalescing":
-        confidence = min(confidence, 0.6)
-    if train is not None and train.loss > 0.5:
-        notes.append(f"{train.loss:.0%} of the train was lost (small bottleneck queue)")
-    note = "; ".join(notes)
-    if direction != "up":
-        method = f"{method} ({direction})"
+        return CapacityEstimate(pm, _m("capprobe-pairs", direction), 0.5, pm, None, None, "")
+    mbps = tm
+    agree = pm is not None and abs(pm - tm) <= AGREE * tm
+    confidence = 0.9 if agree else (0.7 if pm is not None else 0.6)
+    method = "capprobe-pairs+train" if agree else "train"
+    if train.mini_trains:
+        method = "mini-trains+pairs" if agree else "mini-trains"
+        notes.append(
+            f"small bottleneck queue (a long train lost {train.loss:.0%}): median of "
+            f"{train.mini_trains} short trains"
+        )
+    head = train.head_bps / 1e6 if train.head_bps else None
+    med = train.median_gap_bps / 1e6 if train.median_gap_bps else None
+    if train.sender_bps and train.rate_bps and train.rate_bps >= SENDER_RATIO * train.sender_bps:
+        limited, confidence = "sender", min(confidence, 0.4)
+        notes.append(
+            f"received as fast as this host can send ({train.sender_bps / 1e6:.0f} Mbit/s): "
+            "the path is at least this fast"
+        )
+    elif train.clustered >= CLUSTERED:
+        limited, confidence = "coalescing", min(confidence, 0.6)
+        notes.append(
+            f"{train.clustered:.0%} of arrivals came in bursts (interrupt coalescing/GRO): "
+            "gaps are unreliable, the train's span is used"
+        )
+    elif head is not None and head > DISAGREE * tm:
+        limited, confidence = "shaper", 0.8
+        notes.append(
+            f"the first packets passed at {head:.1f} Mbit/s, then {tm:.1f}: a token-bucket "
+            "shaper; a long transfer gets the lower rate"
+        )
+    elif pm is not None and pm > DISAGREE * tm and med is not None and med > DISAGREE * tm:
+        limited, confidence, mbps = "cross-traffic", 0.6, med
+        method = "train-median-gap"
+        notes.append(
+            f"back-to-back packets see {med:.1f} Mbit/s but the train averaged {tm:.1f}: "
+            "competing traffic shares the bottleneck (about "
+            f"{max(0.0, med - tm):.0f} Mbit/s of it now)"
+        )
+    elif pm is not None and not agree:
+        notes.append(f"packet pairs disagree ({pm:.1f} Mbit/s: timing noise); train used")
+    if (
+        limited is None
+        and train.send_rate_bps
+        and train.rate_bps
+        and train.rate_bps >= SENDER_RATIO * train.send_rate_bps
+    ):
+        notes.append(
+            "the sender was slowed to the bottleneck rate by its own full queue: the "
+            "bottleneck is this host's interface or qdisc"
+        )
+    if train.loss > LOSSY and not train.mini_trains:
+        notes.append(f"{train.loss:.0%} of a train was lost (small bottleneck queue)")
     return CapacityEstimate(
         mbps=mbps,
-        method=method,
+        method=_m(method, direction),
         confidence=confidence,
         pairs_mbps=pm,
         train_mbps=tm,
         limited_by=limited,
-        note=note,
+        note="; ".join(notes),
     )
+
+
+def _m(method: str, direction: str) -> str:
+    return method if direction == "up" else f"{method} ({direction})"
+
+
+def train_len(rate_bps: float | None, wire: int) -> int:
+    """Packets in a main train: TRAIN_LEN, but no longer than about TRAIN_TIME_S at the
+    expected rate, so slow paths stay within the time budget."""
+    if not rate_bps:
+        return TRAIN_LEN
+    fit = round(TRAIN_TIME_S * rate_bps / (wire * 8))
+    return max(MIN_TRAIN_LEN, min(TRAIN_LEN, fit))
 
 
 # -- upload (client -> serve): we send, serve timestamps arrivals -----------------------------
@@ -209,17 +288,17 @@ class _Sender:
             self.sock.send(self.buf)
         return now
 
-    def train(self, train: int, count: int, rate_bps: float | None, wire: int) -> dict[int, int]:
-        """Send `count` packets back to back, or paced at rate_bps (busy-wait: sleep() is
-        far too coarse for microsecond gaps)."""
+    def train(
+        self, train: int, count: int, rate_bps: float | None, wire: int, burst: int = 1
+    ) -> dict[int, int]:
+        """Send `count` packets back to back, or in back-to-back groups of `burst` whose
+        average rate is rate_bps (mini-trains)."""
         tx: dict[int, int] = {}
         gap = wire * 8 * 1e9 / rate_bps if rate_bps else 0.0
         t0 = time.perf_counter_ns()
         for seq in range(count):
-            if gap:
-                due = t0 + seq * gap
-                while time.perf_counter_ns() < due:
-                    pass
+            if gap and seq % burst == 0:
+                udpwire.wait_until_ns(round(t0 + seq * gap))
             tx[seq] = self.send(train, seq)
         return tx
 
@@ -227,10 +306,7 @@ class _Sender:
         tx: dict[int, int] = {}
         t0 = time.perf_counter_ns()
         for i in range(npairs):
-            due = t0 + i * spacing_s * 1e9
-            while (left := due - time.perf_counter_ns()) > 0:
-                if left > 2e6:
-                    time.sleep((left - 1e6) / 1e9)
+            udpwire.wait_until_ns(round(t0 + i * spacing_s * 1e9))
             tx[2 * i] = self.send(train, 2 * i)
             tx[2 * i + 1] = self.send(train, 2 * i + 1)
         return tx
@@ -245,7 +321,7 @@ def _report(
             "trains": trains,
             "expect": expect,
             "wait_ms": int(max(0.0, wait_s) * 1000),
-            "quiet_ms": 150,
+            "quiet_ms": 100,
         },
         timeout=wait_s + client.timeout,
     )
@@ -292,33 +368,43 @@ def measure_upload(
     npairs = PAIRS
     spacing = 0.002 if rough is None else max(0.0005, 5 * 2 * wire * 8 / rough)
     npairs = max(4, min(PAIRS, int(0.25 * left() / spacing)))
-    # 3. The main train paced a little above the rough rate: the queue stays busy (so
-    #    arrivals are spaced by the bottleneck) but fills slowly (little loss in small
-    #    queues). If the rough train was sender-limited, send as fast as we can.
-    pace: float | None = None
-    if rough and score_a.send_rate_bps and rough < SENDER_RATIO * score_a.send_rate_bps:
-        pace = 1.5 * rough
+    # 3. The main train: unpaced and long, so a token bucket runs dry in its first half
+    #    and competing traffic gets a small share of the bottleneck. If the rough train
+    #    lost most of itself (a queue of a few packets), mini-trains instead.
+    mini = bool(rough and score_a.loss > LOSSY)
     # Let the first train drain before the pairs.
     time.sleep(min(0.05, left() / 10))
     tx_p = sender.pairs(base_id + 1, npairs, spacing)
     time.sleep(min(spacing, left() / 10))
-    tx_b = sender.train(base_id + 2, TRAIN_LEN, pace, wire)
-    rx = _report(client, [base_id + 1, base_id + 2], 2 * npairs + TRAIN_LEN, min(1.0, left()))
-    score_b = score_train(tx_b, rx.get(base_id + 2, {}).items(), TRAIN_LEN, wire)
+    if mini and rough:
+        per_train_s = MINI * wire * 8 / (MINI_LOAD * rough)
+        n_b = MINI * max(MIN_MINI + 3, min(MINI_TRAINS, int(0.5 * left() / per_train_s)))
+        tx_b = sender.train(base_id + 2, n_b, MINI_LOAD * rough, wire, MINI)
+    else:
+        n_b = train_len(rough, wire)
+        tx_b = sender.train(base_id + 2, n_b, None, wire)
+    rx = _report(client, [base_id + 1, base_id + 2], 2 * npairs + n_b, min(1.0, left()))
+    arrivals_b = rx.get(base_id + 2, {}).items()
+    if mini:
+        score_b = score_mini_trains(tx_b, arrivals_b, n_b, wire)
+    else:
+        score_b = score_train(tx_b, arrivals_b, n_b, wire)
     if score_b.rate_bps is None:
         score_b = score_a
-    elif pace and score_b.send_rate_bps and score_b.rate_bps >= SENDER_RATIO * pace:
-        # We throttled ourselves below the path: the rough train underestimated. Use the
-        # unpaced train, which the sender check above judged path-limited.
-        score_b = score_a if rough and rough > score_b.rate_bps else score_b
     pairs = capprobe(tx_p, rx.get(base_id + 1, {}), npairs, wire)
     return combine(pairs, score_b, "up")
 
 
 # -- download (serve -> client): serve sends a train, we timestamp ----------------------------
 def measure_download(
-    client: ControlClient, sock: socket.socket, budget_s: float = 1.0, mtu: int = 1500
+    client: ControlClient,
+    sock: socket.socket,
+    budget_s: float = 1.0,
+    mtu: int = 1500,
+    hint_bps: float | None = None,
 ) -> CapacityEstimate | None:
+    """Capacity serve -> client. hint_bps (e.g. the upload estimate) only shortens the
+    train on slow paths; it does not bias the estimate."""
     deadline = time.monotonic() + budget_s
     size = udpwire.udp_payload_size(client.family, mtu)
     wire = udpwire.wire_bytes(client.family, size)
@@ -335,12 +421,53 @@ def measure_download(
             break
     if not registered:
         return None
+    # An unpaced train first; if most of it was lost (a small bottleneck queue),
+    # mini-trains, as for the upload.
+    count = train_len(hint_bps, wire)
+    score = _download_train(client, sock, size, wire, 0.0, deadline, count)
+    if (
+        score is not None
+        and score.loss > LOSSY
+        and score.rate_bps
+        and deadline - time.monotonic() > 0.2
+    ):
+        rate = MINI_LOAD * score.rate_bps
+        per_train_s = MINI * wire * 8 / rate
+        left = deadline - time.monotonic()
+        n = MINI * max(MIN_MINI + 3, min(MINI_TRAINS, int(0.5 * left / per_train_s)))
+        mini = _download_train(client, sock, size, wire, rate, deadline, n, MINI)
+        if mini is not None and mini.rate_bps:
+            score = mini
+    if score is None:
+        return None
+    return combine(None, score, "down")
+
+
+def _download_train(
+    client: ControlClient,
+    sock: socket.socket,
+    size: int,
+    wire: int,
+    rate_bps: float,
+    deadline: float,
+    count: int,
+    burst: int = 1,
+) -> TrainScore | None:
     train = int.from_bytes(os.urandom(3), "big")
-    client.send({"type": "probe_train", "train": train, "count": TRAIN_LEN, "size": size})
+    client.send(
+        {
+            "type": "probe_train",
+            "train": train,
+            "count": count,
+            "size": size,
+            "rate_kbps": round(rate_bps / 1000),
+            "burst": burst,
+        }
+    )
     rx: dict[int, int] = {}
     tx: dict[int, int] = {}
     quiet_until = deadline
-    while len(rx) < TRAIN_LEN and _wait(sock, min(deadline, quiet_until) - time.monotonic()):
+    while len(rx) < count and _wait(sock, min(deadline, quiet_until) - time.monotonic()):
         try:
             data, _a, t, _k = udpwire.recv_stamped(sock)
         except OSError:
@@ -349,11 +476,13 @@ def measure_download(
         if pkt and pkt.kind == udpwire.KIND_TRAIN_DOWN and pkt.train == train:
             rx.setdefault(pkt.seq, t)
             tx.setdefault(pkt.seq, pkt.client_ns)
-            quiet_until = time.monotonic() + 0.2
+            quiet_until = time.monotonic() + 0.1
     done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
     if done.get("type") == "error":
         return None
-    return combine(None, score_train(tx, rx.items(), TRAIN_LEN, wire), "down")
+    if burst > 1:
+        return score_mini_trains(tx, rx.items(), count, wire, burst)
+    return score_train(tx, rx.items(), count, wire)
 
 
 def _wait(sock: socket.socket, timeout: float) -> bool:

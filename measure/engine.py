@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tcpwizard.exitcodes import ExitCode, TcpWizardError
 from tcpwizard.measure import buffers
 from tcpwizard.measure.drs import DrsConfig, DrsReceiverChannel, run_echo
 from tcpwizard.measure.model import Mode, TcpInfoSample
@@ -32,8 +33,11 @@ MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "
 Role = Literal["sender", "receiver"]
 
 
-class TransferError(Exception):
-    """A transfer could not start (bad plan, missing BDP); not a peer failure."""
+class TransferError(TcpWizardError):
+    """A transfer could not be set up as asked (bad plan, missing BDP): the caller's
+    mistake, not the peer's."""
+
+    exit_code = ExitCode.USAGE
 
 
 # ---------------------------------------------------------------------------- buffer plans

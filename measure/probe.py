@@ -75,23 +75,32 @@ def _with_serve(
     try:
         say("RTT: UDP echo")
         stats = rtt.udp_echo(udp, client.udp_token, count=20, timeout=min(1.0, _left(deadline)))
+        udp_ok = stats is not None
         if stats is None:
-            notes.append("no UDP echo replies (UDP blocked?): RTT from TCP connect time")
+            notes.append(
+                "no UDP echo replies (UDP blocked?): RTT from TCP connect time; "
+                "capacity not measured"
+            )
             stats = rtt.require_reply(
-                rtt.tcp_connect(host, port, count=5, timeout=min(1.0, _left(deadline))),
+                rtt.tcp_connect(
+                    str(client.address[0]), port, count=5, timeout=min(1.0, _left(deadline))
+                ),
                 "TCP connect",
                 host,
             )
         up: CapacityEstimate | None = None
         down: CapacityEstimate | None = None
-        if stats.loss_pct < 100:
+        if udp_ok:
             say("capacity: packet pairs and trains (upload)")
             up = capacity.measure_upload(client, udp, budget_s=_left(deadline) * 0.6)
             if up is None:
                 notes.append("upload capacity probe got no arrivals (UDP blocked?)")
             if download and _left(deadline) > 0.2:
                 say("capacity: train (download)")
-                down = capacity.measure_download(client, udp, budget_s=_left(deadline) * 0.9)
+                hint = up.mbps * 1e6 if up else None
+                down = capacity.measure_download(
+                    client, udp, budget_s=_left(deadline) * 0.9, hint_bps=hint
+                )
                 if down is None:
                     notes.append("download train did not arrive (UDP blocked inbound?)")
             elif download:

@@ -21,7 +21,7 @@ from tcpwizard.measure.protocol import PeerUnavailable
 from tcpwizard.measure.stats import rtt_stats
 
 MAX_PROBES = 1000
-ECHO_SIZE = 64
+ECHO_SIZE = udpwire.HEADER_LEN  # small: less transmission time in the RTT on slow links
 
 
 def _wait_readable(sock: socket.socket, until: float) -> bool:
@@ -70,24 +70,51 @@ def udp_echo(
     kernel receive to its sendto(), reported in the reply): what is left is the path."""
     train = int.from_bytes(os.urandom(4), "big")  # tells this run's replies from stale ones
     size = max(udpwire.HEADER_LEN, size)
+    # Kernel transmit stamps, keyed by send order (OPT_ID restarts at 0 here); without them
+    # the user-space time just before send() is used.
+    tx_kernel = udpwire.set_tx_timestamps(sock, True)
+    sent_ids: dict[int, int] = {}  # OPT_ID -> seq
+    tx_ns: dict[int, int] = {}  # seq -> kernel transmit time
+    next_id = 0
+
+    def take_stamps() -> None:
+        for ident, ns in udpwire.drain_tx_timestamps(sock):
+            seq = sent_ids.get(ident)
+            if seq is not None:
+                tx_ns[seq] = ns
 
     def send(seq: int) -> None:
+        nonlocal next_id
         pkt = udpwire.pack(udpwire.KIND_ECHO, token, train, seq, time.time_ns(), 0, size)
-        with contextlib.suppress(OSError):  # ICMP errors surface here; count as loss
+        try:
             sock.send(pkt)
+        except OSError:
+            return  # ICMP errors surface here; count as loss
+        sent_ids[next_id] = seq
+        next_id += 1
 
     def receive() -> tuple[int, float] | None:
+        if tx_kernel:
+            take_stamps()
         try:
-            data, _addr, rx_ns, _kernel = udpwire.recv_stamped(sock)
-        except OSError:
+            data, _addr, rx_ns, _kernel = udpwire.recv_stamped(sock, flags=socket.MSG_DONTWAIT)
+        except OSError:  # includes BlockingIOError: only transmit stamps were waiting
             return None
         pkt = udpwire.unpack(data)
         if pkt is None or pkt.kind != udpwire.KIND_ECHO_REPLY or pkt.train != train:
             return None
-        rtt_ns = rx_ns - pkt.client_ns - pkt.turnaround_ns
+        if tx_kernel:
+            take_stamps()
+        sent_at = tx_ns.get(pkt.seq, pkt.client_ns)
+        rtt_ns = rx_ns - sent_at - pkt.turnaround_ns
         return pkt.seq, max(0.0, rtt_ns / 1e6)
 
-    got = _paced_probe_loop(sock, count, interval, timeout, send, receive)
+    try:
+        got = _paced_probe_loop(sock, count, interval, timeout, send, receive)
+    finally:
+        if tx_kernel:
+            udpwire.set_tx_timestamps(sock, False)
+            udpwire.drain_tx_timestamps(sock)
     return rtt_stats([got[s] for s in sorted(got)], count, "udp-echo")
 
 

@@ -388,24 +388,34 @@ class Server:
             )
         count = _int(msg, "count", 64, 1, MAX_TRAIN_PACKETS)
         size = _int(msg, "size", 1472, udpwire.HEADER_LEN, udpwire.MAX_DATAGRAM)
-        gap_ns = _int(msg, "gap_us", 0, 0, 1_000_000) * 1000
+        rate_kbps = _int(msg, "rate_kbps", 0, 0, 100_000_000)  # 0: back to back
+        burst = _int(msg, "burst", 1, 1, 64)
         train = _int(msg, "train", 0, 0, 2**32 - 1)
         if count * size > self.limits.max_bytes:
             raise ProtocolError(f"train of {count * size} bytes exceeds the serve limit", "limit")
+        wire = udpwire.wire_bytes(self.udp.family, size)
+        gap_ns = wire * 8 * 1e6 / rate_kbps if rate_kbps else 0.0
         deadline = time.monotonic() + self.limits.max_duration_s
+        buf = bytearray(size)
         t0 = time.time_ns()
+        p0 = time.perf_counter_ns()
         sent = 0
-        next_ns = t0
         for seq in range(count):
-            if gap_ns:
-                while time.time_ns() < next_ns:  # busy-wait: sleep() is far too coarse
-                    pass
-                next_ns += gap_ns
-            pkt = udpwire.pack(
-                udpwire.KIND_TRAIN_DOWN, session.token, train, seq, time.time_ns(), 0, size
+            if gap_ns and seq % burst == 0:
+                udpwire.wait_until_ns(round(p0 + seq * gap_ns))
+            udpwire.HEADER.pack_into(
+                buf,
+                0,
+                udpwire.MAGIC,
+                udpwire.KIND_TRAIN_DOWN,
+                session.token,
+                train,
+                seq,
+                time.time_ns(),
+                0,
             )
             try:
-                self.udp.sendto(pkt, session.address)
+                self.udp.sendto(buf, session.address)
                 sent += 1
             except OSError:
                 break

@@ -144,7 +144,11 @@ def run_mode(
     """One transfer over an open control connection."""
     local_limits = buffers.read_host_limits(sysctl_root)
     force = options.force and buffers.can_force()
-    plan = engine.plan_buffers(mode, local_limits, options.static_request, force)
+    try:
+        plan = engine.plan_buffers(mode, local_limits, options.static_request, force)
+    except engine.TransferError as exc:
+        # This mode cannot run (static without a BDP); the others still can.
+        return ModeOutcome(_failed(mode, direction, options.streams, str(exc)), "", True)
     stall = options.stall_timeout_s
     total_s = options.duration_s if options.nbytes is None else None
     try:

@@ -96,3 +96,70 @@ def udp_payload_size(family: int, mtu: int = 1500) -> int:
 def wire_bytes(family: int, payload: int) -> int:
     """Bytes a bottleneck sees at the IP layer for one datagram of `payload` bytes."""
     return payload + 8 + (40 if family == socket.AF_INET6 else 20)
+
+
+def wait_until_ns(due: int) -> None:
+    """Sleep most of the way, busy-wait the last 200 us: sleep alone overshoots by ~60 us,
+    spinning all the way would starve the other processes on a small machine."""
+    while (left := due - time.perf_counter_ns()) > 0:
+        if left > 300_000:
+            time.sleep((left - 200_000) / 1e9)
+
+
+# -- transmit timestamps (SO_TIMESTAMPING, software) ------------------------------------------
+# The kernel stamps a datagram when the driver hands it to the device and returns the stamp
+# on the socket's error queue, keyed by a per-socket counter (OPT_ID). This removes the time
+# our own sendto() call takes from the RTT.
+SO_TIMESTAMPING = 37
+SCM_TIMESTAMPING = SO_TIMESTAMPING
+SOF_TIMESTAMPING_TX_SOFTWARE = 1 << 1
+SOF_TIMESTAMPING_SOFTWARE = 1 << 4
+SOF_TIMESTAMPING_OPT_ID = 1 << 7
+SOF_TIMESTAMPING_OPT_TSONLY = 1 << 11
+IP_RECVERR = 11
+IPV6_RECVERR = 25
+SO_EE_ORIGIN_TIMESTAMPING = 4
+_EXTENDED_ERR = struct.Struct("@IBBBBII")  # struct sock_extended_err
+TX_FLAGS = (
+    SOF_TIMESTAMPING_TX_SOFTWARE
+    | SOF_TIMESTAMPING_SOFTWARE
+    | SOF_TIMESTAMPING_OPT_ID
+    | SOF_TIMESTAMPING_OPT_TSONLY
+)
+
+
+def set_tx_timestamps(sock: socket.socket, on: bool) -> bool:
+    """Turn transmit stamping on (the OPT_ID counter restarts at 0) or off."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TX_FLAGS if on else 0)
+    except OSError:
+        return False
+    return True
+
+
+def drain_tx_timestamps(sock: socket.socket, limit: int = 1024) -> list[tuple[int, int]]:
+    """(OPT_ID, ns since the epoch) of every transmit stamp waiting on the error queue."""
+    out: list[tuple[int, int]] = []
+    for _ in range(limit):
+        try:
+            _d, ancdata, _f, _a = sock.recvmsg(0, 512, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError:
+            break
+        stamp: int | None = None
+        ident: int | None = None
+        for level, ctype, cdata in ancdata:
+            if level == socket.SOL_SOCKET and ctype == SCM_TIMESTAMPING and len(cdata) >= 16:
+                sec, nsec = _TIMESPEC.unpack_from(cdata)  # [0] is the software stamp
+                stamp = sec * 1_000_000_000 + nsec
+            elif (level, ctype) in (
+                (socket.SOL_IP, IP_RECVERR),
+                (socket.IPPROTO_IPV6, IPV6_RECVERR),
+            ) and len(cdata) >= _EXTENDED_ERR.size:
+                _errno, origin, _t, _c, _p, _info, data = _EXTENDED_ERR.unpack_from(cdata)
+                if origin == SO_EE_ORIGIN_TIMESTAMPING:
+                    ident = data
+        if stamp and ident is not None:
+            out.append((ident, stamp))
+    return out

@@ -25,34 +25,78 @@ def _feed(rx: DrsReceiver, now: float, sent_at: float) -> None:
     assert rx.on_echo(format_sbuf(sent_at, 1), now) == pytest.approx(now - sent_at)
 
 
+def _settled(cfg: DrsConfig, rtt: float = 0.05) -> DrsReceiver:
+    rx = DrsReceiver(cfg, now=0.0)
+    _feed(rx, rtt, 0.0)
+    rx.startup = False
+    return rx
+
+
 def test_bdp_sets_a_2x_bdp_buffer() -> None:
     """50 Mbit/s x 50 ms: BDP 312.5 kB; the request is BDP (Linux doubles it to 2 x BDP)."""
-    cfg = DrsConfig(max_request=64 << 20)
-    rx = DrsReceiver(cfg, now=0.0)
-    _feed(rx, 0.05, 0.0)
+    cfg = DrsConfig(max_request=64 << 20, max_shrink=0.0)
     bdp = 50 * MBIT / 8 * 0.05
-    # Not window-limited: a large window from TCP_INFO.
-    assert rx.target_request(50 * MBIT, window_bytes=10 << 20) == int(bdp)
-    no_double = DrsReceiver(DrsConfig(max_request=64 << 20, kernel_doubles=False), now=0.0)
-    _feed(no_double, 0.05, 0.0)
-    assert no_double.target_request(50 * MBIT, window_bytes=10 << 20) == int(2 * bdp)
+    assert _settled(cfg).target_request(50 * MBIT) == int(bdp)
+    no_double = DrsConfig(max_request=64 << 20, kernel_doubles=False, max_shrink=0.0)
+    assert _settled(no_double).target_request(50 * MBIT) == int(2 * bdp)
 
 
-def test_window_limited_grows_at_least_2x() -> None:
-    rx = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0, initial_request=65536)
+def test_startup_doubles_while_bandwidth_grows_then_settles() -> None:
+    cfg = DrsConfig(max_request=64 << 20)
+    rx = DrsReceiver(cfg, now=0.0, initial_request=65536)
     _feed(rx, 0.05, 0.0)
-    # 64 KB per 50 ms is all a ~64 KB window lets through: we limit, so double.
-    bw = 65536 * 8 / 0.05
-    # 128 KB of kernel memory for the 64 KB request, doubled: the next request is 128 KB.
-    assert rx.target_request(bw, window_bytes=65536) == 2 * 65536
+    # Window-limited: each step lets ~the window through (Linux advertises ~62% of the
+    # buffer memory), so bandwidth keeps rising and the buffer grows 1.86x per step: the
+    # doubling, cut by the 3 x BDP cap (BDP measured = the window).
+    req = 65536
+    for _ in range(3):
+        bw = req * 2 * 0.62 * 8 / 0.05
+        new = rx.target_request(bw)
+        assert new == int(3 * 0.62 * req) and rx.startup
+        req = rx.request = new  # what tick() does with the answer
+    # The bandwidth stops growing: three flat intervals end the startup...
+    for _ in range(3):
+        assert rx.startup
+        rx.target_request(bw)
+    assert not rx.startup
+    # ...and the buffer comes back towards 2 x BDP, a quarter per interval at most.
+    bdp = bw / 8 * 0.05
+    last = rx.request = req
+    for _ in range(20):
+        nxt = rx.target_request(bw)
+        assert nxt >= int(0.75 * last) - 1
+        last = rx.request = nxt
+    assert last == pytest.approx(bdp, rel=0.01)
+
+
+def test_startup_never_sizes_past_3_bdp() -> None:
+    rx = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0, initial_request=1 << 20)
+    _feed(rx, 0.05, 0.0)
+    bw = 10 * MBIT  # BDP 62.5 kB, far below the current buffer
+    # Startup still on, but 2x the current 2 MB would be 32 BDPs: capped at 3 x BDP (in
+    # memory terms), then never below 3/4 of the current buffer while shrinking.
+    assert rx.target_request(bw) == int(0.75 * 2 * (1 << 20) / 2)
+
+
+def test_fast_growth_restarts_startup() -> None:
+    rx = _settled(DrsConfig(max_request=64 << 20))
+    rx.target_request(20 * MBIT)
+    assert not rx.startup
+    rx.target_request(30 * MBIT)  # +50% in one interval: our window was the limit
+    assert rx.startup
+
+
+def test_bandwidth_filter_ignores_a_one_interval_dip() -> None:
+    rx = _settled(DrsConfig(max_request=64 << 20, max_shrink=0.0))
+    rx.target_request(50 * MBIT)
+    # A loss halves one interval's delivery: the buffer must not follow the dip.
+    assert rx.target_request(20 * MBIT) == int(50 * MBIT / 8 * 0.05)
 
 
 def test_clamped_to_host_limits() -> None:
-    cfg = DrsConfig(max_request=1 << 20, min_request=65536)
-    rx = DrsReceiver(cfg, now=0.0)
-    _feed(rx, 0.1, 0.0)
-    assert rx.target_request(10_000 * MBIT, window_bytes=None) == 1 << 20
-    assert rx.target_request(0.001 * MBIT, window_bytes=10 << 20) == 65536
+    cfg = DrsConfig(max_request=1 << 20, min_request=65536, max_shrink=0.0)
+    assert _settled(cfg, 0.1).target_request(10_000 * MBIT) == 1 << 20
+    assert _settled(cfg, 0.1).target_request(0.001 * MBIT) == 65536
 
 
 def test_interval_adapts_to_rtt_within_bounds() -> None:
@@ -61,11 +105,12 @@ def test_interval_adapts_to_rtt_within_bounds() -> None:
     assert rx.interval_s == cfg.initial_interval_s  # no RTT yet
     _feed(rx, 0.0002, 0.0)  # loopback-like 200 us
     assert rx.interval_s == cfg.min_interval_s
-    slow = DrsReceiver(cfg, now=0.0)
-    _feed(slow, 0.5, 0.0)  # 500 ms path
+    slow = _settled(cfg, 0.5)  # 500 ms path
     assert slow.interval_s == cfg.max_interval_s
     mid = DrsReceiver(cfg, now=0.0)
     _feed(mid, 0.04, 0.0)
+    assert mid.interval_s == pytest.approx(cfg.startup_interval_rtts * 0.04)
+    mid.startup = False
     assert mid.interval_s == pytest.approx(cfg.interval_rtts * 0.04)
 
 

@@ -212,3 +212,10 @@ def test_cli_unreachable_is_unknown(capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == ExitCode.UNKNOWN
     err = capsys.readouterr().err.strip()
     assert err.startswith("tcpwizard: error:") and "\n" not in err
+
+
+def test_static_without_bdp_fails_alone(server: Server) -> None:
+    opts = TransferOptions(modes=("static", "untuned"), duration_s=0.2)
+    static, untuned = run_transfer("127.0.0.1", server.port, opts).modes
+    assert static.error is not None and "BDP" in static.error
+    assert untuned.error is None and untuned.bytes > 0

@@ -131,6 +131,13 @@ def _bench_calibrate(args: argparse.Namespace, ctx: Context) -> int:
     return run_calibrate(quick=args.quick, out_dir=args.out, ctx=ctx)
 
 
+def _bench_probes(args: argparse.Namespace, ctx: Context) -> int:
+    from tcpwizard.measure.bench_probes import run_bench
+
+    require_root()
+    return run_bench(args.quick, args.out, stdout=ctx.stdout, progress=ctx.progress)
+
+
 def _not_yet(what: str) -> Callable[[argparse.Namespace, Context], int]:
     def runner(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(f"lab bench --{what} is not available yet")
@@ -148,7 +155,7 @@ def _bench_scenarios(args: argparse.Namespace, ctx: Context) -> int:
 # Other benchmarks plug in here: flag name (as in cli.py) -> runner.
 BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "calibrate": _bench_calibrate,
-    "probes": _not_yet("probes"),
+    "probes": _bench_probes,
     "transfer": _not_yet("transfer"),
     "paper": _not_yet("paper"),
     "scenarios": _bench_scenarios,
