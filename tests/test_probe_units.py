@@ -262,6 +262,8 @@ def test_probe_cli_json_over_loopback() -> None:
         )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
+    assert doc["schema_version"] and doc["tool"]["name"] == "tcpwizard"
+    assert doc["target"] == {"host": "127.0.0.1", "address": "127.0.0.1", "port": srv.port}
     assert doc["path"]["rtt_ms"]["loss_pct"] == 0
     assert doc["path"]["peer"] is True
     assert out.stderr == ""  # no progress noise in JSON mode
