@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tcpwizard.exitcodes import PermissionRequired
-from tcpwizard.measure import capacity, rtt
+from tcpwizard.measure import capacity, rtt, synpairs
 from tcpwizard.measure.control import ControlClient, resolve
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate, RttStats
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
@@ -151,7 +151,16 @@ def _peerless(
     if stats is None:
         raise PeerUnavailable(f"{host} did not answer any probe: " + "; ".join(notes))
     cap: CapacityEstimate | None = None
-    if icmp_ok and _left(deadline) > 0.3:
+    if tcp_port is not None and _left(deadline) > 0.3:
+        # SYN pairs first: they measure the forward direction and pass where ICMP is filtered.
+        say(f"capacity: peerless TCP SYN pairs to port {tcp_port}")
+        try:
+            cap = synpairs.syn_pairs(host, tcp_port, timeout=min(1.0, _left(deadline)))
+        except PermissionRequired as exc:
+            notes.append(f"peerless capacity: {exc}")
+        if cap is None:
+            notes.append(f"TCP SYN pairs to port {tcp_port} got no usable answers")
+    if cap is None and icmp_ok and _left(deadline) > 0.3:
         say("capacity: peerless ICMP pairs")
         try:
             cap = capacity.peerless_pairs(host, timeout=min(1.0, _left(deadline)))

@@ -249,12 +249,13 @@ class Server:
                     return
                 ok: dict[str, Any] = {"type": "auth_ok", "udp_token": token.hex()}
                 ok["proof"] = reply.pop("_proof")
-                conn.sendall(encode(ok))
+                reply = ok
             else:
                 reply["udp_token"] = token.hex()
-                conn.sendall(encode(reply))
+            # Live before the client learns the token: its first echo may beat this thread.
             with self._lock:
                 self._sessions[token] = session
+            conn.sendall(encode(reply))
             self._requests(conn, reader, session)
         finally:
             with self._lock:

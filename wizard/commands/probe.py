@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from tcpwizard import __version__
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate
 from tcpwizard.measure.probe import path_json, probe
+from tcpwizard.report import SCHEMA_VERSION
 from tcpwizard.units import format_bytes, parse_duration
 
 
@@ -33,7 +35,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         progress=ctx.progress if args.format == "text" else None,
     )
     if args.format == "json":
-        print(json.dumps({"path": path_json(est)}, indent=2), file=ctx.stdout)
+        # The report's header and `path` part (the same contract as `check --json`).
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "tcpwizard", "version": __version__},
+            "target": {"host": args.host, "address": est.address, "port": est.port},
+            "path": path_json(est),
+        }
+        print(json.dumps(doc, indent=2, allow_nan=False), file=ctx.stdout)
     else:
         print(render_text(args.host, est), file=ctx.stdout)
     return int(ExitCode.OK)
