@@ -116,24 +116,9 @@ def host_json(a: HostAudit) -> Json:
 def path_json(p: PathEstimate | None) -> Json | None:
     if p is None:
         return None
-    r = p.rtt
-    return {
-        "rtt_ms": {
-            "min": r.min,
-            "p50": r.p50,
-            "p95": r.p95,
-            "mean": r.mean,
-            "mdev": r.mdev,
-            "max": r.max,
-            "loss_pct": r.loss_pct,
-        },
-        "rtt_method": r.method,
-        "rtt_samples": r.samples,
-        "capacity_mbps": p.capacity.mbps if p.capacity else None,
-        "capacity_method": p.capacity.method if p.capacity else None,
-        "capacity_confidence": p.capacity.confidence if p.capacity else None,
-        "bdp_bytes": p.bdp_bytes,
-    }
+    from tcpwizard.measure.probe import path_json as probe_path_json
+
+    return probe_path_json(p)
 
 
 def sample_json(s: TransferSample) -> Json:

@@ -120,15 +120,37 @@ HOST = _obj(
         "ram_bytes": _nullable(INT),
     }
 )
+_CAPACITY = _obj(
+    {
+        "mbps": NUM,
+        "method": STR,
+        "confidence": NUM,
+        "pairs_mbps": _nullable(NUM),
+        "train_mbps": _nullable(NUM),
+        "limited_by": _nullable(STR),
+        "note": STR,
+    }
+)
 PATH = _obj(
     {
-        "rtt_ms": _obj({k: NUM for k in ("min", "p50", "p95", "mean", "mdev", "max", "loss_pct")}),
-        "rtt_method": STR,
-        "rtt_samples": INT,
+        "rtt_ms": _obj(
+            {
+                **{k: NUM for k in ("min", "p50", "p95", "mean", "mdev", "max", "loss_pct")},
+                "jitter": NUM,
+                "samples": INT,
+                "method": STR,
+            }
+        ),
         "capacity_mbps": _nullable(NUM),
         "capacity_method": _nullable(STR),
-        "capacity_confidence": _nullable(NUM),
         "bdp_bytes": _nullable(INT),
+        "capacity": _nullable(_CAPACITY),
+        "capacity_down": _nullable(_CAPACITY),
+        "peer": BOOL,
+        "address": STR,
+        "port": INT,
+        "duration_s": NUM,
+        "notes": _arr(STR),
     }
 )
 SAMPLE = _obj(
