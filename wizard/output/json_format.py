@@ -16,7 +16,7 @@ from tcpwizard.checks.model import (
     InterfaceInfo,
     ThroughputCeiling,
 )
-from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult, TransferSample
+from tcpwizard.measure.model import PathEstimate, TransferResult
 from tcpwizard.report import SCHEMA_VERSION, Report
 
 Json = dict[str, Any]
@@ -121,46 +121,12 @@ def path_json(p: PathEstimate | None) -> Json | None:
     return probe_path_json(p)
 
 
-def sample_json(s: TransferSample) -> Json:
-    return {
-        "t_s": s.t_s,
-        "goodput_mbps": s.goodput_mbps,
-        "rcvbuf_bytes": s.rcvbuf_bytes,
-        "sndbuf_bytes": s.sndbuf_bytes,
-        "drs_bandwidth_mbps": s.drs_bandwidth_mbps,
-        "drs_rtt_ms": s.drs_rtt_ms,
-        "rtt_us": s.tcp_info.rtt_us if s.tcp_info else None,
-        "cwnd": s.tcp_info.snd_cwnd if s.tcp_info else None,
-        "retransmits": s.tcp_info.total_retrans if s.tcp_info else None,
-    }
-
-
-def mode_json(m: ModeResult) -> Json:
-    return {
-        "mode": m.mode,
-        "direction": m.direction,
-        "streams": m.streams,
-        "throughput_mbps": m.throughput_mbps,
-        "max_buffer_bytes": m.max_buffer_bytes,
-        "retransmits": m.retransmits,
-        "bytes": m.bytes,
-        "seconds": m.seconds,
-        "rwnd_limited": m.rwnd_limited,
-        "sndbuf_limited": m.sndbuf_limited,
-        "busy": m.busy,
-        "congestion_control": m.congestion_control,
-        "forced": m.forced,
-        "error": m.error,
-        "samples": [sample_json(s) for s in m.samples],
-    }
-
-
 def transfer_json(t: TransferResult | None) -> Json | None:
     if t is None:
         return None
-    directions = sorted({m.direction for m in t.modes})
-    direction = directions[0] if len(directions) == 1 else "both"
-    return {"direction": direction, "modes": [mode_json(m) for m in t.modes]}
+    from tcpwizard.measure.transfer import transfer_json as measured_transfer_json
+
+    return measured_transfer_json(t)
 
 
 def verdict_json(v: Verdict) -> Json:

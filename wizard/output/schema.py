@@ -153,39 +153,64 @@ PATH = _obj(
         "notes": _arr(STR),
     }
 )
+TCP_INFO = _obj(
+    {
+        k: INT
+        for k in (
+            "rtt_us",
+            "rttvar_us",
+            "snd_cwnd",
+            "total_retrans",
+            "delivery_rate_bps",
+            "busy_time_us",
+            "rwnd_limited_us",
+            "sndbuf_limited_us",
+            "snd_mss",
+        )
+    }
+)
 SAMPLE = _obj(
     {
         "t_s": NUM,
-        "goodput_mbps": NUM,
+        "goodput_mbps": _nullable(NUM),
         "rcvbuf_bytes": INT,
         "sndbuf_bytes": INT,
         "drs_bandwidth_mbps": _nullable(NUM),
         "drs_rtt_ms": _nullable(NUM),
-        "rtt_us": _nullable(INT),
-        "cwnd": _nullable(INT),
-        "retransmits": _nullable(INT),
+        "tcp_info": _nullable(TCP_INFO),
     }
 )
 MODE = _obj(
     {
         "mode": {"enum": ["untuned", "autotune", "static", "overprovisioned", "drs"]},
-        "direction": {"enum": ["up", "down"]},
         "streams": INT,
-        "throughput_mbps": NUM,
+        "throughput_mbps": _nullable(NUM),
         "max_buffer_bytes": INT,
         "retransmits": INT,
+        "samples": _arr(SAMPLE),
+        "direction": {"enum": ["up", "down"]},
         "bytes": INT,
-        "seconds": NUM,
+        "bytes_sent": _nullable(INT),
+        "seconds": _nullable(NUM),
+        "mbps_per_mb": _nullable(NUM),
         "rwnd_limited": _nullable(NUM),
         "sndbuf_limited": _nullable(NUM),
         "busy": _nullable(NUM),
         "congestion_control": STR,
+        "rcv_autotuning": BOOL,
         "forced": BOOL,
+        "notes": _arr(STR),
         "error": _nullable(STR),
-        "samples": _arr(SAMPLE),
     }
 )
-TRANSFER = _obj({"direction": {"enum": ["up", "down", "both"]}, "modes": _arr(MODE)})
+TRANSFER = _obj(
+    {
+        "direction": {"enum": ["up", "down", "both"]},
+        "modes": _arr(MODE),
+        "streams": INT,
+        "congestion_control": _obj({"local": STR, "peer": STR}),
+    }
+)
 VERDICT = _obj(
     {
         "limiting_factor": {"enum": list(LIMITING_FACTORS)},
