@@ -119,7 +119,9 @@ def test_lab_without_root_exits_77(
         assert err.startswith("tcpwizard: error:") and "root" in err and "\n" not in err
 
 
-@pytest.mark.parametrize("what", ["probes", "transfer", "paper"])
+# --probes and --transfer are wired (measure/bench_probes.py, measure/bench_transfer.py):
+# as root they would run minutes of benchmark here.
+@pytest.mark.parametrize("what", ["paper"])
 def test_other_benches_are_clean_usage_errors(
     what: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
