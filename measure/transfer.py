@@ -424,6 +424,10 @@ def sample_json(s: TransferSample) -> dict[str, Any]:
         "sndbuf_bytes": s.sndbuf_bytes,
         "drs_bandwidth_mbps": _r(s.drs_bandwidth_mbps),
         "drs_rtt_ms": _r(s.drs_rtt_ms),
+        # The report's flat fields (wizard/output/json_format.py), then the full TCP_INFO.
+        "rtt_us": ti.rtt_us if ti else None,
+        "cwnd": ti.snd_cwnd if ti else None,
+        "retransmits": ti.total_retrans if ti else None,
         "tcp_info": None
         if ti is None
         else {
@@ -441,7 +445,9 @@ def sample_json(s: TransferSample) -> dict[str, Any]:
 
 
 def mode_json(m: ModeResult) -> dict[str, Any]:
-    """One entry of `transfer.modes[]` (DESIGN.md names first, additive details after)."""
+    """One entry of `transfer.modes[]` for `tcpwizard transfer --json`: every field of the
+    report's transfer object (wizard/output/json_format.py), plus the paper's Mbit/s per MB,
+    the autotuning flag, the sender's byte count and notes."""
     return {
         "mode": m.mode,
         "streams": m.streams,

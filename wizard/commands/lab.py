@@ -138,6 +138,13 @@ def _bench_probes(args: argparse.Namespace, ctx: Context) -> int:
     return run_bench(args.quick, args.out, stdout=ctx.stdout, progress=ctx.progress)
 
 
+def _bench_transfer(args: argparse.Namespace, ctx: Context) -> int:
+    from tcpwizard.measure.bench_transfer import run_bench_cli
+
+    require_root()
+    return run_bench_cli(args.quick, args.out, ctx)
+
+
 def _not_yet(what: str) -> Callable[[argparse.Namespace, Context], int]:
     def runner(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(f"lab bench --{what} is not available yet")
@@ -156,7 +163,7 @@ def _bench_scenarios(args: argparse.Namespace, ctx: Context) -> int:
 BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "calibrate": _bench_calibrate,
     "probes": _bench_probes,
-    "transfer": _not_yet("transfer"),
+    "transfer": _bench_transfer,
     "paper": _not_yet("paper"),
     "scenarios": _bench_scenarios,
 }
