@@ -424,10 +424,6 @@ def sample_json(s: TransferSample) -> dict[str, Any]:
         "sndbuf_bytes": s.sndbuf_bytes,
         "drs_bandwidth_mbps": _r(s.drs_bandwidth_mbps),
         "drs_rtt_ms": _r(s.drs_rtt_ms),
-        # The report's flat fields (wizard/output/json_format.py), then the full TCP_INFO.
-        "rtt_us": ti.rtt_us if ti else None,
-        "cwnd": ti.snd_cwnd if ti else None,
-        "retransmits": ti.total_retrans if ti else None,
         "tcp_info": None
         if ti is None
         else {
