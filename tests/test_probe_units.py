@@ -9,7 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
+import jsonschema
 import pytest
 
 from tcpwizard.measure import capacity
@@ -260,11 +262,15 @@ def test_probe_cli_json_over_loopback() -> None:
             text=True,
             timeout=30,
         )
-    assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert doc["schema_version"] and doc["tool"]["name"] == "tcpwizard"
+    # A probe-only run is a full report (the same contract as `check --json`).
+    jsonschema.validate(
+        doc, json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
+    )
+    assert out.returncode == doc["exit_code"] and out.returncode in (0, 1, 2), out.stderr
     assert doc["target"] == {"host": "127.0.0.1", "address": "127.0.0.1", "port": srv.port}
-    assert doc["path"]["rtt_ms"]["loss_pct"] == 0
+    assert doc["path"]["rtt_ms"]["loss_pct"] <= 10  # loopback; a busy CI box may drop one
+    assert doc["transfer"] is None and doc["verdict"]["limiting_factor"]
     assert doc["path"]["peer"] is True
     assert out.stderr == ""  # no progress noise in JSON mode
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from tcpwizard import __version__
+from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.checks.audit import audit
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate
-from tcpwizard.measure.probe import path_json, probe
-from tcpwizard.report import SCHEMA_VERSION
+from tcpwizard.measure.probe import probe
+from tcpwizard.output.json_format import report_json
+from tcpwizard.report import Report, TargetInfo
+from tcpwizard.run import check_exit_code, measured_target
 from tcpwizard.units import format_bytes, parse_duration
 
 
@@ -35,17 +38,30 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         progress=ctx.progress if args.format == "text" else None,
     )
     if args.format == "json":
-        # The report's header and `path` part (the same contract as `check --json`).
-        doc = {
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "tcpwizard", "version": __version__},
-            "target": {"host": args.host, "address": est.address, "port": est.port},
-            "path": path_json(est),
-        }
-        print(json.dumps(doc, indent=2, allow_nan=False), file=ctx.stdout)
+        report = probe_report(args.host, est, ctx)
+        print(json.dumps(report_json(report), indent=2, allow_nan=False), file=ctx.stdout)
+        return int(report.exit_code)
     else:
         print(render_text(args.host, est), file=ctx.stdout)
     return int(ExitCode.OK)
+
+
+def probe_report(host: str, est: PathEstimate, ctx: Context) -> Report:
+    """The full JSON contract for a probe-only run: this host judged against the measured
+    path, and the verdict that allows (a prediction: no transfer ran)."""
+    target = measured_target(est, None)
+    local = audit(ctx, est.address, target)
+    diag = diagnose(Evidence(local, None, est, None, local_fixes=local.fixes))
+    code = check_exit_code(diag, local, None)
+    return Report(
+        host=local,
+        verdict=diag.verdict,
+        fixes=diag.fixes,
+        exit_code=code,
+        target=TargetInfo(host, est.address, est.port),
+        path=est,
+        notes=local.notes + est.notes,
+    )
 
 
 def _cap_line(cap: CapacityEstimate, direction: str) -> str:
