@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from typing import Any
 
 from tcpwizard.exitcodes import TcpWizardError, Unavailable, UsageError
 from tcpwizard.lab.tun import NETNS_RUN_DIR
@@ -119,6 +120,16 @@ def terminate(pid: int, grace_s: float = 1.0) -> None:
         time.sleep(0.02)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
+
+
+def stop(proc: subprocess.Popen[Any], grace_s: float = 5.0) -> None:
+    """SIGTERM, a grace period, then SIGKILL: a helper process never outlives its user."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=grace_s)
 
 
 def write_sysctl(ns: str, key: str, value: str) -> None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 from tcpwizard.lab.lab import Lab
+from tcpwizard.lab.netns import stop
 from tcpwizard.lab.spec import Side
 
 SERVE_PORT = 5301
@@ -25,8 +26,9 @@ def tcpwizard_argv(*args: str) -> list[str]:
 def serving(
     lab: Lab, side: Side = "b", port: int = SERVE_PORT, *extra: str, timeout_s: float = 15.0
 ) -> Iterator[subprocess.Popen[str]]:
-    """Start serve on `side`'s lab address and wait until it listens; stop it afterwards."""
-    argv = tcpwizard_argv("serve", "--bind", lab.addr(side), "--port", str(port), *extra)
+    """Start serve in `side` (all its addresses, IPv4 and IPv6) and wait until it listens;
+    stop it afterwards."""
+    argv = tcpwizard_argv("serve", "--port", str(port), *extra)
     proc = lab.popen(side, argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         _wait_listening(proc, timeout_s)
@@ -34,12 +36,7 @@ def serving(
         threading.Thread(target=_drain, args=(proc,), daemon=True).start()
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop(proc)
 
 
 def _wait_listening(proc: subprocess.Popen[str], timeout_s: float) -> None:

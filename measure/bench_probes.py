@@ -26,6 +26,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from tcpwizard.lab.netns import stop
+
 Scenario = Literal["clean", "loss", "cross"]
 SERVE_PORT = 5301
 CROSS_PORT = 5309
@@ -181,12 +183,7 @@ def _process(lab: LabLike, side: str, argv: list[str]) -> Iterator[subprocess.Po
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def _cross_traffic(lab: LabLike, rate_bps: float, seconds: float) -> list[str]:

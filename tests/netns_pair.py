@@ -13,11 +13,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+
+from tcpwizard.lab.netns import stop
 
 _counter = itertools.count()
 
@@ -120,10 +121,4 @@ def serve_in(pair: NsPair, *extra: str) -> Iterator[subprocess.Popen[str]]:
         os.set_blocking(proc.stderr.fileno(), False)
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        time.sleep(0)
+        stop(proc)

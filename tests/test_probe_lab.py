@@ -4,18 +4,17 @@ a clean path, with serve in host b and probe in host a."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
+from tcpwizard.lab.serving import serving
 
 pytestmark = pytest.mark.lab
 
@@ -23,25 +22,8 @@ SLOW_LONG = LabSpec.symmetric(10e6, 0.200)
 FAST_SHORT = LabSpec.symmetric(100e6, 0.020)
 
 
-@contextlib.contextmanager
-def serve_on_b(lab: Lab, *extra: str) -> Iterator[None]:
-    proc = lab.popen(
-        "b",
-        [sys.executable, "-m", "tcpwizard", "serve", "--port", "5301", *extra],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        assert "listening" in proc.stderr.readline()
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def serve_on_b(lab: Lab, *extra: str) -> AbstractContextManager[object]:
+    return serving(lab, "b", 5301, *extra)
 
 
 def probe_path(lab: Lab, host: str) -> dict[str, Any]:
@@ -52,7 +34,7 @@ def probe_path(lab: Lab, host: str) -> dict[str, Any]:
         text=True,
         timeout=60,
     )
-    assert out.returncode == 0, out.stderr
+    assert out.returncode in (0, 1, 2), out.stderr  # the verdict's code; 3 = no path
     path: dict[str, Any] = json.loads(out.stdout)["path"]
     return path
 
@@ -135,7 +117,7 @@ def test_peerless_tcp_syn_pairs(lab: Lab) -> None:
     finally:
         listener.kill()
         listener.wait()
-    assert out.returncode == 0, out.stderr
+    assert out.returncode in (0, 1, 2), out.stderr  # the verdict's code; 3 = no path
     path = json.loads(out.stdout)["path"]
     assert path["peer"] is False and path["rtt_ms"]["method"] == "tcp-connect"
     rtt_ms = lab.rtt_s * 1e3

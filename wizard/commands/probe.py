@@ -8,7 +8,7 @@ import json
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.checks.audit import audit
 from tcpwizard.context import Context
-from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.exitcodes import UsageError
 from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate
 from tcpwizard.measure.probe import probe
@@ -37,13 +37,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         budget_s=budget,
         progress=ctx.progress if args.format == "text" else None,
     )
+    report = probe_report(args.host, est, ctx)
     if args.format == "json":
-        report = probe_report(args.host, est, ctx)
         print(json.dumps(report_json(report), indent=2, allow_nan=False), file=ctx.stdout)
-        return int(report.exit_code)
     else:
+        v = report.verdict
         print(render_text(args.host, est), file=ctx.stdout)
-    return int(ExitCode.OK)
+        print(
+            f"  Verdict    {v.limiting_factor} (predicted for this host, no test transfer;"
+            f" `tcpwizard check` measures it)\n             {v.explanation}",
+            file=ctx.stdout,
+        )
+    return int(report.exit_code)
 
 
 def probe_report(host: str, est: PathEstimate, ctx: Context) -> Report:
