@@ -43,6 +43,7 @@ RunCheckFn = Callable[[CheckRequest, Context, EventFn | None, threading.Event | 
 AuditFn = Callable[[Context], HostAudit]
 
 SCREENS = ("host", "path", "transfer", "verdict")
+_SCREENS = Binding.Group("Screens", compact=True)
 
 
 def _local_audit(ctx: Context) -> HostAudit:
@@ -68,13 +69,15 @@ class TcpWizardApp(App[int]):
         "verdict": VerdictScreen,
     }
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "show('host')", "Host", key_display="1"),
-        Binding("2", "show('path')", "Path", key_display="2"),
-        Binding("3", "show('transfer')", "Transfer", key_display="3"),
-        Binding("4", "show('verdict')", "Verdict", key_display="4"),
-        Binding("n", "new_host", "New host"),
+        # One footer entry "1234 Screens" instead of four: the footer must fit 80 columns.
+        Binding("1", "show('host')", "Host", group=_SCREENS),
+        Binding("2", "show('path')", "Path", group=_SCREENS),
+        Binding("3", "show('transfer')", "Transfer", group=_SCREENS),
+        Binding("4", "show('verdict')", "Verdict", group=_SCREENS),
+        Binding("n", "new_host", "Host…"),
         Binding("escape", "cancel", "Cancel", key_display="esc"),
-        Binding("r", "rerun", "Re-run"),
+        # The status line says "r re-runs"; the footer has no room for it at 80 columns.
+        Binding("r", "rerun", "Re-run", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
         Binding("tab", "app.focus_next", "Focus next", show=False),
@@ -142,8 +145,8 @@ class TcpWizardApp(App[int]):
         # Follow the pipeline from screen to screen until the user picks one themselves.
         self.follow = True
 
-    def on_mount(self) -> None:
-        self.switch_mode("host")
+    async def on_mount(self) -> None:
+        await self.switch_mode("host")
         if self.initial_request is not None:
             self.start_check(self.initial_request)
         else:
@@ -240,10 +243,11 @@ class TcpWizardApp(App[int]):
     # --- actions ----------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # False hides a binding from the footer (and disables it); None shows it dimmed.
         if action == "cancel":
-            return True if self.state.running else None
+            return self.state.running
         if action == "rerun":
-            return None if self.state.running or self.state.request is None else True
+            return not self.state.running and self.state.request is not None
         return True
 
     def action_show(self, name: str) -> None:

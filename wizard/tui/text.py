@@ -76,12 +76,13 @@ def fix_line(fix: Fix) -> str:
     return f"{fix.key} = {fix.value}" if fix.kind == "sysctl" else fix.command
 
 
-def fix_markdown(fix: Fix) -> str:
-    parts = [f"**{fix.kind}** on {HOST_LABEL.get(fix.host, fix.host)}: {fix.why or fix.id}"]
-    parts.append(_code(fix.command))
+def fix_text(fix: Fix) -> str:
+    """The highlighted fix, wrapped to the pane (a long command must stay readable)."""
+    parts = [f"{fix.kind} on {HOST_LABEL.get(fix.host, fix.host)}: {fix.why or fix.id}"]
+    parts.append(f"$ {fix.command}" if fix.kind != "setsockopt" else fix.command)
     if fix.guideline:
-        parts.append(f"*Guideline:* {fix.guideline}")
-    return "\n\n".join(parts)
+        parts.append(f"guideline: {fix.guideline}")
+    return "\n".join(parts)
 
 
 def fixes_script(fixes: Sequence[Fix], target: str | None) -> str:

@@ -55,7 +55,10 @@ class WizardScreen(Screen[None]):
     def compose_body(self) -> ComposeResult:
         yield from ()
 
+    _ready = False
+
     def on_mount(self) -> None:
+        self._ready = True
         self.title = "tcpwizard"
         self.sub_title = self.TITLE_TEXT
 
@@ -63,6 +66,8 @@ class WizardScreen(Screen[None]):
         self.show_state(self.wizard.state)
 
     def show_state(self, state: RunState) -> None:
+        if not self._ready:  # not composed yet: on_screen_resume renders it
+            return
         text, cls = status_line(state)
         status = self.query_one("#status", Static)
         status.update(text)

@@ -43,8 +43,9 @@ class HostScreen(WizardScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Input(
-            placeholder="host or address[:port] of a tcpwizard serve, Enter to check",
+            placeholder="host[:port] running tcpwizard serve · Enter checks · tab leaves",
             id="host-input",
+            compact=True,
         )
         with Horizontal(id="host-body"):
             yield ListView(id="findings")

@@ -7,15 +7,16 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Label, ListItem, ListView, Markdown, Static
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Label, ListItem, ListView, Static
 
+from tcpwizard.advice.model import WizardGap
 from tcpwizard.checks.model import Fix
 from tcpwizard.report import Report
 from tcpwizard.tui.screens.base import WizardScreen
 from tcpwizard.tui.screens.modals import PathPrompt
 from tcpwizard.tui.state import RunState
-from tcpwizard.tui.text import HOST_LABEL, fix_line, fix_markdown, fixes_script
+from tcpwizard.tui.text import HOST_LABEL, fix_line, fix_text, fixes_script
 from tcpwizard.tui.widgets.gapbar import GapBar
 
 
@@ -39,25 +40,27 @@ class VerdictScreen(WizardScreen):
     ]
 
     def compose_body(self) -> ComposeResult:
-        with VerticalScroll(id="verdict-top"):
+        with Vertical(id="verdict-head"):
             yield Static(id="factor", markup=False)
             yield Static(id="verdict-meta", markup=False)
             yield GapBar(id="gap")
-            yield Static(id="explanation", markup=False)
-            yield Static(id="evidence", markup=False)
-        with Vertical(id="fixes-pane"):
-            yield Label("Fixes", classes="pane-title", id="fixes-title")
-            yield ListView(id="fixes")
-            yield Markdown(id="fix-detail")
+        with Horizontal(id="verdict-body"):
+            with VerticalScroll(id="verdict-why"):
+                yield Static(id="explanation", markup=False)
+                yield Static(id="evidence", markup=False)
+            with Vertical(id="fixes-pane"):
+                yield Label("Fixes", classes="pane-title", id="fixes-title")
+                yield ListView(id="fixes")
+                yield Static(id="fix-detail", markup=False)
         self._shown: Report | None = None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("copy", "save", "apply", "export"):
             report = self.wizard.state.report
             if report is None:
-                return None  # hidden until there is a report
+                return False  # hidden until there is a report
             if action in ("copy", "save", "apply") and not report.fixes:
-                return False
+                return None  # shown dimmed: nothing to act on
         return True
 
     def show_body(self, state: RunState) -> None:
@@ -77,10 +80,10 @@ class VerdictScreen(WizardScreen):
                 if state.running
                 else "enter a host (n) to run the check"
             )
-            self.query_one(GapBar).set_gap(self.query_one(GapBar).gap.__class__())
+            self.query_one(GapBar).set_gap(WizardGap())
             self.query_one("#explanation", Static).update("")
             self.query_one("#evidence", Static).update("")
-            self.query_one("#fix-detail", Markdown).update("")
+            self.query_one("#fix-detail", Static).update("")
             self.refresh_bindings()
             return
         v = report.verdict
@@ -101,12 +104,12 @@ class VerdictScreen(WizardScreen):
         if report.fixes:
             lv.index = 0
         else:
-            self.query_one("#fix-detail", Markdown).update("")
+            self.query_one("#fix-detail", Static).update("")
         self.refresh_bindings()
 
     def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
         if isinstance(event.item, FixItem):
-            self.query_one("#fix-detail", Markdown).update(fix_markdown(event.item.fix))
+            self.query_one("#fix-detail", Static).update(fix_text(event.item.fix))
 
     def _selected(self) -> Fix | None:
         item = self.query_one(ListView).highlighted_child
