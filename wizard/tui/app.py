@@ -164,6 +164,7 @@ class TcpWizardApp(App[int]):
         self.state.start(req, self.state.local)
         self.sub_title = f"{req.host} port {req.port}"
         self._refresh_screens()
+        self.refresh_bindings()
         self._check_worker(self.run_id, req, self._cancel)
 
     def request_for(self, host: str, port: int) -> CheckRequest:
@@ -237,8 +238,8 @@ class TcpWizardApp(App[int]):
         screen = self.screen
         if isinstance(screen, WizardScreen):
             screen.show_state(self.state)
-        # The modal's underlying screen is refreshed when it resumes.
-        self.refresh_bindings()
+        # A modal's underlying screen is refreshed when it resumes. Bindings are refreshed
+        # only where they change (start, finish, fail): each refresh rebuilds the footer.
 
     # --- actions ----------------------------------------------------------------------------
 
@@ -254,6 +255,12 @@ class TcpWizardApp(App[int]):
         if name in SCREENS and self.current_mode != name:
             self.follow = False
             self.switch_mode(name)
+
+    def on_unmount(self) -> None:
+        # A worker thread cannot be killed: ask the pipeline to stop at its next stage so the
+        # process can exit (a running transfer still ends first).
+        if self._cancel is not None:
+            self._cancel.set()
 
     def action_new_host(self) -> None:
         self.follow = False

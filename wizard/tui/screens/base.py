@@ -56,6 +56,7 @@ class WizardScreen(Screen[None]):
         yield from ()
 
     _ready = False
+    _status: tuple[str, str] = ("", "")
 
     def on_mount(self) -> None:
         self._ready = True
@@ -69,9 +70,11 @@ class WizardScreen(Screen[None]):
         if not self._ready:  # not composed yet: on_screen_resume renders it
             return
         text, cls = status_line(state)
-        status = self.query_one("#status", Static)
-        status.update(text)
-        status.set_classes(cls)
+        if (text, cls) != self._status:  # unchanged: skip the restyle
+            self._status = (text, cls)
+            status = self.query_one("#status", Static)
+            status.update(text)
+            status.set_classes(cls)
         req = state.request
         self.sub_title = f"{self.TITLE_TEXT} · {req.host}" if req else self.TITLE_TEXT
         self.show_body(state)

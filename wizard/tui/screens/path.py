@@ -41,8 +41,9 @@ class PathScreen(WizardScreen):
         for stage in STAGES:
             st = state.stage_state(stage)
             w = self.query_one(f"#stage-{stage}", Static)
-            w.update(f"{MARK[st]} {STAGE_TITLES[stage]}")
-            w.set_classes(f"stage {st}")
+            if not w.has_class(st):
+                w.update(f"{MARK[st]} {STAGE_TITLES[stage]}")
+                w.set_classes(f"stage {st}")
         bar = self.query_one(ProgressBar)
         bar.display = state.running
         log = self.query_one(Log)

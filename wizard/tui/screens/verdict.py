@@ -8,7 +8,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Label, ListItem, ListView, Static
+from textual.widgets import Label, OptionList, Static
 
 from tcpwizard.advice.model import WizardGap
 from tcpwizard.checks.model import Fix
@@ -16,18 +16,9 @@ from tcpwizard.report import Report
 from tcpwizard.tui.screens.base import WizardScreen
 from tcpwizard.tui.screens.modals import PathPrompt
 from tcpwizard.tui.state import RunState
-from tcpwizard.tui.text import HOST_LABEL, fix_line, fix_text, fixes_script
+from tcpwizard.tui.text import HOST_LABEL, fix_text, fixes_script
 from tcpwizard.tui.widgets.gapbar import GapBar
-
-
-class FixItem(ListItem):
-    def __init__(self, fix: Fix) -> None:
-        super().__init__(
-            Label(fix.host, classes=f"fix-host host-{fix.host}"),
-            Label(fix_line(fix), classes="fix-line", markup=False),
-            classes="fix",
-        )
-        self.fix = fix
+from tcpwizard.tui.widgets.lists import FixList
 
 
 class VerdictScreen(WizardScreen):
@@ -50,8 +41,9 @@ class VerdictScreen(WizardScreen):
                 yield Static(id="evidence", markup=False)
             with Vertical(id="fixes-pane"):
                 yield Label("Fixes", classes="pane-title", id="fixes-title")
-                yield ListView(id="fixes")
-                yield Static(id="fix-detail", markup=False)
+                yield FixList(id="fixes")
+                with VerticalScroll(id="fix-detail-scroll"):
+                    yield Static(id="fix-detail", markup=False)
         self._shown: Report | None = None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -70,8 +62,7 @@ class VerdictScreen(WizardScreen):
         self._shown = report
         factor = self.query_one("#factor", Static)
         meta = self.query_one("#verdict-meta", Static)
-        lv = self.query_one(ListView)
-        lv.clear()
+        fix_list = self.query_one(FixList)
         if report is None:
             factor.update("No verdict yet")
             factor.set_classes("factor-none")
@@ -84,6 +75,7 @@ class VerdictScreen(WizardScreen):
             self.query_one("#explanation", Static).update("")
             self.query_one("#evidence", Static).update("")
             self.query_one("#fix-detail", Static).update("")
+            fix_list.set_fixes(())
             self.refresh_bindings()
             return
         v = report.verdict
@@ -97,23 +89,21 @@ class VerdictScreen(WizardScreen):
         self.query_one("#explanation", Static).update(v.explanation)
         evidence = [f"• {e}" for e in v.evidence] + [f"note: {n}" for n in report.notes]
         self.query_one("#evidence", Static).update("\n".join(evidence))
-        lv.extend(FixItem(f) for f in report.fixes)
+        fix_list.set_fixes(report.fixes)
         self.query_one("#fixes-title", Label).update(
             f"Fixes ({len(report.fixes)})" if report.fixes else "Fixes: none needed"
         )
-        if report.fixes:
-            lv.index = 0
-        else:
+        if not report.fixes:
             self.query_one("#fix-detail", Static).update("")
         self.refresh_bindings()
 
-    def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
-        if isinstance(event.item, FixItem):
-            self.query_one("#fix-detail", Static).update(fix_text(event.item.fix))
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        fix = self.query_one(FixList).selected_fix
+        if fix is not None:
+            self.query_one("#fix-detail", Static).update(fix_text(fix))
 
     def _selected(self) -> Fix | None:
-        item = self.query_one(ListView).highlighted_child
-        return item.fix if isinstance(item, FixItem) else None
+        return self.query_one(FixList).selected_fix
 
     def action_copy(self) -> None:
         fix = self._selected()
