@@ -144,6 +144,7 @@ class TcpWizardApp(App[int]):
         self._cancel: threading.Event | None = None
         # Follow the pipeline from screen to screen until the user picks one themselves.
         self.follow = True
+        self._redraw_pending = False
 
     async def on_mount(self) -> None:
         await self.switch_mode("host")
@@ -207,11 +208,19 @@ class TcpWizardApp(App[int]):
         if msg.run_id != self.run_id:
             return
         self.state.apply(msg.event)
-        if self.follow:
-            stage = msg.event.stage
+        # Events can arrive in bursts (a transfer samples every 100 ms, a replay at once):
+        # fold them all into the state, then draw once.
+        if not self._redraw_pending:
+            self._redraw_pending = True
+            self.call_later(self._redraw)
+
+    def _redraw(self) -> None:
+        self._redraw_pending = False
+        if self.follow and self.state.running:
             want = {"audit": "host", "peer": "host", "probe": "path", "transfer": "transfer"}
-            if stage in want and self.current_mode != want[stage]:
-                self.switch_mode(want[stage])
+            mode = want.get(self.state.stage or "")
+            if mode is not None and self.current_mode != mode:
+                self.switch_mode(mode)
         self._refresh_screens()
 
     def on_tcp_wizard_app_check_finished(self, msg: CheckFinished) -> None:
