@@ -121,7 +121,8 @@ def path_rows(p: PathEstimate) -> list[tuple[str, str]]:
     if c is None:
         rows.append(("capacity", "not measured"))
     else:
-        rows.append(("capacity", f"{mbps(c.mbps)} ({c.method})"))
+        rows.append(("capacity", mbps(c.mbps)))
+        rows.append(("method", c.method))
         rows.append(
             (
                 "confidence",

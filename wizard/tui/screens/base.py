@@ -20,7 +20,7 @@ def status_line(state: RunState) -> tuple[str, str]:
     if req is None:
         if state.error:
             return f"error: {state.error}", "error"
-        return "no host yet: press n and enter one (with tcpwizard serve on it)", "idle"
+        return "no host yet: type one above and press Enter (tab leaves the input)", "idle"
     target = f"{req.host}:{req.port}"
     if state.running:
         stage = state.stage or "starting"

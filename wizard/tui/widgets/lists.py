@@ -77,8 +77,10 @@ class FixList(OptionList):
             rows.append(
                 Option(Text.assemble((f"{fix.host:<6}", style), " ", fix_line(fix)), id=str(n))
             )
+        if not rows:  # say so rather than show an empty box
+            rows.append(Option(Text("nothing to fix"), disabled=True))
         self.add_options(rows)
-        self.highlighted = 0 if rows else None
+        self.highlighted = 0 if self.fixes else None
 
     @property
     def selected_fix(self) -> Fix | None:
