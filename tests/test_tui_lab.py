@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import sys
+import threading
 import time
 
 import pytest
