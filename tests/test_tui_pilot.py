@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Markdown, Static
 
@@ -274,3 +275,24 @@ async def test_mouse_selects_a_finding(tmp_path: Path) -> None:
         found = findings.finding_at(option)
         assert found is not None
         assert found[0].observed in screen.query_one("#detail", Markdown).source
+
+
+@run_async
+async def test_light_theme_rebuilds_the_coloured_rows(tmp_path: Path) -> None:
+    fake = FakePipeline(tmp_path)
+    app = TcpWizardApp(Context(), CheckRequest("dtn1.example"), services=fake.services())
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.press("1")
+        findings = app.screen.query_one(FindingList)
+
+        def badge_styles() -> list[object]:
+            prompts = [o.prompt for o in findings.options if isinstance(o.prompt, Text)]
+            return [p.spans[0].style for p in prompts if p.spans]
+
+        dark = badge_styles()
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert app.theme == "textual-light"
+        light = badge_styles()
+        assert dark and len(light) == len(dark) and light != dark  # same rows, new colours

@@ -105,3 +105,11 @@ def test_transfer_while_running(snap_compare: SnapCompare, tmp_path: Path) -> No
     assert snap_compare(
         _app(tmp_path, stop_at="transfer"), terminal_size=(80, 24), run_before=run_before
     )
+
+
+@pytest.mark.parametrize("screen", ["host", "verdict"])
+def test_light_theme(snap_compare: SnapCompare, tmp_path: Path, screen: str) -> None:
+    """ctrl+t switches to the light theme; the rows built with dark colours are rebuilt."""
+    assert snap_compare(
+        _app(tmp_path), terminal_size=(80, 24), run_before=_then(SCREEN_KEYS[screen], "ctrl+t")
+    )

@@ -80,6 +80,7 @@ class TcpWizardApp(App[int]):
         Binding("r", "rerun", "Re-run", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+t", "toggle_dark", "Light/dark", show=False),
         Binding("tab", "app.focus_next", "Focus next", show=False),
     ]
 
@@ -147,6 +148,7 @@ class TcpWizardApp(App[int]):
         self._redraw_pending = False
 
     async def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, lambda _theme: self._refresh_screens())
         await self.switch_mode("host")
         if self.initial_request is not None:
             self.start_check(self.initial_request)

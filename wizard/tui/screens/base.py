@@ -57,6 +57,7 @@ class WizardScreen(Screen[None]):
 
     _ready = False
     _status: tuple[str, str] = ("", "")
+    _theme = ""
 
     def on_mount(self) -> None:
         self._ready = True
@@ -69,6 +70,10 @@ class WizardScreen(Screen[None]):
     def show_state(self, state: RunState) -> None:
         if not self._ready:  # not composed yet: on_screen_resume renders it
             return
+        if self.app.theme != self._theme:
+            # Rows built with the old theme's colours must be built again.
+            self._theme = self.app.theme
+            self.invalidate()
         text, cls = status_line(state)
         if (text, cls) != self._status:  # unchanged: skip the restyle
             self._status = (text, cls)
@@ -81,3 +86,6 @@ class WizardScreen(Screen[None]):
 
     def show_body(self, state: RunState) -> None:
         """Render the screen's own widgets from the state."""
+
+    def invalidate(self) -> None:
+        """Forget what was drawn, so the next show_body draws everything again."""

@@ -29,6 +29,7 @@ class HostScreen(WizardScreen):
             with VerticalScroll(id="finding-detail"):
                 yield Markdown("Auditing this host…", id="detail")
         self._shown: tuple[HostAudit | None, HostAudit | None] = (None, None)
+        self._drawn = False
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -42,6 +43,10 @@ class HostScreen(WizardScreen):
     def _target_text(self, host: str, port: int) -> str:
         h = f"[{host}]" if ":" in host else host
         return h if port == self.wizard.defaults.port else f"{h}:{port}"
+
+    def invalidate(self) -> None:
+        self._shown = (None, None)
+        self._drawn = False
 
     def focus_host_input(self) -> None:
         inp = self.query_one(Input)
@@ -58,8 +63,9 @@ class HostScreen(WizardScreen):
         self.wizard.start_check(self.wizard.request_for(host, port))
 
     def show_body(self, state: RunState) -> None:
-        if (state.local, state.peer) == self._shown:
+        if (state.local, state.peer) == self._shown and self._drawn:
             return
+        self._drawn = True
         self._shown = (state.local, state.peer)
         groups: list[tuple[str, str, list[Finding]]] = []
         if state.local is not None:

@@ -31,6 +31,7 @@ transfers (incl. Dynamic Right-Sizing), name the one limiting factor and the fix
 | `s` | verdict screen: save all fixes as a shell script |
 | `a` | verdict screen: apply this host's fixes (dry-run diff first; root only) |
 | `e` | verdict screen: export the report as JSON |
+| `ctrl+t` | light or dark colours |
 | `?` | this help |
 | `q` | quit |
 

@@ -45,6 +45,10 @@ class VerdictScreen(WizardScreen):
                 with VerticalScroll(id="fix-detail-scroll"):
                     yield Static(id="fix-detail", markup=False)
         self._shown: Report | None = None
+        self._drawn = False
+
+    def invalidate(self) -> None:
+        self._drawn = False
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("copy", "save", "apply", "export"):
@@ -57,8 +61,9 @@ class VerdictScreen(WizardScreen):
 
     def show_body(self, state: RunState) -> None:
         report = state.report
-        if report is self._shown and report is not None:
+        if report is self._shown and self._drawn:
             return
+        self._drawn = True
         self._shown = report
         factor = self.query_one("#factor", Static)
         meta = self.query_one("#verdict-meta", Static)
