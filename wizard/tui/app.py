@@ -21,6 +21,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
+from textual.worker import get_current_worker
 
 from tcpwizard.advice.apply import ApplyReport, Plan, apply_plan, make_plan
 from tcpwizard.checks.audit import audit
@@ -175,6 +176,23 @@ class TcpWizardApp(App[int]):
 
     @work(thread=True, group="check", exit_on_error=False)
     def _check_worker(self, run_id: int, req: CheckRequest, cancel: threading.Event) -> None:
+        # The pipeline runs in a daemon thread that this worker watches: a transfer cannot
+        # be interrupted, and quitting must not wait seconds for it (Textual waits for its
+        # workers on exit; the daemon thread simply ends with the process).
+        worker = get_current_worker()
+        done = threading.Event()
+        runner = threading.Thread(
+            target=self._run_pipeline, args=(run_id, req, cancel, done), daemon=True
+        )
+        runner.start()
+        while not done.wait(0.1):
+            if worker.is_cancelled:  # the app is closing
+                cancel.set()
+                return
+
+    def _run_pipeline(
+        self, run_id: int, req: CheckRequest, cancel: threading.Event, done: threading.Event
+    ) -> None:
         def on_event(ev: PipelineEvent) -> None:
             self.post_message(self.CheckProgress(run_id, ev))
 
@@ -188,6 +206,8 @@ class TcpWizardApp(App[int]):
             self.post_message(self.CheckFailed(run_id, f"{type(exc).__name__}: {exc}", False))
         else:
             self.post_message(self.CheckFinished(run_id, report))
+        finally:
+            done.set()
 
     @work(thread=True, group="audit", exit_on_error=False)
     def _audit_worker(self) -> None:

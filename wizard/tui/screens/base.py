@@ -29,6 +29,8 @@ def status_line(state: RunState) -> tuple[str, str]:
         return f"■ {target} · cancelled · r re-runs", "warning"
     if state.error:
         return f"✖ {target} · {state.error}", "error"
+    if state.report is not None and state.report.error:
+        return f"✖ {target} · {state.report.error}", "error"
     if state.report is not None:
         return f"✔ {target} · done: {state.report.verdict.limiting_factor} · r re-runs", "done"
     return target, "idle"
