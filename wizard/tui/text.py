@@ -46,7 +46,10 @@ def finding_title(f: Finding) -> str:
 
 
 def _code(text: str) -> str:
-    return f"```\n{text}\n```"
+    # Inline code, not a fenced block: a fence does not wrap, and a long sysctl line must
+    # stay readable in a narrow pane.
+    safe = text.replace("`", "'")
+    return f"`{safe}`"
 
 
 def finding_markdown(f: Finding, host: str) -> str:
