@@ -2,8 +2,9 @@
 pipeline as `check` (tcpwizard.run.run_check).
 
 Threading: the pipeline, the audit, planning and applying fixes, and file writes run in thread
-workers that only post messages; every message handler runs on the UI thread and is the only
-place that mutates `self.state`. Messages carry the run id so a late message from a cancelled
+workers that only post messages (the pipeline itself in a daemon thread its worker watches,
+so quitting never waits for a transfer); every message handler runs on the UI thread and is
+the only place that mutates `self.state`. Messages carry the run id so a late message from a cancelled
 run cannot leak into the next one.
 """
 
@@ -82,7 +83,6 @@ class TcpWizardApp(App[int]):
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+t", "toggle_dark", "Light/dark", show=False),
-        Binding("tab", "app.focus_next", "Focus next", show=False),
     ]
 
     # --- messages posted by the workers (nested here: the app posts them) -------------------
@@ -288,8 +288,8 @@ class TcpWizardApp(App[int]):
             self.switch_mode(name)
 
     def on_unmount(self) -> None:
-        # A worker thread cannot be killed: ask the pipeline to stop at its next stage so the
-        # process can exit (a running transfer still ends first).
+        # The pipeline's thread cannot be killed: ask it to stop at its next stage, so a
+        # process that lives on (a test run) does not keep measuring for nobody.
         if self._cancel is not None:
             self._cancel.set()
 
