@@ -4,8 +4,8 @@ pipeline as `check` (tcpwizard.run.run_check).
 Threading: the pipeline, the audit, planning and applying fixes, and file writes run in thread
 workers that only post messages (the pipeline itself in a daemon thread its worker watches,
 so quitting never waits for a transfer); every message handler runs on the UI thread and is
-the only place that mutates `self.state`. Messages carry the run id so a late message from a cancelled
-run cannot leak into the next one.
+the only place that mutates `self.state`. Messages carry the run id so a late message from a
+cancelled run cannot leak into the next one.
 """
 
 from __future__ import annotations
