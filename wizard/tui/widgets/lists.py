@@ -1,7 +1,9 @@
 """Option lists whose rows carry severity and host colours. OptionList rather than a
 ListView of widgets: one widget renders forty findings quickly, where forty ListItems with
 their Labels cost seconds of styling on a busy two-core machine. Colours come from the
-component classes, which the app's .tcss maps to design tokens."""
+component classes, which the app's .tcss maps to design tokens; only their own attributes
+(partial styles) are baked into the rows, so the list's background (focused or not, the
+highlighted row) still shows through."""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ class FindingList(OptionList):
             for i, f in enumerate(findings):
                 key = f"{g}-{i}"
                 self.items[key] = (f, host)
-                badge = self.get_component_rich_style(f"findinglist--{f.severity}")
+                badge = self.get_component_rich_style(f"findinglist--{f.severity}", partial=True)
                 row = Text.assemble(
                     (f"{SEVERITY_LABEL[f.severity]:<4}", badge), " ", finding_title(f)
                 )
@@ -72,7 +74,7 @@ class FixList(OptionList):
         rows = []
         for n, fix in enumerate(self.fixes):
             style = self.get_component_rich_style(
-                "fixlist--peer" if fix.host == "peer" else "fixlist--local"
+                "fixlist--peer" if fix.host == "peer" else "fixlist--local", partial=True
             )
             rows.append(
                 Option(Text.assemble((f"{fix.host:<6}", style), " ", fix_line(fix)), id=str(n))
