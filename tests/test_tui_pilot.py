@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import threading
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ from tcpwizard.context import Context
 from tcpwizard.measure.serve import Server
 from tcpwizard.measure.serve_limits import ServeLimits
 from tcpwizard.measure.transfer_server import TransferService
-from tcpwizard.run import CheckRequest
-from tcpwizard.tui import TcpWizardApp
+from tcpwizard.report import Report
+from tcpwizard.run import CheckRequest, EventFn, run_check
+from tcpwizard.run import Event as PipelineEvent
+from tcpwizard.tui import Services, TcpWizardApp
 from tcpwizard.tui.screens.host import HostScreen
 from tcpwizard.tui.screens.modals import ApplyScreen, HelpScreen, PathPrompt
 from tcpwizard.tui.screens.path import PathScreen
@@ -149,12 +152,29 @@ async def test_enter_host_and_follow_every_screen(serve: Server, tmp_path: Path)
 
 @run_async
 async def test_cancel_a_running_check(serve: Server) -> None:
+    """esc stops the real pipeline at its next stage. The run is held at the peer stage
+    until esc was pressed, so the test does not race a fast loopback run."""
+    reached, gate = threading.Event(), threading.Event()
+
+    def held(
+        req: CheckRequest, ctx: Context, on_event: EventFn | None, cancel: threading.Event | None
+    ) -> Report:
+        def hold_at_peer(ev: PipelineEvent) -> None:
+            if on_event is not None:
+                on_event(ev)
+            if ev.stage == "peer" and ev.peer is not None:
+                reached.set()
+                gate.wait(10)
+
+        return run_check(req, ctx, hold_at_peer, cancel)
+
     req = CheckRequest("127.0.0.1", port=serve.port, modes=("autotune",), duration_s=0.5)
-    app = TcpWizardApp(Context(), req)
+    app = TcpWizardApp(Context(), req, services=Services(run_check=held))
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
+        await _until(pilot, reached.is_set)
         assert app.state.running
         await pilot.press("escape")
+        gate.set()
         await _until(pilot, lambda: not app.state.running)
         assert app.state.cancelled and app.state.report is None
         status = str(app.screen.query_one("#status", Static).render())
@@ -163,7 +183,7 @@ async def test_cancel_a_running_check(serve: Server) -> None:
         await pilot.press("r")
         assert app.run_id == 2
         await _until(pilot, lambda: not app.state.running)
-        assert app.state.report is not None
+        assert app.state.report is not None and not app.state.cancelled
 
 
 @run_async
