@@ -109,3 +109,18 @@ def test_tui_command_line() -> None:
     assert args.command == "tui" and args.host is None and args.port == DEFAULT_PORT
     args = build_parser().parse_args(["tui", "dtn", "--port", "7000", "--quick"])
     assert (args.host, args.port, args.quick) == ("dtn", 7000, True)
+
+
+def test_tui_request_from_args(tmp_path: Path) -> None:
+    from tcpwizard.commands.tui import request_from_args
+    from tcpwizard.context import Context
+
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o600)
+    args = build_parser().parse_args(["tui", "dtn", "--secret-file", str(secret), "--quick"])
+    req = request_from_args(args, Context(is_root=False))
+    assert (req.host, req.secret, req.quick, req.force_buffers) == ("dtn", b"s3cret", True, False)
+    assert request_from_args(args, Context(is_root=True)).force_buffers  # as `check` does
+    with pytest.raises(UsageError):
+        request_from_args(build_parser().parse_args(["tui", "--port", "0"]), Context())
