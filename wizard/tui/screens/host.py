@@ -3,7 +3,10 @@ highlighted finding's why and fix."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Input, Markdown, OptionList
 
@@ -15,11 +18,21 @@ from tcpwizard.tui.text import audit_summary, finding_markdown, parse_target
 from tcpwizard.tui.widgets.lists import FindingList
 
 
+class HostInput(Input):
+    """The host entry; shows its Enter in the footer (an Input hides its own bindings, and
+    while it has focus it takes the printable keys the footer would otherwise show)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "submit", "Check", key_display="enter"),
+        Binding("tab", "app.focus_next", "Leave", key_display="tab"),
+    ]
+
+
 class HostScreen(WizardScreen):
     TITLE_TEXT = "Host"
 
     def compose_body(self) -> ComposeResult:
-        yield Input(
+        yield HostInput(
             placeholder="host[:port] running tcpwizard serve · Enter checks · tab leaves",
             id="host-input",
             compact=True,
