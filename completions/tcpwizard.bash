@@ -6,7 +6,7 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_tcpwizard_lab_subparsers=(up status exec down demo bench)
-_shtab_tcpwizard_subparsers=(check calc probe transfer serve fix lab exporter history)
+_shtab_tcpwizard_subparsers=(check calc probe transfer serve fix lab exporter history tui)
 
 _shtab_tcpwizard_check_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color --quick --fix --yes --warning --critical --no-history)
 _shtab_tcpwizard_calc_option_strings=(-h --help --rtt --bandwidth --format --json --no-color)
@@ -23,6 +23,7 @@ _shtab_tcpwizard_lab_bench_option_strings=(-h --help --calibrate --probes --tran
 _shtab_tcpwizard_lab_option_strings=(-h --help)
 _shtab_tcpwizard_exporter_option_strings=(-h --help --listen --targets --interval --quick --no-history)
 _shtab_tcpwizard_history_option_strings=(-h --help --since --db --no-plot --format --json --no-color)
+_shtab_tcpwizard_tui_option_strings=(-h --help --port --secret-file --quick)
 _shtab_tcpwizard_option_strings=(-h --help --version)
 
 
@@ -39,7 +40,7 @@ _shtab_tcpwizard_lab_up___backend_choices=(auto netem delayline)
 _shtab_tcpwizard_lab_exec_pos_0_choices=(a b)
 _shtab_tcpwizard_lab_pos_0_choices=(up status exec down demo bench)
 _shtab_tcpwizard_history___format_choices=(text json prometheus nagios)
-_shtab_tcpwizard_pos_0_choices=(check calc probe transfer serve fix lab exporter history)
+_shtab_tcpwizard_pos_0_choices=(check calc probe transfer serve fix lab exporter history tui)
 
 _shtab_tcpwizard_check__h_nargs=0
 _shtab_tcpwizard_check___help_nargs=0
@@ -104,6 +105,9 @@ _shtab_tcpwizard_history___help_nargs=0
 _shtab_tcpwizard_history___no_plot_nargs=0
 _shtab_tcpwizard_history___json_nargs=0
 _shtab_tcpwizard_history___no_color_nargs=0
+_shtab_tcpwizard_tui__h_nargs=0
+_shtab_tcpwizard_tui___help_nargs=0
+_shtab_tcpwizard_tui___quick_nargs=0
 _shtab_tcpwizard_pos_0_nargs=A...
 _shtab_tcpwizard__h_nargs=0
 _shtab_tcpwizard___help_nargs=0

@@ -50,7 +50,7 @@ function _shtab_tcpwizard_using
   test "$_shtab_tcpwizard_cmdpath" = "$argv"
 end
 
-set -g _shtab_tcpwizard_commands check calc probe transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history
+set -g _shtab_tcpwizard_commands check calc probe transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
 set -g _shtab_tcpwizard_opts_with_value --backend --bandwidth --bind --budget --bytes --critical --db --direction --duration --for --format --interval --jitter --listen --loss --max-bytes --max-clients --max-duration --modes --mtu --name --only --out --plan --port --queue --rate --reverse --rtt --secret-file --since --streams --sysctl --targets --tcp-port --warning
 
 complete -c tcpwizard -e
@@ -181,3 +181,8 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l no-plot -d 'table o
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l format -xka "text json prometheus nagios" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l json -d 'same as --format json'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l no-color -d 'plain text without colours'
+complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a tui -d 'the check, live, in an interactive terminal UI'
+complete -c tcpwizard -n '_shtab_tcpwizard_using tui' -s h -l help -d 'show this help message and exit'
+complete -c tcpwizard -n '_shtab_tcpwizard_using tui' -l port -x -d 'tcpwizard serve port (5301)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using tui' -l secret-file -x -d 'file holding the shared secret of the serve end'
+complete -c tcpwizard -n '_shtab_tcpwizard_using tui' -l quick -d 'shorter runs (about 5 s)'

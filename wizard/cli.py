@@ -173,6 +173,16 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     bench.add_argument("--out", default="results", help="folder for tables and plots")
 
 
+def _add_tui(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("tui", help="the check, live, in an interactive terminal UI")
+    p.add_argument("host", nargs="?", help="the far end to check at start (or enter it later)")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"tcpwizard serve port ({DEFAULT_PORT})"
+    )
+    p.add_argument("--secret-file", help="file holding the shared secret of the serve end")
+    p.add_argument("--quick", action="store_true", help="shorter runs (about 5 s)")
+
+
 def _add_exporter(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("exporter", help="serve Prometheus /metrics for a list of targets")
     p.add_argument("--listen", default="127.0.0.1:9788", help="ADDR:PORT for /metrics")
@@ -209,6 +219,7 @@ def build_parser() -> Parser:
         _add_lab,
         _add_exporter,
         _add_history,
+        _add_tui,
     ):
         add(sub)
     return parser

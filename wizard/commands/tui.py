@@ -1,0 +1,39 @@
+"""`tcpwizard tui [HOST]`: the check pipeline, live, in a Textual app."""
+
+from __future__ import annotations
+
+import argparse
+
+from tcpwizard.context import Context
+from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.measure.auth import read_secret_file
+from tcpwizard.run import CheckRequest
+
+
+def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
+    if not 0 < args.port <= 65535:
+        raise UsageError("--port must be 1-65535")
+    secret = None
+    if args.secret_file:
+        secret, warning = read_secret_file(args.secret_file)
+        if warning:
+            ctx.progress(f"tcpwizard: warning: {warning}")
+    # As root the tuned modes may exceed net.core.*mem_max, as in `check`: the wizard gap
+    # is then measured before any sysctl changes.
+    return CheckRequest(
+        host=args.host or "",
+        port=args.port,
+        secret=secret,
+        quick=args.quick,
+        force_buffers=ctx.is_root,
+    )
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    # Imported here so the other commands never pay for loading Textual.
+    from tcpwizard.tui import TcpWizardApp
+
+    defaults = request_from_args(args, ctx)
+    app = TcpWizardApp(ctx, defaults if args.host else None, defaults=defaults)
+    app.run()
+    return int(app.return_code or ExitCode.OK)

@@ -1,0 +1,62 @@
+"""One row per transfer (mode × direction): a progress bar, elapsed time, goodput."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.text import Text
+from textual.widget import Widget
+
+from tcpwizard.tui.state import LiveSeries
+from tcpwizard.tui.text import mbps
+from tcpwizard.units import format_bytes
+
+
+class ModeRows(Widget):
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "moderows--done",
+        "moderows--track",
+        "moderows--label",
+        "moderows--error",
+    }
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.rows: tuple[LiveSeries, ...] = ()
+        self.empty_text = "no transfer yet"
+
+    def set_rows(self, rows: Sequence[LiveSeries], empty_text: str) -> None:
+        self.rows = tuple(rows)
+        self.empty_text = empty_text
+        self.refresh(layout=True)
+
+    def get_content_height(self, container: object, viewport: object, width: int) -> int:
+        return max(1, len(self.rows))
+
+    def render(self) -> Text:
+        label = self.get_component_rich_style("moderows--label")
+        if not self.rows:
+            return Text(self.empty_text, style=label)
+        out = Text(no_wrap=True, overflow="crop")
+        width = self.content_size.width
+        for i, s in enumerate(self.rows):
+            if i:
+                out.append("\n")
+            out.append(f"{s.label:<20.20}", label)
+            r = s.result
+            if r is not None:
+                tail = f" {mbps(r.throughput_mbps):>12}  buf {format_bytes(r.max_buffer_bytes)}"
+            elif s.samples:
+                last = s.samples[-1]
+                tail = f" {mbps(last.goodput_mbps):>12}  {last.t_s:4.1f} s"
+            else:
+                tail = " starting…"
+            bar_w = max(4, width - 20 - len(tail) - 1)
+            done = round(s.fraction * bar_w)
+            out.append("█" * done, self.get_component_rich_style("moderows--done"))
+            out.append("░" * (bar_w - done), self.get_component_rich_style("moderows--track"))
+            out.append(tail, label)
+            if r is not None and r.error:
+                out.append(f"  {r.error}", self.get_component_rich_style("moderows--error"))
+        return out
