@@ -99,6 +99,36 @@ def _normalize(value: str) -> str:
     return " ".join(value.split())
 
 
+# Limits a fix may raise but never lower: a host tuned for a longer path than the one measured
+# must keep its larger buffers (each field of a vector separately).
+NEVER_LOWER = frozenset(
+    {
+        "net.core.rmem_max",
+        "net.core.wmem_max",
+        "net.core.rmem_default",
+        "net.core.wmem_default",
+        "net.ipv4.tcp_rmem",
+        "net.ipv4.tcp_wmem",
+        "net.ipv4.tcp_mem",
+        "net.core.netdev_max_backlog",
+    }
+)
+
+
+def never_lower(key: str, old: str | None, new: str) -> str:
+    """`new`, raised field by field to `old` where `old` is larger, for NEVER_LOWER keys."""
+    if key not in NEVER_LOWER or old is None:
+        return new
+    try:
+        olds = [int(x) for x in old.split()]
+        news = [int(x) for x in new.split()]
+    except ValueError:
+        return new
+    if len(olds) != len(news):
+        return new
+    return " ".join(str(max(a, b)) for a, b in zip(olds, news, strict=True))
+
+
 def key_path(sysctl_root: str, key: str) -> Path:
     if not key or "/" in key or ".." in key.split("."):
         raise FixError(f"not a sysctl key: {key!r}")
@@ -183,9 +213,9 @@ def make_plan(
         if fix.host not in (role, "both"):
             continue
         if fix.kind == "sysctl":
-            sysctls.append(
-                SysctlChange(fix.id, fix.key, read_live(sysctl_root, fix.key), fix.value)
-            )
+            old = read_live(sysctl_root, fix.key)
+            new = never_lower(fix.key, old, _normalize(fix.value))
+            sysctls.append(SysctlChange(fix.id, fix.key, old, new))
         elif fix.kind == "route":
             safe_argv(fix.command)
             prefix = _route_prefix(fix)

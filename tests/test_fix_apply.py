@@ -266,3 +266,13 @@ def test_route_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
         code, out, err = _tw(ns, env, "fix", "--rollback")
         assert code == 0, out + err
         assert "window 65535" in ns_run(ns, "ip", "route", "show", "10.232.0.0/24").stdout
+
+
+def test_a_fix_never_lowers_a_buffer_limit(tree: Path, tmp_path: Path) -> None:
+    (tree / "net/ipv4/tcp_rmem").write_text("4096\t262144\t67108864\n")  # tuned for more
+    plan = make_plan([RMEM_FIX], str(tree), str(tmp_path))
+    (change,) = plan.sysctls
+    assert change.new == "4096 262144 67108864" and not change.needed
+    (tree / "net/ipv4/tcp_rmem").write_text("4096\t262144\t1048576\n")  # default up, max up
+    (change,) = make_plan([RMEM_FIX], str(tree), str(tmp_path)).sysctls
+    assert change.new == "4096 262144 16777216" and change.needed
