@@ -1,4 +1,4 @@
-"""The serve end of test transfers (docs/INTERFACES-measure.md, docs/protocol.md).
+"""The serve end of test transfers (docs/transfer.md, docs/protocol.md).
 
 One request on the control connection runs one transfer:
 
