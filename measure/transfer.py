@@ -82,6 +82,7 @@ def run_transfer(
     control: ControlClient | None = None,
     progress: ProgressFn | None = None,
     sysctl_root: str = "/proc/sys",
+    cancel: threading.Event | None = None,
 ) -> TransferResult:
     """Run every mode in every direction of `options` against serve at host:port (or over
     an open `control` connection). Raises PeerUnavailable if serve cannot be reached at all;
@@ -97,10 +98,12 @@ def run_transfer(
         broken: str | None = None
         for direction in options.directions():
             for mode in options.modes:
+                if cancel is not None and cancel.is_set():
+                    break  # cancelled: the modes not yet started are left out
                 if broken is not None:
                     results.append(_failed(mode, direction, options.streams, broken))
                     continue
-                out = run_mode(ctrl, mode, direction, options, progress, sysctl_root)
+                out = run_mode(ctrl, mode, direction, options, progress, sysctl_root, cancel)
                 peer_cc = peer_cc or out.peer_congestion_control
                 results.append(out.result)
                 if not out.control_ok:
@@ -140,8 +143,10 @@ def run_mode(
     options: TransferOptions,
     progress: ProgressFn | None = None,
     sysctl_root: str = "/proc/sys",
+    cancel: threading.Event | None = None,
 ) -> ModeOutcome:
-    """One transfer over an open control connection."""
+    """One transfer over an open control connection; `cancel` ends it early (the result
+    keeps what was measured until then)."""
     local_limits = buffers.read_host_limits(sysctl_root)
     force = options.force and buffers.can_force()
     try:
@@ -199,7 +204,7 @@ def run_mode(
             failed = _failed(mode, direction, options.streams, str(exc))
             return ModeOutcome(failed, peer_cc, False)
         local, peer, err, control_ok = _run_local(
-            ctrl, plan, direction, data, drs, duration, nbytes, options, progress
+            ctrl, plan, direction, data, drs, duration, nbytes, options, progress, cancel
         )
     finally:
         for s in (*data, *drs):
@@ -242,6 +247,7 @@ def _run_local(
     nbytes: int | None,
     options: TransferOptions,
     progress: ProgressFn | None,
+    cancel: threading.Event | None = None,
 ) -> tuple[engine.SideReport, engine.SideReport | None, str | None, bool]:
     """Run our role, then collect the far end's report. The far end's report is awaited in
     a thread from the start, so a serve that dies is noticed even while we send."""
@@ -249,6 +255,8 @@ def _run_local(
     last: list[tuple[float, int]] = [(0.0, 0)]
 
     def on_sample(s: engine.SideSample) -> None:
+        if cancel is not None and cancel.is_set():
+            stop.set()  # checked every sample interval (<= 250 ms)
         if progress is None:
             return
         t0, b0 = last[0]

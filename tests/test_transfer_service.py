@@ -233,3 +233,20 @@ def test_force_buffers_go_past_rmem_max(server: Server) -> None:
     (m,) = run_transfer("127.0.0.1", server.port, opts).modes
     assert m.error is None and m.forced
     assert m.max_buffer_bytes > 2 * rmem_max
+
+
+def test_cancel_ends_a_running_transfer_early(server: Server) -> None:
+    """A cancel (the TUI's esc) stops the running mode within a sample interval and skips
+    the modes not yet started; what was measured is kept."""
+    cancel = threading.Event()
+    timer = threading.Timer(0.6, cancel.set)
+    opts = TransferOptions(modes=("autotune", "drs"), duration_s=10.0)
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        res = run_transfer("127.0.0.1", server.port, opts, cancel=cancel)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - t0 < 5.0
+    assert [m.mode for m in res.modes] == ["autotune"]
+    assert res.modes[0].bytes > 0 and res.modes[0].seconds < 5.0

@@ -227,6 +227,7 @@ def run_check(
                 secret=req.secret,
                 progress=lambda p: emit(Event("transfer", p.mode, transfer=p)),
                 sysctl_root=ctx.sysctl_root,
+                cancel=cancel,
             )
         except PeerUnavailable as exc:
             notes.append(f"test transfer failed: {exc}")
