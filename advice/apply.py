@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import shlex
 import subprocess
 import tempfile
 import time
@@ -19,20 +18,21 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tcpwizard.advice.plan_guard import (
+    FixError,
+    check_sysctl,
+    metrics_command,
+    route_command,
+)
 from tcpwizard.checks.model import Fix, HostRole
-from tcpwizard.exitcodes import ExitCode, TcpWizardError
+
+__all__ = ["FixError", "apply_plan", "fixes_from_report", "make_plan", "render_diff", "rollback"]
 
 FILE_NAME = "60-tcpwizard.conf"
 BACKUP_NAME = "fix-backup.json"
 _HEADER = (
     "# Written by `tcpwizard fix`; `tcpwizard fix --rollback` restores what was here before.\n"
 )
-
-
-class FixError(TcpWizardError):
-    """A plan or backup that cannot be used (bad JSON, nothing to roll back...)."""
-
-    exit_code = ExitCode.DATA_ERROR
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,17 @@ class SysctlChange:
 
 @dataclass(frozen=True)
 class RouteChange:
+    """An `ip route change` (family + prefix set) or an `ip tcp_metrics` flush (prefix "")."""
+
     fix_id: str
+    family: str
     prefix: str
     old_route: str | None  # `ip route show exact PREFIX` before the change
-    command: str
+    argv: tuple[str, ...]
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv)
 
 
 @dataclass(frozen=True)
@@ -116,16 +123,17 @@ NEVER_LOWER = frozenset(
 
 
 def never_lower(key: str, old: str | None, new: str) -> str:
-    """`new`, raised field by field to `old` where `old` is larger, for NEVER_LOWER keys."""
+    """`new`, raised field by field to `old` where `old` is larger, for NEVER_LOWER keys. A
+    value of another shape than the live one is refused: the kernel would take part of it."""
     if key not in NEVER_LOWER or old is None:
         return new
     try:
         olds = [int(x) for x in old.split()]
         news = [int(x) for x in new.split()]
     except ValueError:
-        return new
+        raise FixError(f"{key} = {new!r}: expected integers like {old!r}") from None
     if len(olds) != len(news):
-        return new
+        raise FixError(f"{key} = {new!r}: expected {len(olds)} numbers like {old!r}")
     return " ".join(str(max(a, b)) for a, b in zip(olds, news, strict=True))
 
 
@@ -140,37 +148,8 @@ def read_live(sysctl_root: str, key: str) -> str | None:
         return _normalize(key_path(sysctl_root, key).read_text())
     except (FileNotFoundError, NotADirectoryError):
         return None
-
-
-def safe_argv(command: str) -> list[str]:
-    """Only `ip route replace|change` and `ip tcp_metrics flush|delete` are ever executed: a plan
-    file is data, and running arbitrary commands from it as root would make it a weapon."""
-    argv = shlex.split(command)
-    body = argv[2:] if argv[1:2] in (["-4"], ["-6"]) else argv[1:]
-    allowed = {"route": ("replace", "change"), "tcp_metrics": ("flush", "delete")}
-    if argv[:1] == ["ip"] and len(body) >= 2 and body[1] in allowed.get(body[0], ()):
-        return argv
-    raise FixError(f"refusing to run {command!r}: only 'ip route' and 'ip tcp_metrics' fixes run")
-
-
-def _route_prefix(fix: Fix) -> str:
-    # Route fixes carry the destination prefix in `key` ("route:10.0.0.0/24" or "10.0.0.0/24").
-    return fix.key.removeprefix("route:")
-
-
-# Words `ip route show` prints about a route's state that `ip route replace` does not accept.
-_STATE_FLAGS = {"linkdown", "dead", "offload", "trap", "rt_offload", "rt_trap", "pervasive"}
-
-
-def _show_route(prefix: str) -> str | None:
-    out = subprocess.run(
-        ["ip", "route", "show", "exact", prefix], capture_output=True, text=True, check=False
-    )
-    lines = out.stdout.strip().splitlines()
-    if out.returncode != 0 or not lines:
-        return None
-    words = [w for w in lines[0].split() if w not in _STATE_FLAGS]
-    return " ".join(words)
+    except OSError as exc:
+        raise FixError(f"cannot read {key}: {exc.strerror or exc}") from None
 
 
 def fixes_from_report(data: object) -> list[Fix]:
@@ -213,16 +192,15 @@ def make_plan(
         if fix.host not in (role, "both"):
             continue
         if fix.kind == "sysctl":
+            check_sysctl(fix.key, _normalize(fix.value))
             old = read_live(sysctl_root, fix.key)
             new = never_lower(fix.key, old, _normalize(fix.value))
             sysctls.append(SysctlChange(fix.id, fix.key, old, new))
         elif fix.kind == "route":
-            safe_argv(fix.command)
-            prefix = _route_prefix(fix)
-            routes.append(RouteChange(fix.id, prefix, _show_route(prefix), fix.command))
-        elif fix.kind == "other" and fix.command.startswith("ip tcp_metrics"):
-            safe_argv(fix.command)
-            routes.append(RouteChange(fix.id, "", None, fix.command))
+            cmd, current = route_command(fix)
+            routes.append(RouteChange(fix.id, cmd.family, cmd.prefix, current[""], tuple(cmd.argv)))
+        elif fix.kind == "other" and fix.command.startswith("ip "):
+            routes.append(RouteChange(fix.id, "", "", None, tuple(metrics_command(fix))))
         else:
             manual.append(fix)
     conf_path = str(Path(conf_dir, FILE_NAME))
@@ -345,7 +323,7 @@ def apply_plan(plan: Plan, sysctl_root: str, state_dir: str) -> ApplyReport:
         backup.sysctls.setdefault(c.key, c.old)
     for r in plan.routes:
         if r.prefix:
-            backup.routes.setdefault(r.prefix, r.old_route)
+            backup.routes.setdefault(f"{r.family} {r.prefix}", r.old_route)
     _atomic_write(backup_path, json.dumps(asdict(backup), indent=2))
 
     written: list[SysctlChange] = []
@@ -364,7 +342,7 @@ def apply_plan(plan: Plan, sysctl_root: str, state_dir: str) -> ApplyReport:
         if conf_new != plan.conf_old:
             _atomic_write(Path(plan.conf_path), conf_new)
     for r in plan.routes:
-        out = subprocess.run(safe_argv(r.command), capture_output=True, text=True, check=False)
+        out = _run(list(r.argv))
         if out.returncode == 0:
             applied.append(Applied(r.fix_id, r.prefix or r.command, r.old_route, r.command))
         else:
@@ -373,6 +351,13 @@ def apply_plan(plan: Plan, sysctl_root: str, state_dir: str) -> ApplyReport:
     for m in plan.manual:
         skipped.append(Skipped(m.id, m.key, f"not applied automatically ({m.kind}): {m.command}"))
     return ApplyReport(tuple(applied), tuple(skipped), str(backup_path))
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return subprocess.CompletedProcess(argv, 1, "", str(exc))
 
 
 def rollback(state_dir: str) -> ApplyReport:
@@ -394,13 +379,14 @@ def rollback(state_dir: str) -> ApplyReport:
             skipped.append(Skipped("rollback", key, reason))
         else:
             applied.append(Applied("rollback", key, current, old))
-    for prefix, old_route in backup.routes.items():
+    for where, old_route in backup.routes.items():
+        family, _, prefix = where.partition(" ")
         cmd = (
-            ["ip", "route", "replace", *shlex.split(old_route)]
+            ["ip", family, "route", "replace", *old_route.split()]
             if old_route
-            else ["ip", "route", "del", prefix]
+            else ["ip", family, "route", "del", prefix]
         )
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        out = _run(cmd)
         if out.returncode == 0:
             applied.append(Applied("rollback", prefix, None, old_route or "(removed)"))
         else:

@@ -18,8 +18,8 @@ from tcpwizard.advice.apply import (
     make_plan,
     render_diff,
     rollback,
-    safe_argv,
 )
+from tcpwizard.advice.plan_guard import check_sysctl, metrics_command, route_command
 from tcpwizard.checks.model import Fix
 from tests.netns_helpers import needs_netns, ns_run, ns_sysctl, temp_netns
 
@@ -123,16 +123,50 @@ def test_peer_fixes_are_not_applied_locally(tree: Path, tmp_path: Path) -> None:
         "ip link del lo",
         "ip route add 1.2.3.0/24 via 10.0.0.1; reboot",
         "sh -c 'ip route'",
+        "ip tcp_metrics flush 'unbalanced",
+        "ip tcp_metrics delete not-an-address",
     ],
 )
-def test_only_ip_route_and_tcp_metrics_commands_run(command: str) -> None:
+def test_only_tcp_metrics_commands_run_as_other_fixes(command: str) -> None:
     with pytest.raises(FixError):
-        safe_argv(command)
+        metrics_command(Fix("m", "other", "local", "tcp_metrics", "", command))
 
 
-def test_safe_argv_accepts_real_fixes() -> None:
-    assert safe_argv("ip route change 10.1.0.0/24 dev eth0 window 0")[2] == "change"
-    assert safe_argv("ip -6 tcp_metrics flush fd00::2")[3] == "flush"
+def test_metrics_commands_accepted() -> None:
+    assert metrics_command(Fix("m", "other", "local", "k", "", "ip tcp_metrics flush all"))
+    assert metrics_command(Fix("m", "other", "local", "k", "", "ip -6 tcp_metrics delete fd00::2"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("kernel.core_pattern", "|/tmp/evil %p"),
+        ("kernel.modprobe", "/tmp/evil"),
+        ("net.ipv4.ip_forward", "1"),
+        ("net.core", "1"),
+        ("net.ipv4.tcp_rmem/../x", "1"),
+        ("net.ipv4.tcp_congestion_control", "bbr; reboot"),
+    ],
+)
+def test_plan_files_cannot_set_other_sysctls(
+    key: str, value: str, tree: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(FixError):
+        check_sysctl(key, value)
+    fix = Fix("evil", "sysctl", "local", key, value, "")
+    with pytest.raises(FixError):
+        make_plan([fix], str(tree), str(tmp_path))
+
+
+def test_route_fix_must_match_its_key_and_exist() -> None:
+    bad_key = Fix("r", "route", "local", "route:10.9.9.0/24", "", "ip route change default dev lo")
+    with pytest.raises(FixError, match="not its key"):
+        route_command(bad_key)
+    missing = Fix(
+        "r", "route", "local", "route:10.250.0.0/24", "", "ip route change 10.250.0.0/24 dev lo"
+    )
+    with pytest.raises(FixError, match="no route"):
+        route_command(missing)
 
 
 @pytest.mark.parametrize(
@@ -260,6 +294,12 @@ def test_route_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
             "TCPWIZARD_SYSCTL_DIR": str(tmp_path / "d"),
             "TCPWIZARD_STATE_DIR": str(tmp_path / "s"),
         }
+        evil = {**json.loads(plan.read_text())}
+        evil["fixes"][0]["command"] = "ip route replace 10.232.0.0/24 via 10.231.0.99 dev d0"
+        bad = tmp_path / "evil.json"
+        bad.write_text(json.dumps(evil))
+        code, out, err = _tw(ns, env, "fix", "--plan", str(bad), "--yes")
+        assert code == 65 and "would move" in err  # a plan cannot redirect a route
         code, out, err = _tw(ns, env, "fix", "--plan", str(plan), "--yes")
         assert code == 0, out + err
         assert "window" not in ns_run(ns, "ip", "route", "show", "10.232.0.0/24").stdout
@@ -276,3 +316,37 @@ def test_a_fix_never_lowers_a_buffer_limit(tree: Path, tmp_path: Path) -> None:
     (tree / "net/ipv4/tcp_rmem").write_text("4096\t262144\t1048576\n")  # default up, max up
     (change,) = make_plan([RMEM_FIX], str(tree), str(tmp_path)).sysctls
     assert change.new == "4096 262144 16777216" and change.needed
+
+
+@needs_netns
+@pytest.mark.netns
+def test_ipv6_route_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
+    with temp_netns() as ns:
+        for cmd in (
+            ["ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1"],
+            ["ip", "link", "set", "d0", "up"],
+            ["ip", "-6", "addr", "add", "fd00:231::1/64", "dev", "d0", "nodad"],
+            ["ip", "-6", "route", "add", "fd00:232::/64", "dev", "d0", "window", "65535"],
+        ):
+            assert ns_run(ns, *cmd).returncode == 0, cmd
+        fix = {
+            "id": "r6",
+            "kind": "route",
+            "host": "local",
+            "key": "route:fd00:232::/64",
+            "value": "",
+            "command": "ip route change fd00:232::/64 dev d0",
+        }
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"fixes": [fix]}))
+        env = {
+            **os.environ,
+            "TCPWIZARD_SYSCTL_DIR": str(tmp_path / "d"),
+            "TCPWIZARD_STATE_DIR": str(tmp_path / "s"),
+        }
+        code, out, err = _tw(ns, env, "fix", "--plan", str(plan), "--yes")
+        assert code == 0, out + err
+        assert "window" not in ns_run(ns, "ip", "-6", "route", "show", "fd00:232::/64").stdout
+        code, out, err = _tw(ns, env, "fix", "--rollback")
+        assert code == 0, out + err
+        assert "window 65535" in ns_run(ns, "ip", "-6", "route", "show", "fd00:232::/64").stdout
