@@ -9,10 +9,14 @@ the same checks over a reader backed by those values.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal, Union
 
 import psutil
 
@@ -99,27 +103,66 @@ class FactsError(ValueError):
     pass
 
 
-def _build(cls: type[Any], data: Any) -> Any:
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_TEXT = 4096
+MAX_INT = 2**63
+
+
+def clean_text(value: Any, what: str) -> str:
+    """Text from the far end, safe to print: no control characters (terminal escapes)."""
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise FactsError(f"{what}: expected text of at most {MAX_TEXT} characters")
+    return _CONTROL.sub("?", value)
+
+
+def _typed(value: Any, hint: Any, what: str) -> Any:
+    """`value` if it has the type `hint` names (int, float, str, bool, Literal, X | None)."""
+    options = (
+        typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
+    )
+    if value is None and type(None) in options:
+        return None
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    for opt in options:
+        if typing.get_origin(opt) is Literal and value in typing.get_args(opt):
+            return value
+        if opt is bool and isinstance(value, bool):
+            return value
+        if opt is int and number and isinstance(value, int) and -MAX_INT < value < MAX_INT:
+            return value
+        if opt is float and number and math.isfinite(value):
+            return float(value)
+        if opt is str and isinstance(value, str):
+            return clean_text(value, what)
+    raise FactsError(f"{what}: unexpected value {str(value)[:40]!r}")
+
+
+def _build(cls: type[Any], data: Any, **given: Any) -> Any:
+    """An instance of the dataclass `cls` from untrusted JSON, every field type-checked."""
     if data is None:
         return None
     if not isinstance(data, dict):
         raise FactsError(f"{cls.__name__}: expected an object")
-    names = {f.name for f in dataclasses.fields(cls)}
-    try:
-        return cls(**{k: v for k, v in data.items() if k in names})
-    except TypeError as exc:
-        raise FactsError(f"{cls.__name__}: {exc}") from None
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in given:
+            fields[f.name] = given[f.name]
+        elif f.name in data:
+            fields[f.name] = _typed(data[f.name], hints[f.name], f"{cls.__name__}.{f.name}")
+        elif f.default is dataclasses.MISSING:
+            raise FactsError(f"{cls.__name__}: {f.name} missing")
+    return cls(**fields)
 
 
 def facts_from_json(data: Any) -> HostFacts:
     """Rebuild facts sent by serve; anything malformed is a FactsError, never a crash."""
     if not isinstance(data, dict) or data.get("facts_version") != FACTS_VERSION:
         raise FactsError("not a tcpwizard host-facts object of a known version")
-    sysctls = data.get("sysctls")
-    if not isinstance(sysctls, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in sysctls.items()
-    ):
+    raw = data.get("sysctls")
+    if not isinstance(raw, dict) or len(raw) > 1000:
         raise FactsError("sysctls must map names to strings")
+    sysctls = {clean_text(k, "sysctl name"): clean_text(v, f"sysctl {k}") for k, v in raw.items()}
     net = data.get("network")
     if not isinstance(net, dict):
         raise FactsError("network facts missing")
@@ -127,23 +170,26 @@ def facts_from_json(data: Any) -> HostFacts:
     iface = None
     if isinstance(iface_raw, dict):
         route = _build(RouteInfo, iface_raw.get("route"))
-        iface = _build(InterfaceInfo, {**iface_raw, "route": route})
+        iface = _build(InterfaceInfo, iface_raw, route=route)
     metrics_raw = net.get("metrics")
-    metrics = (
-        tuple(_build(MetricsEntry, m) for m in metrics_raw)
-        if isinstance(metrics_raw, list)
-        else None
-    )
+    metrics = None
+    if isinstance(metrics_raw, list):
+        if len(metrics_raw) > 10000 or not all(isinstance(m, dict) for m in metrics_raw):
+            raise FactsError("metrics must be a list of objects")
+        metrics = tuple(_build(MetricsEntry, m) for m in metrics_raw)
     network = NetworkFacts(
         iface,
-        str(net.get("interface_missing_reason", "")),
+        clean_text(net.get("interface_missing_reason", ""), "interface_missing_reason"),
         metrics,
-        str(net.get("metrics_missing_reason", "")),
+        clean_text(net.get("metrics_missing_reason", ""), "metrics_missing_reason"),
     )
-    ram, page = data.get("ram_bytes"), data.get("page_size")
-    if not isinstance(ram, int) or not isinstance(page, int):
-        raise FactsError("ram_bytes and page_size must be integers")
+    ram = _typed(data.get("ram_bytes"), int, "ram_bytes")
+    page = _typed(data.get("page_size"), int, "page_size")
+    if ram <= 0 or page <= 0:
+        raise FactsError("ram_bytes and page_size must be positive")
     target = data.get("target_address")
+    if target is not None:
+        target = clean_text(target, "target_address")
     return HostFacts(
         tuple(sorted(sysctls.items())),
         network,

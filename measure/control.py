@@ -87,12 +87,15 @@ class ControlClient:
         self._closed = False
         try:
             self.server_info: dict[str, Any] = self._handshake(secret)
+            self.version: int = int(self.server_info["version"])
+            self.udp_token = bytes.fromhex(str(self.server_info["udp_token"]))
+            self.udp_port = int(self.server_info.get("udp_port", port))
+        except (KeyError, ValueError, TypeError) as exc:
+            self._sock.close()
+            raise ProtocolError(f"serve sent a malformed hello ({exc!r})", "malformed") from None
         except BaseException:
             self._sock.close()
             raise
-        self.version: int = int(self.server_info["version"])
-        self.udp_token = bytes.fromhex(str(self.server_info["udp_token"]))
-        self.udp_port = int(self.server_info.get("udp_port", port))
 
     def _handshake(self, secret: bytes | None) -> dict[str, Any]:
         self.send(

@@ -62,3 +62,53 @@ def test_measured_bdp_changes_the_judgement() -> None:
 def test_malformed_facts_are_rejected(data: object) -> None:
     with pytest.raises(FactsError):
         facts_from_json(data)
+
+
+def _wire() -> dict[str, object]:
+    return json.loads(json.dumps(facts_json(gather_facts("/proc/sys", "127.0.0.1"))))
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("network", "interface", "mtu"), "x"),
+        (("network", "interface", "mtu"), None),
+        (("network", "interface", "rx_packets"), "1"),
+        (("network", "interface", "duplex"), "sideways"),
+        (("ram_bytes",), 10**400),
+        (("ram_bytes",), True),
+    ],
+)
+def test_hostile_facts_are_rejected_not_crashing(path: tuple[str, ...], value: object) -> None:
+    wire = _wire()
+    node = wire
+    for key in path[:-1]:
+        node = node[key]  # type: ignore[index]
+        if node is None:
+            pytest.skip("no interface facts on this machine")
+    node[path[-1]] = value  # type: ignore[index]
+    with pytest.raises(FactsError):
+        facts_from_json(wire)
+
+
+def test_metrics_items_must_be_objects() -> None:
+    wire = _wire()
+    wire["network"]["metrics"] = [None]  # type: ignore[index]
+    with pytest.raises(FactsError):
+        facts_from_json(wire)
+
+
+def test_terminal_escapes_from_the_far_end_are_neutralised() -> None:
+    wire = _wire()
+    wire["sysctls"]["kernel.hostname"] = "evil\x1b]0;pwned\x07\x1b[31m"  # type: ignore[index]
+    facts = facts_from_json(wire)
+    assert "\x1b" not in dict(facts.sysctls)["kernel.hostname"]
+
+
+def test_unusable_peer_settings_leave_the_check_peerless() -> None:
+    from tcpwizard.run import _audit_peer
+
+    wire = _wire()
+    wire["sysctls"]["net.ipv4.tcp_rmem"] = "a b c"  # type: ignore[index]
+    peer, why = _audit_peer(facts_from_json(wire), None)
+    assert peer is None and why is not None and "could not be judged" in why

@@ -25,7 +25,7 @@ from tcpwizard.exitcodes import ExitCode, TcpWizardError, Unavailable
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import Mode, PathEstimate, TransferResult
 from tcpwizard.measure.probe import probe
-from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
+from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable, ProtocolError
 from tcpwizard.measure.transfer import Progress as TransferProgress
 from tcpwizard.measure.transfer import TransferOptions, run_transfer, static_request
 from tcpwizard.report import Report, TargetInfo, exit_code_for
@@ -97,13 +97,28 @@ def _peer_facts(req: CheckRequest) -> tuple[HostFacts | None, str | None]:
         raise
     except PeerUnavailable as exc:
         return None, f"no tcpwizard serve at {req.host} port {req.port} ({exc})"
+    except ProtocolError as exc:
+        return None, f"the far end's serve did not give its audit ({exc})"
     facts = raw.get("facts")
     if raw.get("source") != "tcpwizard.checks" or facts is None:
-        return None, f"the far end sent no usable audit ({raw.get('note', 'old serve?')})"
+        return None, "the far end sent no usable audit (an older serve?)"
     try:
         return facts_from_json(facts), None
     except FactsError as exc:
         return None, f"the far end's audit is malformed: {exc}"
+
+
+def _audit_peer(
+    facts: HostFacts | None, target: BdpTarget | None
+) -> tuple[HostAudit | None, str | None]:
+    """The far end's audit from its facts; facts the checks cannot use (a broken or hostile
+    serve) leave the check peerless instead of stopping it."""
+    if facts is None:
+        return None, None
+    try:
+        return audit_facts(facts, target), None
+    except (TcpWizardError, ValueError, TypeError, ArithmeticError) as exc:
+        return None, f"the far end's settings could not be judged: {exc}"
 
 
 def measured_target(path: PathEstimate, hint: BdpTarget | None) -> BdpTarget | None:
@@ -187,8 +202,11 @@ def run_check(
     facts, why_not = _peer_facts(req)
     if why_not:
         notes.append(why_not)
-    peer = audit_facts(facts, req.bdp_hint) if facts else None
-    stage("peer", "peer audit done" if peer else why_not or "", peer=peer)
+    peer, why_bad = _audit_peer(facts, req.bdp_hint)
+    if why_bad:
+        notes.append(why_bad)
+        facts = None
+    stage("peer", "peer audit done" if peer else why_not or why_bad or "", peer=peer)
 
     stage("probe", "measuring RTT and bottleneck capacity")
     path: PathEstimate | None = None
@@ -237,7 +255,9 @@ def run_check(
     stage("diagnose", "naming the limiting factor")
     # Re-judge both hosts against the path as measured, so fixes are sized from its BDP.
     local = audit(ctx, address, target)
-    peer = audit_facts(facts, target) if facts else None
+    peer, why_bad = _audit_peer(facts, target)
+    if why_bad:
+        notes.append(why_bad)
     app = _app_fixes(transfer, target, local.ram_bytes)
     evidence = Evidence(
         local,
