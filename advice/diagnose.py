@@ -103,10 +103,11 @@ def _pick_current(modes: Sequence[ModeResult]) -> ModeResult | None:
 
 
 def _directions(ev: Evidence) -> list[_Direction]:
-    modes = ev.transfer.modes if ev.transfer else ()
+    # Failed modes measured nothing: with none left it is as if no transfer ran.
+    modes = [m for m in (ev.transfer.modes if ev.transfer else ()) if m.error is None]
     out: list[_Direction] = []
     for name in ("up", "down"):
-        ms = [m for m in modes if m.direction == name and m.error is None]
+        ms = [m for m in modes if m.direction == name]
         if not ms and (modes or name == "down"):
             continue
         up = name == "up"

@@ -49,7 +49,9 @@ def max_receive_window(audit: HostAudit) -> int | None:
     rmem = _triple(audit, "net.ipv4.tcp_rmem")
     if rmem is None:
         return None
-    window = window_from_space(rmem[2], parse_kernel_version(audit.kernel), _adv_win_scale(audit))
+    # Without receive autotuning (tcp_moderate_rcvbuf = 0) the buffer stays at the default.
+    space = rmem[1] if audit.sysctl("net.ipv4.tcp_moderate_rcvbuf") == "0" else rmem[2]
+    window = window_from_space(space, parse_kernel_version(audit.kernel), _adv_win_scale(audit))
     if scaling_enabled(audit) is False:
         window = min(window, UNSCALED_WINDOW)
     return window

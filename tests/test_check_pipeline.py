@@ -91,3 +91,19 @@ def test_unreachable_monitoring_formats(fmt: str, tmp_path: Path, history: Path)
         assert fams["tcpwizard_up"].samples[0].value == 0
     else:
         assert out.startswith("TCPWIZARD UNKNOWN - no-such-host.invalid: cannot resolve")
+
+
+def test_broken_history_file_does_not_lose_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "history.sqlite3"
+    broken.write_bytes(b"this is not a database" * 100)
+    monkeypatch.setenv("TCPWIZARD_HISTORY", str(broken))
+    with running_server(transfer=TransferService(ServeLimits())) as srv:
+        code, out, err = _check(
+            ["127.0.0.1", "--port", str(srv.port), "--json", "--quick", "--duration", "0.3"],
+            tmp_path,
+        )
+    doc = json.loads(out)
+    assert code == doc["exit_code"] != 70
+    assert "history not recorded" in err

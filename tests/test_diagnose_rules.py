@@ -255,3 +255,17 @@ def test_burst_losses_far_above_mathis_are_weak() -> None:
     ev = Evidence(audit(), audit(), path(100, 100), _t(mode(50, retrans=400, nbytes=9_000_000)))
     v = diagnose(ev).verdict
     assert v.limiting_factor != "congestion"
+
+
+def test_receive_autotuning_off_limits_the_window_to_the_default() -> None:
+    off = audit(**{"net.ipv4.tcp_moderate_rcvbuf": "0"})
+    v = diagnose(Evidence(off, None, path(50, 100))).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "local")
+
+
+def test_all_modes_failed_is_judged_like_no_transfer() -> None:
+    failed = ModeResult("autotune", "up", 1, 0, 0.0, 0.0, 0, 0, (), error="serve refused")
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 1048576"})
+    v = diagnose(Evidence(small, None, path(100, 500), _t(failed))).verdict
+    assert v.limiting_factor == "receiver-window"
+    assert "no path was measured" not in v.explanation

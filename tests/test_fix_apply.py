@@ -350,3 +350,49 @@ def test_ipv6_route_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
         code, out, err = _tw(ns, env, "fix", "--rollback")
         assert code == 0, out + err
         assert "window 65535" in ns_run(ns, "ip", "-6", "route", "show", "fd00:232::/64").stdout
+
+
+def test_fix_json_is_json_on_every_path(tree: Path, tmp_path: Path) -> None:
+    import io
+
+    from tcpwizard.context import Context
+    from tcpwizard.main import main
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "fixes": [
+                    {
+                        "id": f.id,
+                        "kind": f.kind,
+                        "host": f.host,
+                        "key": f.key,
+                        "value": f.value,
+                        "command": f.command,
+                    }
+                    for f in (WS_FIX,)
+                ]
+            }
+        )
+    )
+    ctx = Context(
+        sysctl_root=str(tree),
+        sysctl_conf_dir=str(tmp_path / "d"),
+        state_dir=str(tmp_path / "s"),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
+    assert main(["fix", "--plan", str(plan), "--json"], ctx) == 1
+    doc = json.loads(ctx.stdout.getvalue())  # type: ignore[attr-defined]
+    assert doc["dry_run"] is True and doc["sysctls"][0]["new"] == "1"
+    (tree / "net/ipv4/tcp_window_scaling").write_text("1\n")
+    ctx2 = Context(
+        sysctl_root=str(tree),
+        sysctl_conf_dir=str(tmp_path / "d"),
+        state_dir=str(tmp_path / "s"),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
+    assert main(["fix", "--plan", str(plan), "--json"], ctx2) == 0
+    assert json.loads(ctx2.stdout.getvalue())["applied"] == []  # type: ignore[attr-defined]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 from typing import TextIO
 
 from tcpwizard.checks import audit
@@ -81,7 +82,7 @@ def _record(report: Report, args: argparse.Namespace, ctx: Context) -> None:
 
     try:
         History().append(args.host, report_json(report))
-    except OSError as exc:  # a read-only home must not fail a check
+    except (OSError, sqlite3.Error) as exc:  # a read-only home or a broken file: not fatal
         ctx.progress(f"tcpwizard: warning: history not recorded: {exc}")
 
 
@@ -102,12 +103,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             if args.format == "text":
                 raise
             return _machine_error(args, ctx, exc)
-        _record(report, args, ctx)
     color = False if args.no_color else ctx.color
     code = render_report(report, args.format, ctx.stdout, color, args.warning, args.critical)
+    _record(report, args, ctx)
     if args.fix:
+        # The report owns stdout in machine formats: the plan/result then goes to stderr.
         fixed = apply_fixes(
-            [f for f in report.fixes if f.host in ("local", "both")], ctx, args.yes, "text"
+            [f for f in report.fixes if f.host in ("local", "both")],
+            ctx,
+            args.yes,
+            "text",
+            out=ctx.stdout if args.format == "text" else ctx.stderr,
         )
         if any(f.host == "peer" for f in report.fixes):
             ctx.progress("tcpwizard: the peer's fixes must be applied on the peer")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sqlite3
 import threading
 from collections.abc import Mapping
 from types import FrameType
@@ -34,7 +35,7 @@ def check_target(ctx: Context, quick: bool, record: bool) -> Any:
         if record:
             try:
                 History().append(t.host, doc)
-            except OSError as exc:
+            except (OSError, sqlite3.Error) as exc:
                 ctx.progress(f"tcpwizard exporter: history not recorded: {exc}")
         return doc
 
