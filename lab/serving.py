@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import select
+import queue
 import subprocess
 import sys
 import threading
@@ -32,32 +32,37 @@ def serving(
     proc = lab.popen(side, argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         _wait_listening(proc, timeout_s)
-        # serve logs every client to stderr; a full pipe would block it mid-test.
-        threading.Thread(target=_drain, args=(proc,), daemon=True).start()
         yield proc
     finally:
         stop(proc)
 
 
 def _wait_listening(proc: subprocess.Popen[str], timeout_s: float) -> None:
+    """Read serve's stderr in a thread (select() on a buffered pipe can miss a line already
+    read into Python's buffer) until it says it listens; keep draining after that, since
+    serve logs every client and a full pipe would block it mid-test."""
     assert proc.stderr is not None
+    stream = proc.stderr
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for line in stream:
+                lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
     deadline = time.monotonic() + timeout_s
     seen: list[str] = []
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            rest = proc.stderr.read() or ""
-            raise RuntimeError(f"serve exited ({proc.returncode}): {''.join(seen) + rest}".strip())
-        ready, _, _ = select.select([proc.stderr], [], [], 0.2)
-        if ready:
-            line = proc.stderr.readline()
-            seen.append(line)
-            if "listening on" in line:
-                return
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            proc.wait(timeout=5)
+            raise RuntimeError(f"serve exited ({proc.returncode}): {''.join(seen)}".strip())
+        seen.append(line)
+        if "listening on" in line:
+            return
     raise RuntimeError(f"serve did not start within {timeout_s:g} s: {''.join(seen)}")
-
-
-def _drain(proc: subprocess.Popen[str]) -> None:
-    assert proc.stderr is not None
-    with contextlib.suppress(OSError, ValueError):
-        for _line in proc.stderr:
-            pass

@@ -9,6 +9,7 @@ keeps answering with `tcpwizard_up 0`.
 from __future__ import annotations
 
 import ipaddress
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -68,10 +69,15 @@ def parse_targets(text: str, source: str = "targets") -> list[Target]:
         labels = []
         for item in rest:
             key, sep, value = item.partition("=")
-            if not sep or not key.isidentifier():
-                raise UsageError(f"{where}: label {item!r} is not key=value")
+            if not sep or not LABEL_RE.fullmatch(key) or key.startswith("__"):
+                raise UsageError(f"{where}: label {item!r} is not name=value")
+            if key in RESERVED_LABELS:
+                raise UsageError(f"{where}: label {key!r} is used by tcpwizard's own series")
             labels.append((key, value))
-        targets.append(Target(host, port, tuple(labels)))
+        target = Target(host, port, tuple(labels))
+        if any(t.name == target.name for t in targets):
+            raise UsageError(f"{where}: {target.name} is listed twice")
+        targets.append(target)
     if not targets:
         raise UsageError(f"{source}: no targets")
     return targets
@@ -83,6 +89,24 @@ def load_targets(path: str) -> list[Target]:
     except OSError as exc:
         raise UsageError(f"cannot read targets file {path}: {exc.strerror}") from None
 
+
+LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# Label names tcpwizard's series already carry (output/metrics.py).
+RESERVED_LABELS = frozenset(
+    {
+        "target",
+        "stat",
+        "mode",
+        "direction",
+        "side",
+        "severity",
+        "check",
+        "kind",
+        "limiting_factor",
+        "host_to_fix",
+        "rtt_ms",
+    }
+)
 
 CheckFn = Callable[[Target], Mapping[str, Any]]
 
@@ -129,7 +153,9 @@ class Exporter(Collector):
             if self._stop.wait(max(0.0, due - self.clock())):
                 return
             self.run_one(target)
-            queue[0] = (due + self.interval_s, target)
+            # A check that overran its slot must not leave the schedule behind for good
+            # (checks back to back would load the path without pause).
+            queue[0] = (max(due + self.interval_s, self.clock()), target)
 
     def stop(self) -> None:
         self._stop.set()

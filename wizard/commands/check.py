@@ -14,6 +14,7 @@ from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, UsageError
 from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.output import render_report
+from tcpwizard.output.nagios import Threshold
 from tcpwizard.report import Report, local_report
 from tcpwizard.run import CheckRequest, Event, run_check
 from tcpwizard.units import parse_duration, parse_size
@@ -87,6 +88,9 @@ def _record(report: Report, args: argparse.Namespace, ctx: Context) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    for threshold in (args.warning, args.critical):
+        if threshold:
+            Threshold.parse(threshold)  # a typo fails now, not after a 15 s check
     if not args.host:
         report = local_report(audit(ctx, None, bdp_from_args(args.rtt, args.bandwidth)))
     else:
