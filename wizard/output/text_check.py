@@ -3,6 +3,8 @@ for the host that needs it, then the evidence (path, transfers, both hosts' audi
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +18,14 @@ from tcpwizard.units import format_bytes
 EXIT_LABEL = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
 EXIT_STYLE = {0: "green", 1: "yellow", 2: "bold red", 3: "magenta"}
 HOST_WORDS = {"local": "this host", "peer": "the far end", "both": "both hosts"}
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _safe(text: str) -> str:
+    """Messages may quote the far end: never pass terminal control sequences through."""
+    return _CONTROL.sub("?", text)
 
 
 def _mbps(v: float | None) -> str:
@@ -36,7 +46,7 @@ def _header(con: Console, r: Report) -> None:
     head.append(f" from {r.host.hostname or 'this host'}")
     con.print(head)
     if r.error:
-        con.print(Text(r.error, style="magenta"))
+        con.print(Text(_safe(r.error), style="magenta"))
 
 
 def _verdict(con: Console, r: Report) -> None:
@@ -68,7 +78,7 @@ def _verdict(con: Console, r: Report) -> None:
                 + Text(f"none — {_mbps(gap.current_mbps)} is what the path gives.")
             )
     for e in v.evidence:
-        con.print(f"  · {e}", markup=False, style="dim")
+        con.print(f"  · {_safe(e)}", markup=False, style="dim")
 
 
 def _fixes(con: Console, r: Report) -> None:
@@ -204,4 +214,4 @@ def render_check(con: Console, r: Report) -> None:
     _audit(con, r.host, "This host")
     _audit(con, r.peer, "Far end")
     for note in r.notes:
-        con.print(f"note: {note}", style="dim", markup=False)
+        con.print(f"note: {_safe(note)}", style="dim", markup=False)
