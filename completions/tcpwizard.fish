@@ -172,6 +172,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l listen -x -d 'ADDR
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l targets -x -d 'file: one '"'"'host[:port] [key=value...]'"'"' a line'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l interval -x -d 'how often each target is checked'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l quick -d 'the short check for each target'
+complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l secret-file -x -d 'shared secret of the targets'"'"' serve'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l no-history -d 'do not record checks'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a history -d 'the trend of a path: RTT, capacity, throughput, verdict'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -s h -l help -d 'show this help message and exit'

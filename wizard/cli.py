@@ -189,6 +189,7 @@ def _add_exporter(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--targets", required=True, help="file: one 'host[:port] [key=value...]' a line")
     p.add_argument("--interval", default="15m", help="how often each target is checked")
     p.add_argument("--quick", action="store_true", help="the short check for each target")
+    p.add_argument("--secret-file", help="shared secret of the targets' serve")
     p.add_argument("--no-history", action="store_true", help="do not record checks")
 
 

@@ -13,13 +13,14 @@ from typing import Any
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
 from tcpwizard.exporter import Exporter, Target, load_targets, serve_exporter
+from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.output.errors import error_report
 from tcpwizard.units import parse_duration
 
 MIN_INTERVAL_S = 10.0
 
 
-def check_target(ctx: Context, quick: bool, record: bool) -> Any:
+def check_target(ctx: Context, quick: bool, record: bool, secret: bytes | None = None) -> Any:
     """The real pipeline for one target; failures become a report with exit_code 3."""
     from tcpwizard.cli import DEFAULT_PORT
     from tcpwizard.history import History
@@ -29,7 +30,8 @@ def check_target(ctx: Context, quick: bool, record: bool) -> Any:
     def check(t: Target) -> Mapping[str, Any]:
         port = t.port or DEFAULT_PORT
         try:
-            doc = report_json(run_check(CheckRequest(t.host, port, quick=quick), ctx))
+            req = CheckRequest(t.host, port, secret=secret, quick=quick)
+            doc = report_json(run_check(req, ctx))
         except TcpWizardError as exc:
             doc = error_report(t.host, port, str(exc), ExitCode.UNKNOWN)
         if record:
@@ -47,7 +49,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     interval = parse_duration(args.interval, default_unit="s")
     if interval < MIN_INTERVAL_S:
         raise UsageError(f"--interval must be at least {MIN_INTERVAL_S:g}s")
-    exporter = Exporter(targets, interval, check_target(ctx, args.quick, not args.no_history))
+    secret = None
+    if args.secret_file:
+        secret, warning = read_secret_file(args.secret_file)
+        if warning:
+            ctx.progress(f"tcpwizard exporter: warning: {warning}")
+    check = check_target(ctx, args.quick, not args.no_history, secret)
+    exporter = Exporter(targets, interval, check)
     server, worker = serve_exporter(exporter, args.listen)
     ctx.progress(
         f"tcpwizard exporter: {len(targets)} targets every {interval:g} s, "
