@@ -21,11 +21,13 @@ $(BIN)/python:
 
 # Strict editable mode builds a link tree mypy can follow; re-run after adding a module.
 install: $(BIN)/python system-deps
-	$(BIN)/pip install -q -e '.[dev]' --config-settings editable_mode=strict
+	@# pip's notes about this machine's unused local indexes are noise; its exit status is kept.
+	@bash -o pipefail -c "$(BIN)/pip install -q -e '.[dev]' --config-settings editable_mode=strict 2>&1 \
+	  | { grep -v 'is neither a file nor a directory' || true; }"
 	@touch $(STAMP)
 
 demo: install
-	$(BIN)/tcpwizard demo
+	$(BIN)/tcpwizard lab demo
 
 lint: install
 	$(BIN)/ruff check .
