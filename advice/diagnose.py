@@ -511,13 +511,16 @@ def _gap(ev: Evidence, dirs: Sequence[_Direction], factor: str) -> WizardGap:
     )
     if worst is None or worst.current is None:
         return _predicted_gap(ev, factor)
+    if factor == "path-capacity":
+        # Healthy: the rates once up to speed (a short test's ramp is not a gap).
+        now = steady_mbps(worst.current)
+        tuned = steady_mbps(worst.best) if worst.best else now
+        return WizardGap(now, max(now, tuned), True)
     current = worst.current.throughput_mbps
     best = worst.best.throughput_mbps if worst.best else None
     cap = _capacity(ev, worst)
     if best is not None and best > 1.1 * current:
         return WizardGap(current, best, True)
-    if factor == "path-capacity":
-        return WizardGap(current, current, True)
     return WizardGap(current, cap, False)
 
 

@@ -75,7 +75,7 @@ def _verdict(con: Console, r: Report) -> None:
         else:
             con.print(
                 Text("Wizard gap: ", style="bold")
-                + Text(f"none — {_mbps(gap.current_mbps)} is what the path gives.")
+                + Text(f"none — {_mbps(gap.current_mbps)} once up to speed is what the path gives.")
             )
     for e in v.evidence:
         con.print(f"  · {_safe(e)}", markup=False, style="dim")
