@@ -88,10 +88,10 @@ def resolve(host: str) -> str:
     return str(infos[0][4][0])
 
 
-def _peer_facts(req: CheckRequest) -> tuple[HostFacts | None, str | None]:
+def _peer_facts(req: CheckRequest, address: str) -> tuple[HostFacts | None, str | None]:
     """The far end's facts, or why there are none (no serve: a peerless check)."""
     try:
-        with ControlClient(req.host, req.port, req.secret, timeout=3.0) as client:
+        with ControlClient(address, req.port, req.secret, timeout=3.0) as client:
             raw = client.peer_audit()
     except AuthFailed:
         raise
@@ -199,7 +199,8 @@ def run_check(
     stage("audit", "local audit done", local=local)
 
     stage("peer", f"asking {req.host} port {req.port} for its settings")
-    facts, why_not = _peer_facts(req)
+    # Every probe and transfer goes to the one address the route audit was made for.
+    facts, why_not = _peer_facts(req, address)
     if why_not:
         notes.append(why_not)
     peer, why_bad = _audit_peer(facts, req.bdp_hint)
@@ -213,7 +214,7 @@ def run_check(
     error: str | None = None
     try:
         path = probe(
-            req.host,
+            address,
             req.port,
             secret=req.secret,
             tcp_port=req.tcp_port,
@@ -239,7 +240,7 @@ def run_check(
         stage("transfer", "test transfers")
         try:
             transfer = run_transfer(
-                req.host,
+                address,
                 req.port,
                 _transfer_options(req, target),
                 secret=req.secret,
