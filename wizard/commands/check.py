@@ -8,11 +8,11 @@ from typing import TextIO
 
 from tcpwizard.checks import audit
 from tcpwizard.commands._path_hint import bdp_from_args
+from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.commands.fix import apply_fixes
 from tcpwizard.commands.transfer import parse_modes
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, UsageError
-from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.output import render_report
 from tcpwizard.output.nagios import Threshold
 from tcpwizard.report import Report, local_report
@@ -21,11 +21,7 @@ from tcpwizard.units import parse_duration, parse_size
 
 
 def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
-    secret = None
-    if args.secret_file:
-        secret, warning = read_secret_file(args.secret_file)
-        if warning:
-            ctx.progress(f"tcpwizard: warning: {warning}")
+    secret = secret_from_args(args.secret_file, ctx)
     if args.force_buffers and not ctx.is_root:
         raise PermissionRequired("--force-buffers needs root (SO_RCVBUFFORCE/SO_SNDBUFFORCE)")
     duration = parse_duration(args.duration, default_unit="s") if args.duration else None

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
+from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
 from tcpwizard.exporter import Exporter, Target, load_targets, serve_exporter
-from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.output.errors import error_report
 from tcpwizard.units import parse_duration
 
@@ -49,11 +49,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     interval = parse_duration(args.interval, default_unit="s")
     if interval < MIN_INTERVAL_S:
         raise UsageError(f"--interval must be at least {MIN_INTERVAL_S:g}s")
-    secret = None
-    if args.secret_file:
-        secret, warning = read_secret_file(args.secret_file)
-        if warning:
-            ctx.progress(f"tcpwizard exporter: warning: {warning}")
+    secret = secret_from_args(args.secret_file, ctx)
     check = check_target(ctx, args.quick, not args.no_history, secret)
     exporter = Exporter(targets, interval, check)
     server, worker = serve_exporter(exporter, args.listen)

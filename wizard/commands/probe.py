@@ -7,9 +7,9 @@ import json
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.checks.audit import audit
+from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import UsageError
-from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate
 from tcpwizard.measure.probe import probe
 from tcpwizard.output.json_format import report_json
@@ -24,11 +24,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--budget must be between 0.5s and 60s")
     if args.format not in ("text", "json"):
         raise UsageError(f"probe supports --format text or json, not {args.format}")
-    secret = None
-    if args.secret_file:
-        secret, warning = read_secret_file(args.secret_file)
-        if warning:
-            ctx.progress(f"tcpwizard: warning: {warning}")
+    secret = secret_from_args(args.secret_file, ctx)
     est = probe(
         args.host,
         args.port,

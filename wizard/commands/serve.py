@@ -7,9 +7,9 @@ import signal
 import threading
 from types import FrameType
 
+from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, Unavailable, UsageError
-from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.measure.serve import Server
 from tcpwizard.measure.serve_limits import ServeLimits
 from tcpwizard.units import parse_size
@@ -22,11 +22,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError("--max-duration must be positive")
     if not 0 <= args.port <= 65535:
         raise UsageError("--port must be 0-65535")
-    secret = None
-    if args.secret_file:
-        secret, warning = read_secret_file(args.secret_file)
-        if warning:
-            ctx.progress(f"tcpwizard serve: warning: {warning}")
+    secret = secret_from_args(args.secret_file, ctx)
     limits = ServeLimits(
         max_clients=args.max_clients,
         max_duration_s=args.max_duration,

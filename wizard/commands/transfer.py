@@ -8,9 +8,9 @@ from dataclasses import replace
 from typing import get_args
 
 from tcpwizard import TOOL_NAME, __version__
+from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
-from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.measure.model import Mode, ModeResult, TransferResult
 from tcpwizard.measure.transfer import (
     DEFAULT_DURATION,
@@ -91,11 +91,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.format not in ("text", "json"):
         raise UsageError(f"transfer supports --format text or json, not {args.format}")
     opts = options_from_args(args, ctx)
-    secret = None
-    if args.secret_file:
-        secret, warning = read_secret_file(args.secret_file)
-        if warning:
-            ctx.progress(f"tcpwizard: warning: {warning}")
+    secret = secret_from_args(args.secret_file, ctx)
     if "static" in opts.modes and opts.static_request is None:
         bdp = _static_from_probe(args, secret, ctx)
         if bdp is None:

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import argparse
 
+from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, UsageError
-from tcpwizard.measure.auth import read_secret_file
 from tcpwizard.run import CheckRequest
 
 
 def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
     if not 0 < args.port <= 65535:
         raise UsageError("--port must be 1-65535")
-    secret = None
-    if args.secret_file:
-        secret, warning = read_secret_file(args.secret_file)
-        if warning:
-            ctx.progress(f"tcpwizard: warning: {warning}")
+    secret = secret_from_args(args.secret_file, ctx)
     # As root the tuned modes may exceed net.core.*mem_max, as in `check`: the wizard gap
     # is then measured before any sysctl changes.
     return CheckRequest(
