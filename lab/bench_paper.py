@@ -194,12 +194,16 @@ def run_paper(
     rtts_ms: tuple[float, ...] = (),
     tunings: tuple[str, ...] = (),
 ) -> int:
-    from tcpwizard.lab.paper_report import write_outputs  # matplotlib: load only when used
-
     unknown = set(tunings) - set(TUNING_BY_NAME)
     if unknown:
         raise UsageError(f"unknown tuning {sorted(unknown)[0]!r} ({', '.join(TUNING_BY_NAME)})")
-    plan = make_plan(quick, rtts_ms, tunings)
+    return run_plan(make_plan(quick, rtts_ms, tunings), out_dir, ctx)
+
+
+def run_plan(plan: Plan, out_dir: str, ctx: Context) -> int:
+    """Measure what `out_dir`'s results file lacks, then write the table and plots."""
+    from tcpwizard.lab.paper_report import write_outputs  # matplotlib: load only when used
+
     store = ResultStore.open(os.path.join(out_dir, RESULTS_NAME), plan)
     for line in budget_lines(plan, store):
         ctx.progress(line)
@@ -226,7 +230,7 @@ def run_paper(
     store.meta["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     store.meta["wall_s_last"] = round(wall, 1)
     store.meta["load_at_start"] = round(load, 2)
-    store.meta["quick"] = quick
+    store.meta["quick"] = plan.quick
     store.save()
     table, ok = write_outputs(plan, store, out_dir)
     print(table, file=ctx.stdout)

@@ -103,7 +103,11 @@ def plot_drs_buffer(plan: Plan, store: ResultStore, path: str) -> None:
     ax.set_ylabel("receive buffer, MB (thin: 2 x BDP)")
     ax.set_title(f"Receive buffer over one transfer ({streams} stream)", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    else:  # a subset run without DRS: say so rather than leave a blank frame
+        ax.text(0.5, 0.5, "no DRS or autotune traces in these results", ha="center",
+                transform=ax.transAxes)  # fmt: skip
     fig.subplots_adjust(left=0.11, right=0.68, bottom=0.14, top=0.9)
     _save(fig, path)
 
@@ -127,7 +131,8 @@ def plot_efficiency(plan: Plan, store: ResultStore, path: str) -> None:
     ax.set_ylabel("Mbit/s per MB of rcv buffer")
     ax.set_title(f"Memory efficiency ({streams} stream)", fontsize=10)
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.subplots_adjust(left=0.11, right=0.75, bottom=0.12, top=0.9)
     _save(fig, path)
 
