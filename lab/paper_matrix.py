@@ -51,10 +51,14 @@ RAISED_LIMITS = (
 UNTUNED_WINDOW_BYTES = 80480
 
 # Time model for the budget, fitted to runs on this machine: each `tcpwizard transfer`
-# call costs about a second (interpreter, control connection), each mode half a second
-# (attach, drain, reports); an iperf3 pair about 0.8 s beyond its -t.
-CALL_OVERHEAD_S = 1.0
-MODE_OVERHEAD_S = 0.5
+# call costs about 0.6 s (interpreter, control connection); each mode 0.2 s plus round
+# trips that grow with the streams (one attach per stream, in turn) and the drain of what
+# large send buffers still hold when a duration-limited sender stops; an iperf3 pair
+# about 0.8 s beyond its -t.
+CALL_OVERHEAD_S = 0.6
+MODE_OVERHEAD_S = 0.2
+MODE_RTTS = 5.0
+STREAM_RTTS = 2.5
 IPERF3_OVERHEAD_S = 0.8
 
 
@@ -191,7 +195,8 @@ def estimate_s(plan: Plan, runs_left: dict[str, int], iperf3_left: set[str]) -> 
         total += calls * CALL_OVERHEAD_S
         for c in cells:
             run = expected_run_s(plan, c)
-            total += runs_left.get(c.key, 0) * (run + MODE_OVERHEAD_S)
+            extra = MODE_OVERHEAD_S + c.rtt_ms / 1e3 * (MODE_RTTS + STREAM_RTTS * c.streams)
+            total += runs_left.get(c.key, 0) * (run + extra)
             if c.key in iperf3_left:
                 total += (plan.iperf3_seconds() or run) + IPERF3_OVERHEAD_S
     return total
