@@ -27,6 +27,7 @@ from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
 
 HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
 CHRONO_SHARE = 0.2  # of the busy time: how long a limit must hold to be the limit
+WEAK = 0.4  # a limit named with less confidence loses to "the hosts allow the capacity"
 LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
 
 # Which fixes answer which factor (matched against Fix.key).
@@ -76,6 +77,8 @@ class _Candidate:
     host: HostRole | None
     explanation: str
     evidence: tuple[str, ...]
+    # A measured healthy direction rules out every limit in that direction.
+    decisive: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,7 @@ def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
         f"{d.name}: the transfer reached {min(share, 1.0):.0%} of the path's capacity; the "
         "network itself is the limit and the hosts are tuned well enough for it.",
         tuple(evidence),
+        decisive=True,
     )
 
 
@@ -455,6 +459,35 @@ def _rule_predicted(ev: Evidence, d: _Direction) -> _Candidate | None:
     )
 
 
+def _rule_hosts_allow(ev: Evidence, d: _Direction) -> _Candidate | None:
+    """Nothing held the sender back and both hosts' windows allow the capacity: a short test
+    that ended before the rate was reached is not a fault of the hosts."""
+    cur, rtt, cap = d.current, _rtt_ms(ev, d), _capacity(ev, d)
+    if cur is None or rtt is None or cap is None or d.sender is None or d.receiver is None:
+        return None
+    rwnd, snd, busy = _chrono(cur)
+    if (rwnd or 0) >= CHRONO_SHARE or (snd or 0) >= CHRONO_SHARE or (busy or 1.0) < 0.6:
+        return None
+    windows = [max_receive_window(d.receiver), max_send_window(d.sender)]
+    if any(w is None or window_limit_mbps(w, rtt) < HEALTHY_SHARE * cap for w in windows):
+        return None
+    if any(f.id == "cached_metrics" and f.severity in ("warn", "crit") for f in d.sender.findings):
+        return None
+    return _Candidate(
+        d.name,
+        "path-capacity",
+        0.45,
+        None,
+        f"{d.name}: nothing held the sender back and both hosts' windows allow the path's "
+        "capacity; the test ended while TCP was still ramping up (a longer run shows the rate).",
+        (
+            f"{cur.mode} moved {_fmt(cur.throughput_mbps)} in {cur.seconds:.1f} s of "
+            f"{_fmt(cap)} capacity",
+            f"receive- and send-window limited less than {CHRONO_SHARE:.0%} of the time",
+        ),
+    )
+
+
 RULES: tuple[Callable[[Evidence, _Direction], _Candidate | None], ...] = (
     _rule_healthy,
     _rule_window_scaling,
@@ -465,6 +498,7 @@ RULES: tuple[Callable[[Evidence, _Direction], _Candidate | None], ...] = (
     _rule_interface,
     _rule_application,
     _rule_predicted,
+    _rule_hosts_allow,
 )
 
 
@@ -538,11 +572,13 @@ def diagnose(ev: Evidence) -> Diagnosis:
         return _audit_only(ev)
     candidates = [c for d in dirs for rule in RULES if (c := rule(ev, d)) is not None]
     # A healthy direction does not excuse a slow one: prefer a real limit when one is found.
-    limits = [c for c in candidates if c.factor != "path-capacity"]
+    healthy_dirs = {c.direction for c in candidates if c.decisive}
+    limits = [
+        c for c in candidates if c.factor != "path-capacity" and c.direction not in healthy_dirs
+    ]
     healthy = [c for c in candidates if c.factor == "path-capacity"]
-    healthy_dirs = {c.direction for c in healthy}
-    limits = [c for c in limits if c.direction not in healthy_dirs]
-    pool = limits or healthy
+    strong_limits = [c for c in limits if c.confidence >= WEAK]
+    pool = strong_limits or ([*limits, *healthy] if healthy else limits)
     if not pool:
         evidence = tuple(
             f"{d.name}: {d.current.mode} {_fmt(d.current.throughput_mbps)}"

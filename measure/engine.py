@@ -387,7 +387,9 @@ def run_sender(
     next_sample = start + sample_interval
     hard_end = limit_t + 2 * stall_timeout + 1.0  # bounded even if a thread misbehaves
     while any(t.is_alive() for t in data_threads) and clock() < hard_end:
-        data_threads[0].join(timeout=max(0.0, min(next_sample - clock(), 0.25)))
+        # Wait on a thread that is still running: joining a finished one returns at once
+        # and would spin this loop while a slower stream finishes.
+        _join_any(data_threads, max(0.0, min(next_sample - clock(), 0.25)))
         now = clock()
         if now >= next_sample:
             next_sample = now + sample_interval
@@ -418,6 +420,13 @@ def run_sender(
         report.forced = plan.force and buffers.can_force()
         report.rcv_autotuning = plan.rcv_autotuning
     return report
+
+
+def _join_any(threads: Sequence[threading.Thread], timeout: float) -> None:
+    for t in threads:
+        if t.is_alive():
+            t.join(timeout=timeout)
+            return
 
 
 def _sender_sample(streams: Sequence[_Stream], t: float) -> SideSample:
@@ -518,7 +527,7 @@ def run_receiver(
             except (OSError, ValueError):
                 time.sleep(wait)
         else:
-            threads[0].join(timeout=wait)
+            _join_any(threads, wait)
     for t in threads:
         t.join(timeout=stall_timeout)
     firsts = [s.first for s in streams if s.first is not None]

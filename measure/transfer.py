@@ -441,7 +441,9 @@ def sample_json(s: TransferSample) -> dict[str, Any]:
 
 
 def mode_json(m: ModeResult) -> dict[str, Any]:
-    """One entry of `transfer.modes[]` (DESIGN.md names first, additive details after)."""
+    """One entry of `transfer.modes[]` for `tcpwizard transfer --json`: every field of the
+    report's transfer object (wizard/output/json_format.py), plus the paper's Mbit/s per MB,
+    the autotuning flag, the sender's byte count and notes."""
     return {
         "mode": m.mode,
         "streams": m.streams,

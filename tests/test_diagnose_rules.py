@@ -241,3 +241,17 @@ def test_peerless_prediction_from_the_local_window() -> None:
 def test_peerless_prediction_healthy() -> None:
     v = diagnose(Evidence(audit(), None, path(10, 100))).verdict
     assert v.limiting_factor == "path-capacity"
+
+
+def test_short_test_still_ramping_is_not_blamed_on_the_hosts() -> None:
+    # 1.5 s on a 100 ms path: slow start is a large share; a burst of slow-start losses.
+    ev = Evidence(audit(), audit(), path(100, 100), _t(mode(50, retrans=40, nbytes=9_000_000)))
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "path-capacity"
+    assert v.confidence < 0.5
+
+
+def test_burst_losses_far_above_mathis_are_weak() -> None:
+    ev = Evidence(audit(), audit(), path(100, 100), _t(mode(50, retrans=400, nbytes=9_000_000)))
+    v = diagnose(ev).verdict
+    assert v.limiting_factor != "congestion"

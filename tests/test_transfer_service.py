@@ -180,7 +180,9 @@ def test_cli_json(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main([*argv, "--duration", "0.3", "--streams", "2", "--json"])
     out = capsys.readouterr().out
     assert rc == ExitCode.OK
-    doc = json.loads(out)["transfer"]
+    whole = json.loads(out)
+    assert whole["schema_version"] and whole["tool"]["name"] == "tcpwizard"
+    doc = whole["transfer"]
     assert [m["mode"] for m in doc["modes"]] == ["untuned", "drs"]
     assert doc["modes"][1]["samples"][0]["rcvbuf_bytes"] > 0
 
@@ -219,3 +221,15 @@ def test_static_without_bdp_fails_alone(server: Server) -> None:
     static, untuned = run_transfer("127.0.0.1", server.port, opts).modes
     assert static.error is not None and "BDP" in static.error
     assert untuned.error is None and untuned.bytes > 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SO_RCVBUFFORCE needs root")
+def test_force_buffers_go_past_rmem_max(server: Server) -> None:
+    """The root what-if: buffers beyond net.core.rmem_max without changing any sysctl."""
+    from tcpwizard.measure.buffers import read_host_limits
+
+    rmem_max = read_host_limits().rmem_max
+    opts = TransferOptions(modes=("overprovisioned",), duration_s=0.2, force=True)
+    (m,) = run_transfer("127.0.0.1", server.port, opts).modes
+    assert m.error is None and m.forced
+    assert m.max_buffer_bytes > 2 * rmem_max

@@ -146,11 +146,11 @@ def _bench_paper(args: argparse.Namespace, ctx: Context) -> int:
     return run_paper(args.quick, args.out, ctx, rtts_ms=rtts, tunings=tuple(args.only or ()))
 
 
-def _not_yet(what: str) -> Callable[[argparse.Namespace, Context], int]:
-    def runner(args: argparse.Namespace, ctx: Context) -> int:
-        raise UsageError(f"lab bench --{what} is not available yet")
+def _bench_transfer(args: argparse.Namespace, ctx: Context) -> int:
+    from tcpwizard.measure.bench_transfer import run_bench_cli
 
-    return runner
+    require_root()
+    return run_bench_cli(args.quick, args.out, ctx)
 
 
 def _bench_scenarios(args: argparse.Namespace, ctx: Context) -> int:
@@ -164,7 +164,7 @@ def _bench_scenarios(args: argparse.Namespace, ctx: Context) -> int:
 BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "calibrate": _bench_calibrate,
     "probes": _bench_probes,
-    "transfer": _not_yet("transfer"),
+    "transfer": _bench_transfer,
     "paper": _bench_paper,
     "scenarios": _bench_scenarios,
 }

@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from typing import get_args
 
+from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
 from tcpwizard.measure.auth import read_secret_file
@@ -19,6 +20,7 @@ from tcpwizard.measure.transfer import (
     static_request,
     transfer_json,
 )
+from tcpwizard.report import SCHEMA_VERSION
 from tcpwizard.units import format_bytes, parse_duration, parse_rate, parse_size
 
 MAX_DURATION = 60.0
@@ -109,7 +111,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print(render_text(args.host, result), file=ctx.stdout)
     else:
         result = run_transfer(args.host, args.port, opts, secret=secret)
-        print(json.dumps({"transfer": transfer_json(result)}, indent=2), file=ctx.stdout)
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": TOOL_NAME, "version": __version__},
+            "target": {"host": args.host, "port": args.port},
+            "transfer": transfer_json(result),
+        }
+        print(json.dumps(doc, indent=2, allow_nan=False), file=ctx.stdout)
     # Partial results were printed; a mode that could not finish makes the run "unknown".
     if any(m.error for m in result.modes):
         return int(ExitCode.UNKNOWN)

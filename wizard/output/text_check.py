@@ -141,14 +141,14 @@ def _transfers(con: Console, r: Report) -> None:
         "mode",
         "dir",
         "streams",
-        "goodput",
+        "Mbit/s",
         "max buffer",
-        "Mbit/s per MB",
+        "Mbit/s/MB",
         "retrans",
         "rwnd-lim",
         "sndbuf-lim",
     ):
-        table.add_column(col, justify="left" if col in ("mode", "dir") else "right")
+        table.add_column(col, justify="left" if col in ("mode", "dir") else "right", no_wrap=True)
     for m in r.transfer.modes:
         table.add_row(*_mode_row(m))
     con.print()
