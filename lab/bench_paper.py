@@ -183,7 +183,7 @@ def budget_lines(plan: Plan, store: ResultStore) -> list[str]:
         f"budget: ~{_clock(est)} (m:ss) for {todo} transfer runs and {len(iperf)} iperf3 "
         f"runs; {kept} cells kept from {store.path}",
         f"resources: both CPUs busy during runs (Python endpoints + delay line); up to "
-        f"{max_streams} streams x 8 MB socket buffers per host; results < 1 MB on disk",
+        f"{max_streams} streams x 2 x rmem_max of socket buffer per host; results < 1 MB",
     ]
 
 
