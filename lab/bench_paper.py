@@ -31,6 +31,7 @@ from tcpwizard.lab.paper_matrix import (
     estimate_s,
     expected_run_s,
     make_plan,
+    queue_bytes,
 )
 from tcpwizard.lab.paper_results import ResultStore, Run, steady_goodput, warmup_s
 from tcpwizard.lab.serving import SERVE_PORT, serving, tcpwizard_argv
@@ -46,7 +47,12 @@ def _spec(group: Group, rate_bps: float) -> LabSpec:
     limits = RAISED_LIMITS if group.limits == "raised" else DEFAULT_LIMITS
     name = f"twpp-{uuid.uuid4().hex[:6]}"
     return LabSpec.symmetric(
-        rate_bps, group.rtt_ms / 1e3, name=name, sysctls_a=limits, sysctls_b=limits
+        rate_bps,
+        group.rtt_ms / 1e3,
+        queue_bytes=queue_bytes(rate_bps, group.rtt_ms),
+        name=name,
+        sysctls_a=limits,
+        sysctls_b=limits,
     )
 
 

@@ -19,6 +19,11 @@ RATE_BPS = 100e6  # Fast Ethernet, as in the drsFTP paper; Python endpoints sust
 # TCP goodput ceiling on the delay line: it counts IP bytes, and each 1500-byte packet
 # carries 1448 bytes of payload (52 bytes of IP + TCP headers with timestamps).
 GOODPUT_SHARE = 1448 / 1500
+# The bottleneck's drop-tail queue: one BDP (the lab's default), but at least 100 packets.
+# The lab's floor of 10 packets (1.2 ms at 100 Mbit/s) is shorter than the delay line's
+# scheduling hiccups on two shared cores: at 0.5 ms it dropped bursts and even iperf3 got
+# 56 Mbit/s with a spread of 20-40 %, measuring the emulator instead of the tuning.
+MIN_QUEUE_BYTES = 100 * 1500
 PAPER_BYTES = 128 * 1024 * 1024  # 128 messages of 1 MB (Weigle & Feng §3.2)
 REPS = 3
 RTTS_MS: tuple[float, ...] = (0.5, 25.0, 50.0, 100.0)
@@ -138,6 +143,7 @@ class Plan:
         """What a stored result must match to be reused (resume)."""
         return {
             "rate_bps": self.rate_bps,
+            "min_queue_bytes": MIN_QUEUE_BYTES,
             "reps": self.reps,
             "duration_s": self.duration_s,
             "nbytes": self.nbytes,
@@ -160,6 +166,10 @@ def make_plan(quick: bool, rtts_ms: tuple[float, ...] = (), tunings: tuple[str, 
         duration_s=QUICK_DURATION_S if quick else None,
         nbytes=None if quick else PAPER_BYTES,
     )
+
+
+def queue_bytes(rate_bps: float, rtt_ms: float) -> int:
+    return max(round(rate_bps / 8 * rtt_ms / 1e3), MIN_QUEUE_BYTES)
 
 
 def goodput_cap_mbps(rate_bps: float) -> float:
