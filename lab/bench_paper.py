@@ -58,7 +58,7 @@ def _spec(group: Group, rate_bps: float) -> LabSpec:
 
 def transfer_argv(lab: Lab, plan: Plan, group: Group, modes: Sequence[str]) -> list[str]:
     length = (
-        ["--duration", f"{plan.duration_s:g}s"]
+        ["--duration", f"{plan.run_seconds(group.rtt_ms):g}s"]
         if plan.duration_s is not None
         else ["--bytes", f"{plan.nbytes}B"]
     )
@@ -139,7 +139,7 @@ def _iperf3_cells(lab: Lab, plan: Plan, group: Group, store: ResultStore, ctx: C
         args = iperf3_args(c, plan.rate_bps, rmem_max)
         if args is None or store.get(c).iperf3_mbps is not None:
             continue
-        seconds = plan.iperf3_seconds() or 2 * expected_run_s(plan, c) + 30
+        seconds = plan.iperf3_seconds(c.rtt_ms) or 2 * expected_run_s(plan, c) + 30
         try:
             result = iperf3_tcp(lab, "a", seconds=seconds, extra=args, nbytes=plan.nbytes)
             store.set_iperf3(c, result.receiver_bps / 1e6, None)
@@ -179,7 +179,7 @@ def budget_lines(plan: Plan, store: ResultStore) -> list[str]:
     est = estimate_s(plan, runs, iperf)
     cells = plan.cells()
     kept = sum(1 for c in cells if not runs[c.key] and c.key not in iperf)
-    length = f"{plan.duration_s:g} s per run" if plan.duration_s else f"{plan.nbytes} B per run"
+    length = plan.length_text()
     max_streams = max(plan.streams)
     return [
         f"paper matrix: {len(plan.tunings)} tunings x {len(plan.rtts_ms)} delays "

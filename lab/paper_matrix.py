@@ -7,6 +7,7 @@ static buffers sized from the BDP, over-provisioned buffers and DRS. Pure planni
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,8 +33,11 @@ STREAMS: tuple[int, ...] = (1, 2, 4, 8)
 # significantly different" from 100 ms) and streams that still show the slope.
 QUICK_RTTS_MS: tuple[float, ...] = (0.5, 25.0, 100.0)
 QUICK_STREAMS: tuple[int, ...] = (1, 2, 8)
-QUICK_DURATION_S = 1.5
-IPERF3_QUICK_S = 2  # iperf3 3.12 takes whole seconds for -t
+# --quick runs last 1 s + 15 RTT: slow start and DRS's startup take a number of round trips,
+# so a fixed length would time mostly startup at 100 ms (DRS runs of 1.5 s there spread by
+# 14 %) and mostly steady state at 0.5 ms.
+QUICK_BASE_S = 1.0
+QUICK_RTTS = 15
 
 # Linux's compiled-in autotuning ranges (net/ipv4/tcp.c, tcp_init) on a machine with this
 # much memory; set explicitly so the "default" rows do not depend on what the host was
@@ -119,8 +123,21 @@ class Plan:
     streams: tuple[int, ...]
     tunings: tuple[Tuning, ...]
     reps: int
-    duration_s: float | None  # duration-limited runs (--quick)...
+    duration_s: float | None  # duration-limited runs (--quick): this + duration_rtts x RTT...
     nbytes: int | None  # ...or byte-limited ones (the paper's 128 MB)
+    duration_rtts: float = 0.0
+
+    def run_seconds(self, rtt_ms: float) -> float | None:
+        """Length of a duration-limited run at this delay (None: byte-limited)."""
+        if self.duration_s is None:
+            return None
+        return round(self.duration_s + self.duration_rtts * rtt_ms / 1e3, 1)
+
+    def length_text(self) -> str:
+        if self.duration_s is None:
+            return f"{(self.nbytes or 0) // 2**20} MiB per run (the paper's size)"
+        rtts = f" + {self.duration_rtts:g} RTT" if self.duration_rtts else ""
+        return f"{self.duration_s:g} s{rtts} per run"
 
     def cells(self) -> list[Cell]:
         return [c for g in self.groups() for c in g.cells()]
@@ -136,8 +153,10 @@ class Plan:
                     out += [Group(rtt, limits, n, tunings) for n in self.streams]
         return out
 
-    def iperf3_seconds(self) -> int:
-        return IPERF3_QUICK_S if self.duration_s is not None else 0
+    def iperf3_seconds(self, rtt_ms: float) -> int:
+        """iperf3 3.12 takes whole seconds for -t: the run's length rounded up (0: bytes)."""
+        run = self.run_seconds(rtt_ms)
+        return 0 if run is None else math.ceil(run)
 
     def config(self) -> dict[str, Any]:
         """What a stored result must match to be reused (resume)."""
@@ -146,6 +165,7 @@ class Plan:
             "min_queue_bytes": MIN_QUEUE_BYTES,
             "reps": self.reps,
             "duration_s": self.duration_s,
+            "duration_rtts": self.duration_rtts,
             "nbytes": self.nbytes,
             "default_limits": dict(DEFAULT_LIMITS),
             "raised_limits": dict(RAISED_LIMITS),
@@ -163,8 +183,9 @@ def make_plan(quick: bool, rtts_ms: tuple[float, ...] = (), tunings: tuple[str, 
         streams=QUICK_STREAMS if quick else STREAMS,
         tunings=chosen,
         reps=REPS,
-        duration_s=QUICK_DURATION_S if quick else None,
+        duration_s=QUICK_BASE_S if quick else None,
         nbytes=None if quick else PAPER_BYTES,
+        duration_rtts=QUICK_RTTS if quick else 0.0,
     )
 
 
@@ -185,8 +206,9 @@ def window_reference_mbps(rtt_ms: float, streams: int, rate_bps: float) -> float
 def expected_run_s(plan: Plan, cell: Cell) -> float:
     """Transfer time of one run (budget only): the duration, or the bytes at the rate the
     tuning should reach (window/RTT untuned, 80 % of the bottleneck otherwise)."""
-    if plan.duration_s is not None:
-        return plan.duration_s
+    run = plan.run_seconds(cell.rtt_ms)
+    if run is not None:
+        return run
     assert plan.nbytes is not None  # a Plan has a duration or a byte count
     if TUNING_BY_NAME[cell.tuning].mode == "untuned":
         mbps = window_reference_mbps(cell.rtt_ms, cell.streams, plan.rate_bps)
@@ -208,5 +230,5 @@ def estimate_s(plan: Plan, runs_left: dict[str, int], iperf3_left: set[str]) -> 
             extra = MODE_OVERHEAD_S + c.rtt_ms / 1e3 * (MODE_RTTS + STREAM_RTTS * c.streams)
             total += runs_left.get(c.key, 0) * (run + extra)
             if c.key in iperf3_left:
-                total += (plan.iperf3_seconds() or run) + IPERF3_OVERHEAD_S
+                total += (plan.iperf3_seconds(c.rtt_ms) or run) + IPERF3_OVERHEAD_S
     return total

@@ -28,7 +28,8 @@ NOTES = """\
   buffer is 2 x BDP (64 KB at least).
 - **iperf3** runs once per cell with the same buffers: `-w 64K`, no `-w` (autotuning),
   `-w BDP`, `-w rmem_max`; `-P N` for streams. DRS has no iperf3 equivalent. In `--quick`
-  iperf3 runs 2 s (it takes whole seconds) against our 1.5 s, so its slow start weighs less.
+  iperf3's `-t` is the run's length rounded up to whole seconds (iperf3 3.12 takes no
+  fractions), so its slow start weighs a little less.
 - **Max rcv buffer** is the receiver's largest `SO_RCVBUF` during the run, summed over the
   streams; *Mbit/s per MB* divides the throughput by it (Engelhart et al., Figure 9).
 """

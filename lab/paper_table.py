@@ -155,11 +155,7 @@ def text_table(plan: Plan, store: ResultStore) -> str:
 
 def markdown(plan: Plan, store: ResultStore, notes: str) -> str:
     meta = store.meta
-    length = (
-        f"{plan.duration_s:g} s per run (`--quick`)"
-        if plan.duration_s is not None
-        else f"{(plan.nbytes or 0) // 2**20} MiB per run (the paper's size)"
-    )
+    length = plan.length_text() + (" (`--quick`)" if plan.quick else "")
     head = [
         "# Reproducing the papers (`tcpwizard lab bench --paper`)",
         "",

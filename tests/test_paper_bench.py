@@ -196,7 +196,7 @@ def test_one_real_cell_over_the_lab_then_resume(tmp_path: Path) -> None:
     if reason:
         pytest.skip(reason)
     plan = replace(
-        make_plan(True, rtts_ms=(25.0,), tunings=("untuned",)), streams=(1,), duration_s=1.0
+        make_plan(True, rtts_ms=(25.0,), tunings=("untuned",)), streams=(1,), duration_rtts=0
     )
     out = io.StringIO()
     ctx = Context(stdout=out, stderr=io.StringIO())
