@@ -33,11 +33,11 @@ STREAMS: tuple[int, ...] = (1, 2, 4, 8)
 # significantly different" from 100 ms) and streams that still show the slope.
 QUICK_RTTS_MS: tuple[float, ...] = (0.5, 25.0, 100.0)
 QUICK_STREAMS: tuple[int, ...] = (1, 2, 8)
-# --quick runs last 1 s + 15 RTT: slow start and DRS's startup take a number of round trips,
+# --quick runs last 1 s + 10 RTT: slow start and DRS's startup take a number of round trips,
 # so a fixed length would time mostly startup at 100 ms (DRS runs of 1.5 s there spread by
-# 14 %) and mostly steady state at 0.5 ms.
+# 14 %; 2.5 s runs by 4 % at most) and mostly steady state at 0.5 ms.
 QUICK_BASE_S = 1.0
-QUICK_RTTS = 15
+QUICK_RTTS = 10
 
 # Linux's compiled-in autotuning ranges (net/ipv4/tcp.c, tcp_init) on a machine with this
 # much memory; set explicitly so the "default" rows do not depend on what the host was
