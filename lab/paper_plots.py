@@ -15,8 +15,9 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: headless machines, tests, no DISPLAY
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from tcpwizard.lab.paper_matrix import Cell, Plan
 from tcpwizard.lab.paper_results import ResultStore
@@ -36,6 +37,13 @@ def _size_in(name: str, plan: Plan) -> tuple[float, float]:
     if name == "paper-streams.png":
         return PANEL_IN[0] * len(plan.rtts_ms), PANEL_IN[1] + 0.6
     return WIDE_IN
+
+
+def _log_y(ax: Axes) -> None:
+    """Log scale with plain numbers (0.1, 1, 10), no 4x10^1 labels on minor ticks."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _save(fig: Figure, path: str) -> None:
@@ -97,14 +105,13 @@ def plot_drs_buffer(plan: Plan, store: ResultStore, path: str) -> None:
                         color=colors(i), label=f"{tuning}, {rtt:g} ms")  # fmt: skip
         bdp2 = 2 * plan.rate_bps / 8 * rtt / 1e3 / 1e6
         ax.axhline(bdp2, color=colors(i), alpha=0.3, linewidth=0.8)
-    ax.set_yscale("log")  # 0.5 ms and 100 ms buffers differ by two orders of magnitude
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    _log_y(ax)  # 0.5 ms and 100 ms buffers differ by two orders of magnitude
     ax.set_xlabel("time, s")
     ax.set_ylabel("receive buffer, MB (thin: 2 x BDP)")
     ax.set_title(f"Receive buffer over one transfer ({streams} stream)", fontsize=10)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     else:  # a subset run without DRS: say so rather than leave a blank frame
         ax.text(0.5, 0.5, "no DRS or autotune traces in these results", ha="center",
                 transform=ax.transAxes)  # fmt: skip
@@ -126,8 +133,7 @@ def plot_efficiency(plan: Plan, store: ResultStore, path: str) -> None:
                 ys.append(v)
         ax.bar(xs, ys, width=width, color=colors(i), label=t.name)
     ax.set_xticks(range(len(plan.rtts_ms)), [f"{r:g} ms" for r in plan.rtts_ms])
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    _log_y(ax)
     ax.set_ylabel("Mbit/s per MB of rcv buffer")
     ax.set_title(f"Memory efficiency ({streams} stream)", fontsize=10)
     ax.grid(alpha=0.3, axis="y")
