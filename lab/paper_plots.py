@@ -17,7 +17,7 @@ matplotlib.use("Agg")  # before pyplot: headless machines, tests, no DISPLAY
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from tcpwizard.lab.paper_matrix import Cell, Plan
 from tcpwizard.lab.paper_results import ResultStore
@@ -42,6 +42,7 @@ def _size_in(name: str, plan: Plan) -> tuple[float, float]:
 def _log_y(ax: Axes) -> None:
     """Log scale with plain numbers (0.1, 1, 10), no 4x10^1 labels on minor ticks."""
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
@@ -131,7 +132,8 @@ def plot_efficiency(plan: Plan, store: ResultStore, path: str) -> None:
             if v > 0:
                 xs.append(j + (i - (len(plan.tunings) - 1) / 2) * width)
                 ys.append(v)
-        ax.bar(xs, ys, width=width, color=colors(i), label=t.name)
+        bars = ax.bar(xs, ys, width=width, color=colors(i), label=t.name)
+        ax.bar_label(bars, fmt="%.3g", fontsize=6)
     ax.set_xticks(range(len(plan.rtts_ms)), [f"{r:g} ms" for r in plan.rtts_ms])
     _log_y(ax)
     ax.set_ylabel("Mbit/s per MB of rcv buffer")
