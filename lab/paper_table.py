@@ -77,6 +77,23 @@ def pivot_table(plan: Plan, store: ResultStore) -> list[str]:
     return lines
 
 
+def buffer_table(plan: Plan, store: ResultStore) -> list[str]:
+    """Largest receive buffer and Mbit/s per MB with one stream: the memory each tuning
+    spends for its throughput (Engelhart et al. §5.5)."""
+    names = [t.name for t in plan.tunings]
+    n = plan.streams[0]
+    lines = [
+        "| RTT | BDP | " + " | ".join(names) + " |",
+        "|---:|---:|" + "---:|" * len(names),
+    ]
+    for rtt in plan.rtts_ms:
+        cells = [store.get(Cell(t, rtt, n)) for t in names]
+        row = [f"{format_bytes(c.max_buffer_bytes)} ({_f(c.mbps_per_mb)})" for c in cells]
+        bdp = format_bytes(plan.rate_bps / 8 * rtt / 1e3)
+        lines.append(f"| {rtt:g} ms | {bdp} | " + " | ".join(row) + " |")
+    return lines
+
+
 def window_table(plan: Plan, store: ResultStore) -> list[str]:
     lines = [
         "| RTT | streams | steady Mbit/s | reference | ratio | result |",
@@ -173,7 +190,10 @@ def markdown(plan: Plan, store: ResultStore, notes: str) -> str:
         "",
         summary_line(plan, store),
         "",
-        *[f"![{title}](img/{name})" for name, title in PLOTS],
+        *[f"![{title}](img/{name})\n" for name, title in PLOTS],
+        f"## Receive buffer with {plan.streams[0]} stream (largest; Mbit/s per MB in brackets)",
+        "",
+        *buffer_table(plan, store),
         "",
         "## Untuned: window / RTT",
         "",
