@@ -29,7 +29,10 @@ NOTES = """\
 - **iperf3** runs once per cell with the same buffers: `-w 64K`, no `-w` (autotuning),
   `-w BDP`, `-w rmem_max`; `-P N` for streams. DRS has no iperf3 equivalent. In `--quick`
   iperf3's `-t` is the run's length rounded up to whole seconds (iperf3 3.12 takes no
-  fractions), so its slow start weighs a little less.
+  fractions), so its slow start weighs a little less. At 100 ms iperf3 reads 5-15 % below
+  the engine for large buffers: the engine's receiver counts until the last byte sent has
+  arrived (the send buffer drains at full rate after the sender stops), iperf3's figure
+  ends with its -t.
 - **Max rcv buffer** is the receiver's largest `SO_RCVBUF` during the run, summed over the
   streams; *Mbit/s per MB* divides the throughput by it (Engelhart et al., Figure 9).
 """
