@@ -81,8 +81,11 @@ class UdpResult:
         return self.lost / self.sent if self.sent else float("nan")
 
 
-def _iperf3(lab: Lab, client: Side, args: list[str], seconds: float) -> dict[str, Any]:
-    """A one-off iperf3 server on the other host, the client on `client`; the client's JSON."""
+def _iperf3(
+    lab: Lab, client: Side, args: list[str], seconds: float, nbytes: int | None = None
+) -> dict[str, Any]:
+    """A one-off iperf3 server on the other host, the client on `client`; the client's JSON.
+    With nbytes, the run sends that many bytes (-n) and `seconds` only bounds the wait."""
     server_side: Side = "b" if client == "a" else "a"
     server = lab.popen(
         server_side,
@@ -104,7 +107,8 @@ def _iperf3(lab: Lab, client: Side, args: list[str], seconds: float) -> dict[str
                 seen += chunk
         if b"listening" not in seen:
             raise LabError(f"lab {lab.name}: iperf3 server on {server_side} did not start")
-        argv = ["iperf3", "-c", lab.addr(server_side), "-J", "-t", f"{seconds:g}", *args]
+        length = ["-n", str(nbytes)] if nbytes else ["-t", f"{seconds:g}"]
+        argv = ["iperf3", "-c", lab.addr(server_side), "-J", *length, *args]
         proc = lab.run(
             client, argv, capture_output=True, text=True, check=False, timeout=seconds + 30
         )
@@ -126,9 +130,13 @@ def _iperf3(lab: Lab, client: Side, args: list[str], seconds: float) -> dict[str
 
 
 def iperf3_tcp(
-    lab: Lab, client: Side = "a", seconds: float = 3.0, extra: tuple[str, ...] = ()
+    lab: Lab,
+    client: Side = "a",
+    seconds: float = 3.0,
+    extra: tuple[str, ...] = (),
+    nbytes: int | None = None,
 ) -> TcpResult:
-    data = _iperf3(lab, client, ["-i", "1", *extra], seconds)
+    data = _iperf3(lab, client, ["-i", "1", *extra], seconds, nbytes)
     end = data["end"]
     intervals = tuple(
         (int(i["sum"]["bytes"]), float(i["sum"]["seconds"])) for i in data.get("intervals", ())

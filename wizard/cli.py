@@ -168,7 +168,12 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     what.add_argument(
         "--scenarios", action="store_true", help="misconfigurations: verdict, fix, re-measure"
     )
-    bench.add_argument("--only", action="append", metavar="NAME", help="run only these")
+    bench.add_argument(
+        "--only", action="append", metavar="NAME", help="only these scenarios (--paper: tunings)"
+    )
+    bench.add_argument(
+        "--rtt", action="append", metavar="TIME", help="--paper: only these delays, e.g. 25ms"
+    )
     bench.add_argument("--quick", action="store_true", help="a smaller matrix")
     bench.add_argument("--out", default="results", help="folder for tables and plots")
 

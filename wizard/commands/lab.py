@@ -13,7 +13,7 @@ from tcpwizard.lab.cliparse import build_spec
 from tcpwizard.lab.lab import Lab, down_all, lab_health, require_root, sweep_stale
 from tcpwizard.lab.spec import SIDES, LabSpec, LinkSpec
 from tcpwizard.lab.state import StateDir
-from tcpwizard.units import format_bytes, format_rate
+from tcpwizard.units import format_bytes, format_rate, parse_duration
 
 
 def describe_link(link: LinkSpec, queue_bytes: int) -> str:
@@ -138,18 +138,19 @@ def _bench_probes(args: argparse.Namespace, ctx: Context) -> int:
     return run_bench(args.quick, args.out, stdout=ctx.stdout, progress=ctx.progress)
 
 
+def _bench_paper(args: argparse.Namespace, ctx: Context) -> int:
+    from tcpwizard.lab.bench_paper import run_paper
+
+    require_root()
+    rtts = tuple(parse_duration(r) * 1e3 for r in args.rtt or ())
+    return run_paper(args.quick, args.out, ctx, rtts_ms=rtts, tunings=tuple(args.only or ()))
+
+
 def _bench_transfer(args: argparse.Namespace, ctx: Context) -> int:
     from tcpwizard.measure.bench_transfer import run_bench_cli
 
     require_root()
     return run_bench_cli(args.quick, args.out, ctx)
-
-
-def _not_yet(what: str) -> Callable[[argparse.Namespace, Context], int]:
-    def runner(args: argparse.Namespace, ctx: Context) -> int:
-        raise UsageError(f"lab bench --{what} is not available yet")
-
-    return runner
 
 
 def _bench_scenarios(args: argparse.Namespace, ctx: Context) -> int:
@@ -164,7 +165,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "calibrate": _bench_calibrate,
     "probes": _bench_probes,
     "transfer": _bench_transfer,
-    "paper": _not_yet("paper"),
+    "paper": _bench_paper,
     "scenarios": _bench_scenarios,
 }
 
