@@ -20,8 +20,9 @@ import select
 import socket
 import statistics
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tcpwizard.measure import udpwire
 from tcpwizard.measure.control import ControlClient
@@ -492,6 +493,32 @@ def _wait(sock: socket.socket, timeout: float) -> bool:
     return bool(r)
 
 
+def send_pairs(
+    sock: socket.socket,
+    pkts: list[bytes],
+    addr: Any,
+    npairs: int,
+    spacing_s: float,
+    timeout: float,
+    collect: Callable[[], None],
+    tx: dict[int, int],
+    rx: dict[int, int],
+) -> None:
+    """Send `npairs` back-to-back pairs `spacing_s` apart, timestamping each send, and let
+    `collect` take replies in between and until all arrived or `timeout` passed."""
+    for i in range(npairs):
+        for k in (2 * i, 2 * i + 1):
+            tx[k] = time.time_ns()
+            with contextlib.suppress(OSError):
+                sock.sendto(pkts[k], addr)
+        until = time.monotonic() + spacing_s
+        while _wait(sock, until - time.monotonic()):
+            collect()
+    until = time.monotonic() + timeout
+    while len(rx) < 2 * npairs and _wait(sock, until - time.monotonic()):
+        collect()
+
+
 # -- peerless: ICMP echo pairs --------------------------------------------------------------
 def peerless_pairs(
     host: str, npairs: int = 12, spacing_s: float = 0.01, size: int = 1472, timeout: float = 1.0
@@ -520,17 +547,17 @@ def peerless_pairs(
         pkts = [
             icmp_echo_packet(family, ident, (base + i) & 0xFFFF, payload) for i in range(2 * npairs)
         ]
-        for i in range(npairs):
-            for k in (2 * i, 2 * i + 1):
-                tx[k] = time.time_ns()
-                with contextlib.suppress(OSError):
-                    sock.sendto(pkts[k], addr)
-            until = time.monotonic() + spacing_s
-            while _wait(sock, until - time.monotonic()):
-                _icmp_collect(sock, family, raw, ident, reply_kind, base, rx)
-        until = time.monotonic() + timeout
-        while len(rx) < 2 * npairs and _wait(sock, until - time.monotonic()):
-            _icmp_collect(sock, family, raw, ident, reply_kind, base, rx)
+        send_pairs(
+            sock,
+            pkts,
+            addr,
+            npairs,
+            spacing_s,
+            timeout,
+            lambda: _icmp_collect(sock, family, raw, ident, reply_kind, base, rx),
+            tx,
+            rx,
+        )
     finally:
         sock.close()
     pairs = capprobe(tx, rx, npairs, wire)

@@ -16,11 +16,10 @@ import os
 import select
 import socket
 import struct
-import time
 
 from tcpwizard.exitcodes import PermissionRequired
 from tcpwizard.measure import udpwire
-from tcpwizard.measure.capacity import capprobe
+from tcpwizard.measure.capacity import capprobe, send_pairs
 from tcpwizard.measure.model import CapacityEstimate
 from tcpwizard.measure.rtt import icmp_checksum
 
@@ -103,17 +102,17 @@ def syn_pairs(
             for k in range(2 * npairs)
         ]
         target = (dst, 0, *addr[2:])
-        for i in range(npairs):
-            for k in (2 * i, 2 * i + 1):
-                tx[k] = time.time_ns()
-                with contextlib.suppress(OSError):
-                    sock.sendto(pkts[k], target)
-            until = time.monotonic() + spacing_s
-            while _wait(sock, until - time.monotonic()):
-                _collect(sock, family, dst, port, base_port, npairs, rx)
-        until = time.monotonic() + timeout
-        while len(rx) < 2 * npairs and _wait(sock, until - time.monotonic()):
-            _collect(sock, family, dst, port, base_port, npairs, rx)
+        send_pairs(
+            sock,
+            pkts,
+            target,
+            npairs,
+            spacing_s,
+            timeout,
+            lambda: _collect(sock, family, dst, port, base_port, npairs, rx),
+            tx,
+            rx,
+        )
     finally:
         sock.close()
     pairs = capprobe(tx, rx, npairs, wire)
