@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import socket
 import struct
 
@@ -129,13 +128,6 @@ def syn_pairs(
         limited_by="sender" if pairs[1] > 0.5 else None,
         note=note,
     )
-
-
-def _wait(sock: socket.socket, timeout: float) -> bool:
-    if timeout <= 0:
-        return False
-    r, _, _ = select.select([sock], [], [], timeout)
-    return bool(r)
 
 
 def _collect(
