@@ -571,15 +571,28 @@ def peerless_pairs(
         if len(dispersions) > 1 and statistics.mean(dispersions) > 0
         else 0.0
     )
-    note = "peerless ICMP pairs (no serve): round-trip bottleneck, lower confidence"
-    if pairs[1] > 0.5:
+    return peerless_estimate(
+        pairs,
+        "peerless-icmp-pairs",
+        "peerless ICMP pairs (no serve): round-trip bottleneck, lower confidence",
+        0.35 if spread < 0.5 else 0.25,
+    )
+
+
+def peerless_estimate(
+    pairs: tuple[float, float], method: str, note: str, confidence: float
+) -> CapacityEstimate:
+    """A CapProbe result without a peer: (rate bit/s, share of sender-limited pairs). Mostly
+    sender-limited pairs say only that the path is at least this fast."""
+    rate, sender_limited = pairs
+    if sender_limited > 0.5:
         note += "; most pairs were sender-limited: the path is at least this fast"
     return CapacityEstimate(
-        mbps=pairs[0] / 1e6,
-        method="peerless-icmp-pairs",
-        confidence=0.2 if pairs[1] > 0.5 else (0.35 if spread < 0.5 else 0.25),
-        pairs_mbps=pairs[0] / 1e6,
-        limited_by="sender" if pairs[1] > 0.5 else None,
+        mbps=rate / 1e6,
+        method=method,
+        confidence=0.2 if sender_limited > 0.5 else confidence,
+        pairs_mbps=rate / 1e6,
+        limited_by="sender" if sender_limited > 0.5 else None,
         note=note,
     )
 

@@ -18,7 +18,7 @@ import struct
 
 from tcpwizard.exitcodes import PermissionRequired
 from tcpwizard.measure import udpwire
-from tcpwizard.measure.capacity import capprobe, send_pairs
+from tcpwizard.measure.capacity import capprobe, peerless_estimate, send_pairs
 from tcpwizard.measure.model import CapacityEstimate
 from tcpwizard.measure.rtt import icmp_checksum
 
@@ -117,16 +117,11 @@ def syn_pairs(
     pairs = capprobe(tx, rx, npairs, wire)
     if pairs is None:
         return None
-    note = "peerless TCP SYN pairs (no serve): forward bottleneck, lower confidence"
-    if pairs[1] > 0.5:
-        note += "; most pairs were sender-limited: the path is at least this fast"
-    return CapacityEstimate(
-        mbps=pairs[0] / 1e6,
-        method="peerless-tcp-syn-pairs",
-        confidence=0.2 if pairs[1] > 0.5 else 0.35,
-        pairs_mbps=pairs[0] / 1e6,
-        limited_by="sender" if pairs[1] > 0.5 else None,
-        note=note,
+    return peerless_estimate(
+        pairs,
+        "peerless-tcp-syn-pairs",
+        "peerless TCP SYN pairs (no serve): forward bottleneck, lower confidence",
+        0.35,
     )
 
 
