@@ -40,12 +40,14 @@ class HostBufferLimits:
 
     def max_request(self, receive: bool, force: bool) -> int:
         """The largest setsockopt argument that is not silently cut. Without force, the
-        core cap; with force, the autotuning ceiling (or the core cap if that is larger)."""
+        core cap; with force, the one that gives a buffer as large as the TCP ceiling
+        (tcp_rmem/tcp_wmem max, which is memory as getsockopt reports it, so half of it is
+        the request), or the core cap if that is larger."""
         core = self.rmem_max if receive else self.wmem_max
         if not force:
             return core
         auto = self.tcp_rmem[2] if receive else self.tcp_wmem[2]
-        return min(max(core, auto), FORCE_CEILING // 2)
+        return min(max(core, auto // 2), FORCE_CEILING // 2)
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -175,9 +175,13 @@ class DrsReceiver:
             if self.startup:
                 # Double, but never past startup_cap x BDP: a connection that is only
                 # window-limited measures BDP close to its window, so the cap (1.8x the
-                # window memory at Linux's ~0.6 window/memory ratio) does not slow it down,
-                # while one that already has its window gets no more than that.
-                memory = max(memory, min(2.0 * current, c.startup_cap * bdp))
+                # window memory at Linux's ~0.6 window/memory ratio) barely slows it down,
+                # while one that already has its window gets no more than that. The cap
+                # takes this interval's rate too: the two-interval rate lags a connection
+                # that doubles per RTT by half an interval, and arrivals (see
+                # DrsReceiverChannel._received) never exceed the path's rate.
+                fresh = max(bandwidth_bps, max(self._bws)) / 8.0 * rtt
+                memory = max(memory, min(2.0 * current, c.startup_cap * fresh))
         memory = max(memory, c.max_shrink * current)
         request = memory / 2.0 if c.kernel_doubles else memory
         return int(min(c.max_request, max(c.min_request, request)))

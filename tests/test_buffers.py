@@ -26,8 +26,12 @@ def test_read_host_limits_from_a_fake_tree(tmp_path: Path) -> None:
     lim = buffers.read_host_limits(str(tmp_path))
     assert lim == HostBufferLimits(212992, 425984, (4096, 131072, 6291456), (4096, 16384, 4194304))
     assert lim.max_request(receive=True, force=False) == 212992
-    assert lim.max_request(receive=True, force=True) == 6291456
-    assert lim.max_request(receive=False, force=True) == 4194304
+    assert lim.max_request(receive=True, force=True) == 6291456 // 2
+    assert lim.max_request(receive=False, force=True) == 4194304 // 2
+    small_ceiling = HostBufferLimits(
+        8 << 20, 8 << 20, (4096, 131072, 6291456), (4096, 16384, 4194304)
+    )
+    assert small_ceiling.max_request(receive=True, force=True) == 8 << 20  # core cap is larger
     assert HostBufferLimits.from_json(lim.to_json()) == lim
     assert HostBufferLimits.from_json({"rmem_max": "x"}) is None
 

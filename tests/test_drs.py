@@ -78,6 +78,20 @@ def test_startup_never_sizes_past_3_bdp() -> None:
     assert rx.target_request(bw) == int(0.75 * 2 * (1 << 20) / 2)
 
 
+def test_startup_cap_follows_this_intervals_rate() -> None:
+    """While doubling, the 3 x BDP cap takes the latest interval's rate: the two-interval
+    rate lags a window-limited connection and would hold its growth to ~1.3x per RTT."""
+    rx = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0, initial_request=1 << 20)
+    _feed(rx, 0.05, 0.0)
+    # Sustained 80 Mbit/s over two intervals, 160 in the last one: the cap is 3 x the BDP
+    # at 160 Mbit/s (3 MB of memory, so a 1.5 MB request), not at 80.
+    fresh = rx.target_request(160 * MBIT, sustained_bps=80 * MBIT)
+    assert fresh == int(3 * 160 * MBIT / 8 * 0.05 / 2)
+    lag = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0, initial_request=1 << 20)
+    _feed(lag, 0.05, 0.0)
+    assert lag.target_request(80 * MBIT, sustained_bps=80 * MBIT) < fresh / 1.5
+
+
 def test_fast_growth_restarts_startup() -> None:
     rx = _settled(DrsConfig(max_request=64 << 20))
     rx.target_request(20 * MBIT)
