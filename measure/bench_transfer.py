@@ -243,7 +243,10 @@ def render_table(rows: Sequence[BenchRow], rate_bps: float, rtt_s: float) -> str
         lines.append(f"- DRS goodput / the bottleneck's TCP goodput: {drs.mbps / tcp_max:.2f}")
         lines.append(f"- DRS max buffer / BDP: {drs.max_buffer_bytes / bdp:.2f}")
         if untuned is not None and untuned.mbps > 0:
-            lines.append(f"- DRS / untuned goodput: {drs.mbps / untuned.mbps:.1f}x")
+            lines.append(
+                f"- DRS / untuned goodput: {drs.mbps / untuned.mbps:.1f}x (no mode can exceed "
+                f"the bottleneck's TCP goodput / untuned = {tcp_max / untuned.mbps:.1f}x here)"
+            )
         if over is not None and over.mbps_per_mb > 0:
             lines.append(
                 f"- DRS / overprovisioned Mbit/s per MB: {drs.mbps_per_mb / over.mbps_per_mb:.1f}x"
