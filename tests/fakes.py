@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from tcpwizard.checks.model import InterfaceInfo, RouteInfo
@@ -34,7 +35,7 @@ TUNED: dict[str, str] = {
 }
 
 
-def make_tree(root: Path, overrides: dict[str, str | None] | None = None) -> Path:
+def make_tree(root: Path, overrides: Mapping[str, str | None] | None = None) -> Path:
     """Write TUNED (with overrides; None removes a key) as a /proc/sys-like tree."""
     values: dict[str, str | None] = {**TUNED, **(overrides or {})}
     for key, value in values.items():

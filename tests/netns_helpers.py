@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import pytest
@@ -28,13 +28,15 @@ def temp_netns(prefix: str = "twt") -> Iterator[str]:
         subprocess.run(["ip", "netns", "del", name], check=False)
 
 
-def ns_run(ns: str, *argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
+def ns_run(
+    ns: str, *argv: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["ip", "netns", "exec", ns, *argv],
         capture_output=True,
         text=True,
         check=False,
-        **kw,  # type: ignore[call-overload]
+        env=env,
     )
 
 

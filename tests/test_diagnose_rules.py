@@ -12,6 +12,8 @@ from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
 from tcpwizard.checks.model import Finding, Fix, HostAudit
 from tcpwizard.measure.model import (
     CapacityEstimate,
+    Direction,
+    Mode,
     ModeResult,
     PathEstimate,
     RttStats,
@@ -39,8 +41,8 @@ def path(rtt_ms: float, cap_mbps: float, loss_pct: float = 0.0) -> PathEstimate:
 
 def mode(
     mbps: float,
-    name: str = "autotune",
-    direction: str = "up",
+    name: Mode = "autotune",
+    direction: Direction = "up",
     rwnd: float = 0.0,
     snd: float = 0.0,
     busy: float = 1.0,
@@ -57,7 +59,7 @@ def mode(
         mbps,
         4_000_000,
         retrans,
-        (),  # type: ignore[arg-type]
+        (),
         rwnd,
         snd,
         busy,

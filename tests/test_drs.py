@@ -150,7 +150,10 @@ def test_tick_measures_bytes_per_interval() -> None:
     assert d.bandwidth_bps == pytest.approx(100 * MBIT)
     assert d.rtt_s is None and d.bdp_bytes is None  # no echo yet: keep the buffer
     assert d.request == cfg.min_request
-    assert parse_sbuf(d.message) == (pytest.approx(0.1), d.request)
+    parsed = parse_sbuf(d.message)
+    assert parsed is not None
+    sent_at, request = parsed
+    assert sent_at == pytest.approx(0.1) and request == d.request
     _feed(rx, 0.12, 0.1)  # 20 ms
     d2 = rx.tick(0.2, 2_500_000)
     assert d2 is not None

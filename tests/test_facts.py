@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import pytest
 
@@ -65,7 +66,8 @@ def test_malformed_facts_are_rejected(data: object) -> None:
 
 
 def _wire() -> dict[str, object]:
-    return json.loads(json.dumps(facts_json(gather_facts("/proc/sys", "127.0.0.1"))))
+    wire = json.loads(json.dumps(facts_json(gather_facts("/proc/sys", "127.0.0.1"))))
+    return cast(dict[str, object], wire)
 
 
 @pytest.mark.parametrize(
@@ -83,10 +85,12 @@ def test_hostile_facts_are_rejected_not_crashing(path: tuple[str, ...], value: o
     wire = _wire()
     node = wire
     for key in path[:-1]:
-        node = node[key]  # type: ignore[index]
-        if node is None:
+        child = node[key]
+        if child is None:
             pytest.skip("no interface facts on this machine")
-    node[path[-1]] = value  # type: ignore[index]
+        assert isinstance(child, dict)
+        node = child
+    node[path[-1]] = value
     with pytest.raises(FactsError):
         facts_from_json(wire)
 

@@ -116,7 +116,9 @@ def test_window_scaling_off_and_small_rmem_are_critical(netns: str) -> None:
     # 256 KB max -> 128 KB window -> 21 Mbit/s at 50 ms: 21% of 100 Mbit/s.
     assert problems(doc) == {"window_scaling": "crit", "tcp_rmem": "crit", **global_expectations()}
     assert code == 2
-    commands = [f["command"] for f in doc["fixes"]]
+    fixes = doc["fixes"]
+    assert isinstance(fixes, list)
+    commands = [f["command"] for f in fixes]
     assert "sysctl -w net.ipv4.tcp_window_scaling=1" in commands
     assert 'sysctl -w net.ipv4.tcp_rmem="4096 65536 2097152"' in commands
     # without window scaling no direction exceeds 64 KB: 10.5 Mbit/s at 50 ms
@@ -147,13 +149,16 @@ def test_route_window_clamp_found_through_netlink(netns: str) -> None:
     code, doc = tcpwizard(netns, "10.202.3.4", "--quick", *TARGET)
     assert problems(doc) == {"route_metrics": "crit", **global_expectations()}
     # Nothing answers at 10.202.3.4: the path is unknown (3), the route audit still stands.
-    assert code == 3 and "did not answer" in doc["error"]
+    error = doc["error"]
+    assert code == 3 and isinstance(error, str) and "did not answer" in error
     host = doc["host"]
     assert isinstance(host, dict)
     assert host["interface"]["name"] == "twv0"
     assert host["interface"]["route"]["window"] == 65535
     assert host["interface"]["route"]["destination"] == "10.202.0.0/16"
-    route_fixes = [f for f in doc["fixes"] if f["kind"] == "route"]
+    fixes = doc["fixes"]
+    assert isinstance(fixes, list)
+    route_fixes = [f for f in fixes if f["kind"] == "route"]
     assert [f["command"] for f in route_fixes] == [
         "ip route change 10.202.0.0/16 via 10.201.0.2 dev twv0"
     ]

@@ -153,7 +153,8 @@ def test_iperf3_equivalents() -> None:
     assert iperf3_args(Cell("untuned", 25.0, 2), 100e6, 4194304) == ("-P", "2", "-w", "64K")
     assert iperf3_args(Cell("autotune", 25.0, 1), 100e6, 4194304) == ("-P", "1")
     assert iperf3_args(Cell("static", 25.0, 1), 100e6, 4194304) == ("-P", "1", "-w", "312500")
-    assert iperf3_args(Cell("overprovisioned", 25.0, 8), 100e6, 4194304)[-1] == "4194304"
+    over = iperf3_args(Cell("overprovisioned", 25.0, 8), 100e6, 4194304)
+    assert over is not None and over[-1] == "4194304"
     assert iperf3_args(Cell("drs", 25.0, 1), 100e6, 4194304) is None
 
 

@@ -115,5 +115,6 @@ def test_udp_blocked_falls_back_to_tcp_connect() -> None:
     rtt = path["rtt_ms"]
     assert isinstance(rtt, dict) and rtt["method"] == "tcp-connect"
     assert path["capacity_mbps"] is None
-    assert any("UDP blocked" in n for n in path["notes"])  # type: ignore[union-attr]
+    notes = path["notes"]
+    assert isinstance(notes, list) and any("UDP blocked" in n for n in notes)
     assert isinstance(path["duration_s"], float) and path["duration_s"] < 3.0

@@ -45,7 +45,9 @@ def test_percentile_edges() -> None:
     assert percentile([1.0, 2.0], 100) == 2.0
 
 
-def _train(rate_bps: float, n: int, start: int = 1000, lost: frozenset[int] = frozenset()):
+def _train(
+    rate_bps: float, n: int, start: int = 1000, lost: frozenset[int] = frozenset()
+) -> list[tuple[int, int]]:
     gap = WIRE * 8 * 1e9 / rate_bps
     return [(i, round(start + i * gap)) for i in range(n) if i not in lost]
 

@@ -51,8 +51,8 @@ def gen_message(rng: random.Random, after_hello: bool) -> tuple[bytes, bool]:
         v = rng.choice(["1", "[]", '"hello"', "null", "true", "[1,2,3]", "-0.5e9", '""'])
         return v.encode() + b"\n", False
     if k == 3:  # object with a missing, empty or non-string type
-        t = rng.choice([None, "", 1, [], {}, True, 3.5])
-        obj = {} if t is None else {"type": t}
+        t: object = rng.choice([None, "", 1, [], {}, True, 3.5])
+        obj: dict[str, object] = {} if t is None else {"type": t}
         obj["x"] = _bad_value(rng)
         return json.dumps(obj).encode() + b"\n", False
     if k == 4:  # unknown type

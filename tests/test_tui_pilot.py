@@ -249,7 +249,11 @@ async def test_copy_and_save_fixes(tmp_path: Path) -> None:
     fake = FakePipeline(tmp_path)
     app = TcpWizardApp(Context(), CheckRequest("dtn1.example"), services=fake.services())
     copied: list[str] = []
-    app.copy_to_clipboard = copied.append  # type: ignore[method-assign]
+
+    def copy_to_clipboard(text: str) -> None:
+        copied.append(text)
+
+    app.copy_to_clipboard = copy_to_clipboard  # type: ignore[method-assign]
     async with app.run_test(size=SIZE) as pilot:
         await app.workers.wait_for_complete()
         await pilot.press("4")

@@ -6,6 +6,7 @@ live run without any measurement."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from tcpwizard.advice.model import Verdict, WizardGap
@@ -38,7 +39,7 @@ SMALL_RMEM = {
 }
 
 
-def host_audit(tmp: Path, name: str, overrides: dict[str, str | None]) -> HostAudit:
+def host_audit(tmp: Path, name: str, overrides: Mapping[str, str | None]) -> HostAudit:
     return audit(
         SysctlReader(make_tree(tmp / name, overrides)),
         "198.51.100.7",
