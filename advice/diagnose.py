@@ -282,6 +282,10 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
                 f"sender's tcp_wmem max keeps ~{inflight / 1e6:.2f} MB in flight: ~{_fmt(limit)}"
             )
             confidence = max(confidence, 0.5)
+            # The measured rate sits at that bound: the buffer, not the network, set it
+            # (TCP_INFO's sndbuf_limited undercounts with pacing congestion control).
+            if cur is not None and cur.throughput_mbps <= 1.25 * limit:
+                confidence = max(confidence, 0.75)
     if confidence == 0.0 or cur is None:
         return None
     evidence.append(f"{cur.mode} moved {_fmt(cur.throughput_mbps)}")

@@ -11,8 +11,8 @@ from tcpwizard.checks.model import HostAudit
 from tcpwizard.checks.window import (
     MAX_UNSCALED_WINDOW,
     parse_kernel_version,
-    send_window_from_space,
-    window_from_space,
+    typical_send_window,
+    typical_window_from_space,
 )
 
 UNSCALED_WINDOW = MAX_UNSCALED_WINDOW
@@ -45,22 +45,24 @@ def scaling_enabled(audit: HostAudit) -> bool | None:
 
 
 def max_receive_window(audit: HostAudit) -> int | None:
-    """Largest window an autotuning receiver on this host can advertise (bytes)."""
+    """Largest window a running autotuned receiver on this host advertises (bytes)."""
     rmem = _triple(audit, "net.ipv4.tcp_rmem")
     if rmem is None:
         return None
     # Without receive autotuning (tcp_moderate_rcvbuf = 0) the buffer stays at the default.
     space = rmem[1] if audit.sysctl("net.ipv4.tcp_moderate_rcvbuf") == "0" else rmem[2]
-    window = window_from_space(space, parse_kernel_version(audit.kernel), _adv_win_scale(audit))
+    kernel = parse_kernel_version(audit.kernel)
+    window = typical_window_from_space(space, kernel, _adv_win_scale(audit))
     if scaling_enabled(audit) is False:
         window = min(window, UNSCALED_WINDOW)
     return window
 
 
 def max_send_window(audit: HostAudit) -> int | None:
-    """Most data in flight an autotuned send buffer on this host sustains."""
+    """Most data a running connection keeps in flight with this host's autotuned send
+    buffer (bytes)."""
     wmem = _triple(audit, "net.ipv4.tcp_wmem")
-    return None if wmem is None else send_window_from_space(wmem[2])
+    return None if wmem is None else typical_send_window(wmem[2])
 
 
 def window_limit_mbps(window_bytes: float, rtt_ms: float) -> float:

@@ -13,6 +13,8 @@ from tcpwizard.checks.window import (
     recommended_buffer,
     send_window_from_space,
     space_for_window,
+    typical_send_window,
+    typical_window_from_space,
     window_from_space,
 )
 from tcpwizard.units import format_bytes, format_rate
@@ -21,14 +23,29 @@ GUIDE_AUTOTUNE = f"{SECTION5}: set ranges for Linux autotuning; {TIERNEY}: buffe
 GUIDE_CORE = f"{SECTION5}: set the maximum memory per connection; {TIERNEY}: buffer = 2 x BDP"
 
 
-def _ceiling_text(window: int, env: AuditEnv, direction: str) -> tuple[float, str]:
-    rate = mbps(window, env.target.rtt_s)
-    ratio = rate * 1e6 / env.target.rate_bps
-    return ratio, (
-        f"{format_bytes(window)} in flight, so one connection {direction} at most "
-        f"{format_rate(rate * 1e6)} at {env.target.rtt_s * 1000:g} ms "
-        f"({ratio:.0%} of the {format_rate(env.target.rate_bps)} target)"
-    )
+def _ceiling_text(space: int, receive: bool, env: AuditEnv, direction: str) -> tuple[float, str]:
+    """(share of the target at the starting window, the sentence). The window starts at the
+    kernel's opening share of the buffer and grows to the running share; both are shown, the
+    severity goes by the first (a buffer that only fits the path later still stalls the
+    start of every connection)."""
+    if receive:
+        lo = window_from_space(space, env.kernel, env.adv_win_scale)
+        hi = typical_window_from_space(space, env.kernel, env.adv_win_scale)
+    else:
+        lo, hi = send_window_from_space(space), typical_send_window(space)
+    rate_lo, rate_hi = mbps(lo, env.target.rtt_s), mbps(hi, env.target.rtt_s)
+    target = env.target.rate_bps
+    ratio = rate_lo * 1e6 / target
+    if hi <= lo:
+        span = f"{format_bytes(lo)} in flight, so one connection {direction} at most "
+        span += f"{format_rate(rate_lo * 1e6)} at {env.target.rtt_s * 1000:g} ms ({ratio:.0%}"
+    else:
+        span = (
+            f"{format_bytes(lo)} to {format_bytes(hi)} in flight, so one connection "
+            f"{direction} {format_rate(rate_lo * 1e6)} to {format_rate(rate_hi * 1e6)} at "
+            f"{env.target.rtt_s * 1000:g} ms ({ratio:.0%} to {rate_hi * 1e6 / target:.0%}"
+        )
+    return ratio, f"{span} of the {format_rate(target)} target)"
 
 
 def _limit_note(env: AuditEnv, recommended: int, need: int) -> str:
@@ -45,11 +62,6 @@ class _VectorBufferCheck(Check):
 
     direction: str
     receive: bool
-
-    def window(self, env: AuditEnv, space: int) -> int:
-        if self.receive:
-            return window_from_space(space, env.kernel, env.adv_win_scale)
-        return send_window_from_space(space)
 
     def needed_space(self, env: AuditEnv) -> int:
         bdp = env.target.bdp_bytes
@@ -75,7 +87,7 @@ class _VectorBufferCheck(Check):
                 "clamps the values in surprising ways.",
                 (self.fix(key, fixed),),
             )
-        ratio, ceiling = _ceiling_text(self.window(env, hi), env, self.direction)
+        ratio, ceiling = _ceiling_text(hi, self.receive, env, self.direction)
         severity = ratio_severity(ratio, env.target)
         if severity == "ok":
             return self.finding(
@@ -126,12 +138,10 @@ class _CoreMaxCheck(Check):
         granted = granted_buffer(core_max, core_max)
         bdp = env.target.bdp_bytes
         if self.receive:
-            window = window_from_space(granted, env.kernel, env.adv_win_scale)
             need_request = (space_for_window(bdp, env.kernel, env.adv_win_scale) + 1) // 2
         else:
-            window = send_window_from_space(granted)
             need_request = bdp
-        ratio, ceiling = _ceiling_text(window, env, self.direction)
+        ratio, ceiling = _ceiling_text(granted, self.receive, env, self.direction)
         # Only applications that size their own buffers hit this limit: never critical,
         # and only informative for a target we merely assumed.
         severity: Severity = ratio_severity(ratio, env.target, cap="warn", default_cap="info")
@@ -183,8 +193,7 @@ class ModerateRcvbuf(Check):
         if value != 0:
             return self.finding("ok", "1 (on)", "1 (on)", "Receive autotuning is on.")
         default = env.ints("net.ipv4.tcp_rmem", 3)[1]
-        window = window_from_space(default, env.kernel, env.adv_win_scale)
-        ratio, ceiling = _ceiling_text(window, env, "receives")
+        ratio, ceiling = _ceiling_text(default, True, env, "receives")
         severity = ratio_severity(ratio, env.target)
         if severity == "ok":
             severity = "warn"

@@ -280,10 +280,12 @@ def test_ceiling_table_uses_kernel_window_math(tmp_path: Path) -> None:
     a = run(tmp_path)
     assert [c.rtt_ms for c in a.ceilings] == [10, 50, 100, 200]
     at_100 = next(c for c in a.ceilings if c.rtt_ms == 100)
-    # 32 MiB buffers: 16 MiB window / 0.1 s = 1342 Mbit/s both ways; app-set 2 x 32 MiB.
-    assert at_100.receive_mbps == pytest.approx(1342.18, abs=0.01)
-    assert at_100.send_mbps == pytest.approx(1342.18, abs=0.01)
-    assert at_100.receive_app_mbps == pytest.approx(2684.35, abs=0.01)
+    # 32 MiB buffers: a running connection advertises 62 % of the receive buffer and keeps
+    # 70 % of the send buffer in flight (checks/window.py): 0.62 x 32 MiB / 0.1 s = 1664 and
+    # 0.70 x 32 MiB / 0.1 s = 1879 Mbit/s; app-set buffers are 2 x 32 MiB.
+    assert at_100.receive_mbps == pytest.approx(0.62 * 32 * 2**20 * 80 / 1e6, abs=0.01)
+    assert at_100.send_mbps == pytest.approx(0.70 * 32 * 2**20 * 80 / 1e6, abs=0.01)
+    assert at_100.receive_app_mbps == pytest.approx(2 * at_100.receive_mbps, abs=0.02)
 
 
 def test_window_scaling_off_caps_the_ceiling_table(tmp_path: Path) -> None:
