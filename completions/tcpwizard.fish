@@ -69,7 +69,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l modes -x -d 'comma li
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l streams -x -d 'parallel streams, 1-8'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l duration -x -d 'length of each transfer, e.g. 3s'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l bytes -x -d 'bytes per transfer, e.g. 128MB'
-complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l direction -xka "up down both" -d direction
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l direction -xka "up down both" -d 'up: to HOST; down: from HOST (transfer: up; check: both, the way back with autotune only)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l force-buffers -d 'as root: SO_RCVBUFFORCE/SO_SNDBUFFORCE to measure tuned throughput before fixing'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l format -xka "text json prometheus nagios" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l json -d 'same as --format json'
@@ -107,7 +107,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l modes -x -d 'comma
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l streams -x -d 'parallel streams, 1-8'
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l duration -x -d 'length of each transfer, e.g. 3s'
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l bytes -x -d 'bytes per transfer, e.g. 128MB'
-complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l direction -xka "up down both" -d direction
+complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l direction -xka "up down both" -d 'up: to HOST; down: from HOST (transfer: up; check: both, the way back with autotune only)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l force-buffers -d 'as root: SO_RCVBUFFORCE/SO_SNDBUFFORCE to measure tuned throughput before fixing'
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l format -xka "text json prometheus nagios" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l json -d 'same as --format json'

@@ -81,6 +81,7 @@ class Scenario:
     setup: Callable[[Lab], None] | None = None
     fix_side: Side | None = "b"  # where the printed fix is applied (None: no fix expected)
     recheck_modes: str = "autotune"
+    recheck_direction: str = "up"  # the way the limit shows (down: into host a)
     applies_automatically: bool = True  # False: a setsockopt fix the application makes
 
 
@@ -103,6 +104,15 @@ SCENARIOS: tuple[Scenario, ...] = (
         _spec(sysctls_b=(("net.ipv4.tcp_rmem", "4096 65536 262144"),)),
         "receiver-window",
         "peer",
+    ),
+    Scenario(
+        "local-rmem",
+        "this host's net.ipv4.tcp_rmem max is 256 KB (it downloads slowly, uploads fine)",
+        _spec(sysctls_a=(("net.ipv4.tcp_rmem", "4096 65536 262144"),)),
+        "receiver-window",
+        "local",
+        fix_side="a",
+        recheck_direction="down",
     ),
     Scenario(
         "sender-wmem",
@@ -240,6 +250,7 @@ def run_scenario(sc: Scenario, lab: Lab) -> ScenarioResult:
                 applied = [f"{a['target']}={a['new']}" for a in res["applied"]]
                 skipped = [f"{s['target']}: {s['reason']}" for s in res["skipped"]]
             recheck_args = ["--modes", sc.recheck_modes, "--duration", "4"]
+            recheck_args += ["--direction", sc.recheck_direction]
             _, after = _json_run(
                 lab, "a", tcpwizard_argv("transfer", lab.addr_b, "--json", *recheck_args), env
             )

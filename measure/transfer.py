@@ -37,6 +37,9 @@ class TransferOptions:
     modes: tuple[Mode, ...] = DEFAULT_MODES
     streams: int = 1
     direction: Literal["up", "down", "both"] = "up"
+    # With direction "both": the modes for the way back (None: the same modes). `check` uses
+    # autotune alone there, enough to find a limit that only shows in that direction.
+    reverse_modes: tuple[Mode, ...] | None = None
     duration_s: float | None = DEFAULT_DURATION
     nbytes: int | None = None
     static_request: int | None = None  # SO_*BUF argument for `static` (see static_request)
@@ -46,6 +49,11 @@ class TransferOptions:
 
     def directions(self) -> tuple[Direction, ...]:
         return ("up", "down") if self.direction == "both" else (self.direction,)
+
+    def modes_for(self, direction: Direction) -> tuple[Mode, ...]:
+        if self.direction == "both" and direction == "down" and self.reverse_modes:
+            return self.reverse_modes
+        return self.modes
 
 
 def static_request(rtt_s: float, rate_bps: float) -> int:
@@ -97,7 +105,7 @@ def run_transfer(
     try:
         broken: str | None = None
         for direction in options.directions():
-            for mode in options.modes:
+            for mode in options.modes_for(direction):
                 if cancel is not None and cancel.is_set():
                     break  # cancelled: the modes not yet started are left out
                 if broken is not None:

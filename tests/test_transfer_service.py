@@ -62,6 +62,20 @@ def test_every_mode_both_directions(server: Server) -> None:
     assert doc["direction"] == "both"
 
 
+def test_the_way_back_runs_its_own_modes(server: Server) -> None:
+    """`check`'s default: every mode up, autotune alone down."""
+    opts = TransferOptions(
+        modes=("untuned", "drs"), direction="both", reverse_modes=("autotune",), duration_s=0.3
+    )
+    res = run_transfer("127.0.0.1", server.port, opts)
+    assert [(m.mode, m.direction) for m in res.modes] == [
+        ("untuned", "up"),
+        ("drs", "up"),
+        ("autotune", "down"),
+    ]
+    assert all(m.error is None and m.throughput_mbps > 0 for m in res.modes)
+
+
 def test_byte_count_download(server: Server) -> None:
     opts = TransferOptions(modes=("drs",), direction="down", duration_s=None, nbytes=30_000_000)
     (m,) = run_transfer("127.0.0.1", server.port, opts).modes

@@ -56,7 +56,12 @@ def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
     length = p.add_mutually_exclusive_group()
     length.add_argument("--duration", help="length of each transfer, e.g. 3s")
     length.add_argument("--bytes", dest="nbytes", help="bytes per transfer, e.g. 128MB")
-    p.add_argument("--direction", choices=("up", "down", "both"), default="up")
+    p.add_argument(
+        "--direction",
+        choices=("up", "down", "both"),
+        help="up: to HOST; down: from HOST (transfer: up; check: both, the way back with "
+        "autotune only)",
+    )
     p.add_argument(
         "--force-buffers",
         action="store_true",

@@ -41,6 +41,10 @@ DEFAULT_MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")
 QUICK_MODES: tuple[Mode, ...] = ("autotune",)
 DEFAULT_DURATION_S = 3.0
 QUICK_DURATION_S = 1.5
+# Without --direction, check measures both ways: every mode from here to the far end, and
+# autotune back, which is enough to catch a limit only the way back has (this host's
+# receive window, the far end's send buffer) for a few seconds more.
+REVERSE_MODES: tuple[Mode, ...] = ("autotune",)
 PROBE_BUDGET_S = 3.0
 QUICK_PROBE_BUDGET_S = 1.0
 
@@ -59,7 +63,7 @@ class CheckRequest:
     streams: int = 1
     duration_s: float | None = None
     nbytes: int | None = None
-    direction: Direction = "up"
+    direction: Direction | None = None  # None: both ways, see REVERSE_MODES
     quick: bool = False
     force_buffers: bool = False
     bdp_hint: BdpTarget | None = None  # --rtt/--bandwidth: used until the path is measured
@@ -135,7 +139,8 @@ def _transfer_options(req: CheckRequest, target: BdpTarget | None) -> TransferOp
     return TransferOptions(
         modes=modes,
         streams=req.streams,
-        direction=req.direction,
+        direction=req.direction or "both",
+        reverse_modes=None if req.direction or req.modes else REVERSE_MODES,
         duration_s=duration,
         nbytes=req.nbytes,
         static_request=static_request(target.rtt_s, target.rate_bps) if target else None,

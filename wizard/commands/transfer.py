@@ -68,7 +68,7 @@ def options_from_args(args: argparse.Namespace, ctx: Context) -> TransferOptions
     return TransferOptions(
         modes=modes,
         streams=args.streams,
-        direction=args.direction,
+        direction=args.direction or "up",
         duration_s=duration,
         nbytes=nbytes,
         static_request=static,

@@ -1,0 +1,39 @@
+"""Which transfers `check` runs in which direction: both ways by default (every mode up,
+autotune back), exactly what was asked otherwise; `transfer` stays one-way."""
+
+from __future__ import annotations
+
+from tcpwizard.cli import build_parser
+from tcpwizard.measure.transfer import TransferOptions
+from tcpwizard.run import DEFAULT_MODES, QUICK_MODES, REVERSE_MODES, CheckRequest
+from tcpwizard.run import _transfer_options as transfer_options
+
+
+def test_default_check_measures_both_ways_with_autotune_back() -> None:
+    opts = transfer_options(CheckRequest("dtn"), None)
+    assert opts.direction == "both"
+    assert opts.modes_for("up") == DEFAULT_MODES
+    assert opts.modes_for("down") == REVERSE_MODES == ("autotune",)
+    quick = transfer_options(CheckRequest("dtn", quick=True), None)
+    assert quick.modes_for("up") == QUICK_MODES and quick.modes_for("down") == REVERSE_MODES
+
+
+def test_an_explicit_direction_or_mode_list_is_taken_as_asked() -> None:
+    up = transfer_options(CheckRequest("dtn", direction="up"), None)
+    assert up.directions() == ("up",) and up.modes_for("up") == DEFAULT_MODES
+    both = transfer_options(CheckRequest("dtn", direction="both"), None)
+    assert both.modes_for("down") == DEFAULT_MODES
+    drs = transfer_options(CheckRequest("dtn", modes=("drs",)), None)
+    assert drs.direction == "both" and drs.modes_for("down") == ("drs",)
+
+
+def test_reverse_modes_only_apply_to_the_way_back_of_both() -> None:
+    down = TransferOptions(modes=("drs",), direction="down", reverse_modes=("autotune",))
+    assert down.modes_for("down") == ("drs",)
+
+
+def test_cli_leaves_the_direction_to_the_command() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["check", "dtn"]).direction is None
+    assert parser.parse_args(["transfer", "dtn"]).direction is None
+    assert parser.parse_args(["check", "dtn", "--direction", "up"]).direction == "up"
