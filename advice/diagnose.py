@@ -127,6 +127,8 @@ def _directions(ev: Evidence) -> list[_Direction]:
 
 def _capacity(ev: Evidence, d: _Direction) -> float | None:
     """The probe's estimate; without it, what a forced (root what-if) tuned transfer reached."""
+    if ev.path and d.name == "down" and ev.path.capacity_down:
+        return ev.path.capacity_down.mbps  # asymmetric paths: the way back has its own
     if ev.path and ev.path.capacity:
         return ev.path.capacity.mbps
     if d.best and d.best.forced and d.best.mode != "untuned":
@@ -155,7 +157,9 @@ def _mss(d: _Direction) -> int:
 
 
 def _fmt(mbps: float | None) -> str:
-    return "?" if mbps is None else f"{mbps:.1f} Mbit/s"
+    if mbps is None:
+        return "?"
+    return f"{mbps / 1000:,.2f} Gbit/s" if mbps >= 1000 else f"{mbps:.1f} Mbit/s"
 
 
 def steady_mbps(m: ModeResult) -> float:
@@ -309,6 +313,16 @@ def _loss_fraction(ev: Evidence, d: _Direction) -> float | None:
     return None
 
 
+def _late_retransmits(m: ModeResult) -> int:
+    """Retransmissions in the second half of a transfer (sender's TCP_INFO). Slow start's
+    overshoot loses packets early; losses that go on once the rate has settled are what
+    holds a loss-based window down."""
+    counts = [s.tcp_info.total_retrans for s in m.samples if s.tcp_info is not None]
+    if len(counts) < 4:
+        return 0
+    return max(0, counts[-1] - counts[len(counts) // 2])
+
+
 def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
     cur, rtt = d.current, _rtt_ms(ev, d)
     loss = _loss_fraction(ev, d)
@@ -324,10 +338,22 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
     if bound is not None and cur.throughput_mbps <= 1.5 * bound:
         confidence = 0.85
     elif bound is not None and cur.throughput_mbps > 3 * bound:
-        # Far above the steady-state loss bound: the losses came in a burst (slow-start
-        # overshoot into the queue), not as the loss rate that holds the window down.
-        confidence = 0.3
-        evidence.append("throughput is far above that bound: the losses were a burst")
+        late = _late_retransmits(cur)
+        cap = _capacity(ev, d)
+        if late and cc in LOSS_BASED and cap and steady_mbps(cur) < HEALTHY_SHARE * cap:
+            # Losses go on after the ramp and the rate stays low: drop-tail overflows
+            # that lose several packets per event (a shallow queue), not one burst.
+            confidence = 0.7
+            evidence.append(
+                f"{late} of them after the first half, with the rate flat at "
+                f"{_fmt(steady_mbps(cur))}: repeated loss events, not one burst"
+            )
+        else:
+            # Far above the steady-state loss bound: the losses came in a burst
+            # (slow-start overshoot into the queue), not as the rate that holds the
+            # window down.
+            confidence = 0.3
+            evidence.append("throughput is far above that bound: the losses were a burst")
     if cc:
         evidence.append(f"sender's congestion control: {cc}")
     advice = (
@@ -448,7 +474,7 @@ def _rule_predicted(ev: Evidence, d: _Direction) -> _Candidate | None:
             None,
             "this host's buffers allow the measured capacity in both directions (predicted:"
             " no test transfer without serve on the far end).",
-            (f"slowest: {verb} {_fmt(limit)} at {rtt:.1f} ms vs capacity {_fmt(cap)}",),
+            (f"slowest: {verb} {_fmt(limit)} at {rtt:.3g} ms vs capacity {_fmt(cap)}",),
         )
     return _Candidate(
         d.name,
@@ -478,6 +504,8 @@ def _rule_hosts_allow(ev: Evidence, d: _Direction) -> _Candidate | None:
         return None
     if any(f.id == "cached_metrics" and f.severity in ("warn", "crit") for f in d.sender.findings):
         return None
+    if _late_retransmits(cur) and steady_mbps(cur) < HEALTHY_SHARE * cap:
+        return None  # losses, not the ramp, kept the rate down once it had settled
     return _Candidate(
         d.name,
         "path-capacity",
@@ -507,11 +535,20 @@ RULES: tuple[Callable[[Evidence, _Direction], _Candidate | None], ...] = (
 )
 
 
-def _gap(ev: Evidence, dirs: Sequence[_Direction], factor: str) -> WizardGap:
-    worst = min(
-        (d for d in dirs if d.current),
-        key=lambda d: d.current.throughput_mbps if d.current else 0.0,
-        default=None,
+def _gap(
+    ev: Evidence, dirs: Sequence[_Direction], factor: str, direction: str | None = None
+) -> WizardGap:
+    """Current vs tuned throughput of the verdict's direction (the slowest one if the
+    verdict has none)."""
+    named = [d for d in dirs if d.current and d.name == direction]
+    worst = (
+        named[0]
+        if named
+        else min(
+            (d for d in dirs if d.current),
+            key=lambda d: d.current.throughput_mbps if d.current else 0.0,
+            default=None,
+        )
     )
     if worst is None or worst.current is None:
         return _predicted_gap(ev, factor)
@@ -581,21 +618,32 @@ def diagnose(ev: Evidence) -> Diagnosis:
     candidates = [c for d in dirs for rule in RULES if (c := rule(ev, d)) is not None]
     # A healthy direction does not excuse a slow one: prefer a real limit when one is found.
     healthy_dirs = {c.direction for c in candidates if c.decisive}
+    slow_dirs = {d.name for d in dirs if d.current is not None and d.name not in healthy_dirs}
     limits = [
         c for c in candidates if c.factor != "path-capacity" and c.direction not in healthy_dirs
     ]
     healthy = [c for c in candidates if c.factor == "path-capacity"]
     strong_limits = [c for c in limits if c.confidence >= WEAK]
-    pool = strong_limits or ([*limits, *healthy] if healthy else limits)
+    if strong_limits:
+        pool = strong_limits
+    elif healthy_dirs and slow_dirs:
+        # One way reached the capacity, the other did not: only the slow way's own (weak)
+        # explanations may speak for it, never the healthy way's verdict.
+        pool = [c for c in limits if c.direction in slow_dirs]
+    else:
+        pool = [*limits, *healthy] if healthy else limits
     if not pool:
+        shown = [d for d in dirs if d.current and (not slow_dirs or d.name in slow_dirs)]
         evidence = tuple(
             f"{d.name}: {d.current.mode} {_fmt(d.current.throughput_mbps)}"
-            for d in dirs
+            + (f" of {_fmt(cap)} capacity" if (cap := _capacity(ev, d)) else "")
+            for d in shown
             if d.current
         )
         why = "no rule explains the measured throughput; the evidence is shown as measured."
+        slow = shown[0].name if slow_dirs and shown else None
         return Diagnosis(
-            Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown")), ()
+            Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown", slow)), ()
         )
     best = max(pool, key=lambda c: c.confidence)
     confidence = best.confidence
@@ -613,6 +661,6 @@ def diagnose(ev: Evidence) -> Diagnosis:
         best.host,
         best.explanation,
         evidence,
-        _gap(ev, dirs, best.factor),
+        _gap(ev, dirs, best.factor, best.direction),
     )
     return Diagnosis(verdict, _fixes_for(ev, best.factor, best.host))

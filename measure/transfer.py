@@ -278,7 +278,7 @@ def _run_local(
     stop = threading.Event()
     peer_box: dict[str, Any] = {}
     # The longest the far end can legitimately take: the transfer, its drain, the stall.
-    wait = (duration or 0.0) + 3 * options.stall_timeout_s + 10.0
+    wait = (duration or 0.0) + engine.MAX_DRAIN_S + 3 * options.stall_timeout_s + 10.0
     if duration is None:
         wait += 300.0  # byte-limited: serve's max_duration bounds it on that side
 
@@ -311,7 +311,7 @@ def _run_local(
             plan=plan,
             sample_interval=options.sample_interval_s,
             stall_timeout=options.stall_timeout_s,
-            max_seconds=(duration or 300.0) + options.stall_timeout_s,
+            max_seconds=(duration or 300.0) + engine.MAX_DRAIN_S + options.stall_timeout_s,
             stop=stop,
             on_sample=on_sample,
         )

@@ -16,6 +16,11 @@ from tcpwizard.main import main
         ["nosuchcommand"],
         [],
         ["check", "--streams", "many"],
+        ["check", " "],
+        ["check", "--rtt", "abc"],
+        ["calc", "--rtt", "100ms", "--bandwidth", "1e400"],
+        ["transfer", "127.0.0.1", "--modes", "foo"],
+        ["serve", "--port", "70000"],
     ],
 )
 def test_usage_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,6 +5,8 @@ Numbers are built from the laws the rules encode (window / RTT, Mathis), not cop
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
@@ -17,7 +19,9 @@ from tcpwizard.measure.model import (
     ModeResult,
     PathEstimate,
     RttStats,
+    TcpInfoSample,
     TransferResult,
+    TransferSample,
 )
 
 TUNED = {
@@ -274,3 +278,75 @@ def test_all_modes_failed_is_judged_like_no_transfer() -> None:
     v = diagnose(Evidence(small, None, path(100, 500), _t(failed))).verdict
     assert v.limiting_factor == "receiver-window"
     assert "no path was measured" not in v.explanation
+
+
+def test_a_healthy_way_back_does_not_speak_for_a_slow_way_out() -> None:
+    """check measures both ways: Reno into a shallow queue crawls up (its losses come in
+    bursts, so the congestion rule is only weakly sure) while BBR back is healthy. The
+    verdict is about the slow way, and so is the wizard gap."""
+    mss, rtt = 1448, 50
+    loss_bytes = 6_000_000
+    up = mode(15.0, retrans=30, nbytes=loss_bytes, cc="reno")
+    down = mode(94.0, direction="down")
+    ev = Evidence(audit(), audit(), path(rtt, 100), _t(up, down))
+    v = diagnose(ev).verdict
+    bound = mathis_mbps(mss, rtt, 30 * mss / loss_bytes)
+    assert bound is not None and bound < 15.0 / 3  # a burst by Mathis: weak on its own
+    assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")
+    assert v.wizard_gap.current_mbps == pytest.approx(15.0)
+
+
+def test_an_unexplained_slow_way_is_unknown_not_healthy() -> None:
+    up = mode(30.0)  # no chrono limit, no loss, tuned buffers: nothing explains it
+    down = mode(94.0, direction="down")
+    v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(up, down))).verdict
+    assert v.limiting_factor == "unknown"
+    assert any(e.startswith("up: autotune 30.0 Mbit/s") for e in v.evidence)
+
+
+def test_each_way_is_judged_against_its_own_capacity() -> None:
+    """An asymmetric path (100 Mbit/s out, 10 back) reaching both rates is healthy."""
+    p = path(50, 100)
+    asym = PathEstimate(
+        p.rtt,
+        p.capacity,
+        p.bdp_bytes,
+        1.0,
+        "10.0.0.2",
+        5301,
+        True,
+        capacity_down=CapacityEstimate(10.0, "train", 0.9),
+    )
+    ev = Evidence(audit(), audit(), asym, _t(mode(95.0), mode(9.6, direction="down")))
+    assert diagnose(ev).verdict.limiting_factor == "path-capacity"
+
+
+def _flat_reno(retrans_at: list[int]) -> ModeResult:
+    """3 s of Reno at a flat 15 Mbit/s on a 100 Mbit/s path, with the sender's cumulative
+    retransmissions per 0.25 s sample as given."""
+    samples = tuple(
+        TransferSample(
+            0.25 * (i + 1),
+            15.0,
+            1 << 20,
+            1 << 20,
+            tcp_info=TcpInfoSample(50_000, 1000, 60, r, 0, 0, 0, 0, 1448),
+        )
+        for i, r in enumerate(retrans_at)
+    )
+    m = mode(15.0, retrans=retrans_at[-1], nbytes=5_600_000, cc="reno")
+    return dataclasses.replace(m, samples=samples)
+
+
+def test_losses_that_go_on_after_the_ramp_are_congestion() -> None:
+    """Reno into a shallow drop-tail queue: each overflow loses several packets, so the rate
+    sits well above Mathis's per-packet bound, yet the losses keep coming and the rate stays
+    flat. That is the congestion controller's limit, not a short test."""
+    late = _flat_reno([4, 4, 6, 6, 8, 8, 10, 10, 12, 14, 16, 20])
+    v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(late))).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")
+    assert v.confidence >= 0.7
+    assert any("repeated loss events" in e for e in v.evidence)
+    early = _flat_reno([20] * 12)  # every loss in slow start: a burst, weakly blamed
+    v2 = diagnose(Evidence(audit(), audit(), path(50, 100), _t(early))).verdict
+    assert v2.confidence < 0.5

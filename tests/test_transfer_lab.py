@@ -123,3 +123,24 @@ def test_peer_disappears_mid_transfer(lab_factory: LabFactory) -> None:
     assert drs["error"] and auto["error"]
     assert drs["bytes"] > 0 and drs["samples"]  # partial results up to the loss
     assert "serve" in drs["error"] or "peer" in drs["error"]
+
+
+def test_a_slow_drain_is_not_a_dead_peer(wan: Lab) -> None:
+    """A send buffer far above the BDP holds seconds of data when the duration ends; the
+    sender waits for it to be delivered. That wait is longer than the stall timeout here,
+    but ACKs keep coming, so it is progress, not a peer that stopped taking part."""
+    code = (
+        "import json\n"
+        "from tcpwizard.measure.transfer import TransferOptions, run_transfer\n"
+        "o = TransferOptions(modes=('static',), duration_s=1.0, static_request=4 << 20,"
+        " stall_timeout_s=1.0)\n"
+        f"m = run_transfer({wan.addr_b!r}, {PORT}, o).modes[0]\n"
+        "print(json.dumps({'error': m.error, 'seconds': m.seconds, 'mbps': m.throughput_mbps,"
+        " 'bytes': m.bytes}))\n"
+    )
+    done = wan.run("a", [sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    res = json.loads(done.stdout)
+    assert res["error"] is None
+    assert res["seconds"] > 1.0 + 1.0  # the drain alone outlasted the 1 s stall timeout
+    assert res["mbps"] > 0.8 * TCP_GOODPUT

@@ -87,6 +87,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for threshold in (args.warning, args.critical):
         if threshold:
             Threshold.parse(threshold)  # a typo fails now, not after a 15 s check
+    if args.host is not None and not args.host.strip():
+        raise UsageError("HOST is empty (leave it out for a local audit)")
     if not args.host:
         report = local_report(audit(ctx, None, bdp_from_args(args.rtt, args.bandwidth)))
     else:
