@@ -646,6 +646,25 @@ def diagnose(ev: Evidence) -> Diagnosis:
             Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown", slow)), ()
         )
     best = max(pool, key=lambda c: c.confidence)
+    host, explanation, found = best.host, best.explanation, best.evidence
+    twins = [
+        c
+        for c in candidates
+        if c.factor == best.factor
+        and c.factor != "path-capacity"
+        and c.direction != best.direction
+        and c.direction not in healthy_dirs
+        and c.confidence >= WEAK
+        and c.host is not None
+        and c.host != best.host
+    ]
+    if twins and host in ("local", "peer"):
+        # The same limit both ways, on each way's own host (both senders' tcp_wmem, say):
+        # fixing one end leaves the other way as slow as before.
+        twin = twins[0]
+        host = "both"
+        explanation += f" {twin.direction}: the same limit at the {twin.host} end."
+        found = found + tuple(f"{twin.direction}: {e}" for e in twin.evidence[:1])
     confidence = best.confidence
     missing = []
     if ev.peer is None:
@@ -654,13 +673,13 @@ def diagnose(ev: Evidence) -> Diagnosis:
     if ev.transfer is None:
         missing.append("no test transfer")
         confidence *= 0.7
-    evidence = best.evidence + tuple(f"missing: {m}" for m in missing)
+    evidence = found + tuple(f"missing: {m}" for m in missing)
     verdict = Verdict(
         best.factor,
         round(confidence, 2),
-        best.host,
-        best.explanation,
+        host,
+        explanation,
         evidence,
         _gap(ev, dirs, best.factor, best.direction),
     )
-    return Diagnosis(verdict, _fixes_for(ev, best.factor, best.host))
+    return Diagnosis(verdict, _fixes_for(ev, best.factor, host))

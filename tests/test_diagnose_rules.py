@@ -350,3 +350,19 @@ def test_losses_that_go_on_after_the_ramp_are_congestion() -> None:
     early = _flat_reno([20] * 12)  # every loss in slow start: a burst, weakly blamed
     v2 = diagnose(Evidence(audit(), audit(), path(50, 100), _t(early))).verdict
     assert v2.confidence < 0.5
+
+
+def test_the_same_limit_both_ways_is_fixed_on_both_hosts() -> None:
+    """Both hosts keep the stock 4 MB tcp_wmem max on a 1 Gbit/s x 100 ms path: each way is
+    held by its own sender, so the verdict names both hosts and both hosts' fixes."""
+    small = audit(**{"net.ipv4.tcp_wmem": "4096 16384 4194304"})
+    up = mode(230.0, snd=0.6)
+    down = mode(235.0, direction="down", snd=0.6)
+    peer_fix = Fix("net.ipv4.tcp_wmem", "sysctl", "peer", "net.ipv4.tcp_wmem", "x", "sysctl -w")
+    ev = Evidence(
+        small, small, path(100, 1000), _t(up, down), fixes("net.ipv4.tcp_wmem"), (peer_fix,)
+    )
+    d = diagnose(ev)
+    assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("sender-buffer", "both")
+    assert {f.host for f in d.fixes} == {"local", "peer"}
+    assert any(e.startswith("down: ") or e.startswith("up: ") for e in d.verdict.evidence)
