@@ -19,7 +19,7 @@ from typing import Any
 
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.serving import SERVE_PORT, serving, tcpwizard_argv
-from tcpwizard.lab.spec import LabSpec, Side
+from tcpwizard.lab.spec import LabSpec, LinkSpec, Side
 
 RATE = 100e6
 RTT = 0.050
@@ -113,6 +113,23 @@ SCENARIOS: tuple[Scenario, ...] = (
         "local",
         fix_side="a",
         recheck_direction="down",
+    ),
+    Scenario(
+        "peer-wmem",
+        "the far end's net.ipv4.tcp_wmem max is 256 KB (downloads from it are slow)",
+        _spec(sysctls_b=(("net.ipv4.tcp_wmem", "4096 16384 262144"),)),
+        "sender-buffer",
+        "peer",
+        fix_side="b",
+        recheck_direction="down",
+    ),
+    Scenario(
+        "asymmetric",
+        "a healthy asymmetric path: 100 Mbit/s out, 10 Mbit/s back",
+        LabSpec(LinkSpec(RATE, RTT / 2), LinkSpec(RATE / 10, RTT / 2)),
+        "path-capacity",
+        None,
+        fix_side=None,
     ),
     Scenario(
         "sender-wmem",
