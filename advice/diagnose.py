@@ -159,7 +159,7 @@ def _mss(d: _Direction) -> int:
 def _fmt(mbps: float | None) -> str:
     if mbps is None:
         return "?"
-    return f"{mbps / 1000:,.2f} Gbit/s" if mbps >= 1000 else f"{mbps:.1f} Mbit/s"
+    return f"{mbps / 1000:,.2f} Gbit/s" if mbps >= 999.95 else f"{mbps:.1f} Mbit/s"
 
 
 def steady_mbps(m: ModeResult) -> float:
@@ -253,7 +253,7 @@ def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:
                 f" < capacity {_fmt(cap)}"
             )
             confidence = max(confidence, 0.55)
-            if cur.throughput_mbps <= 1.25 * limit:
+            if _at_bound(cur, limit):
                 confidence = max(confidence, 0.75)
     if confidence == 0.0 or cur is None:
         return None
@@ -288,7 +288,7 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
             confidence = max(confidence, 0.5)
             # The measured rate sits at that bound: the buffer, not the network, set it
             # (TCP_INFO's sndbuf_limited undercounts with pacing congestion control).
-            if cur is not None and cur.throughput_mbps <= 1.25 * limit:
+            if cur is not None and _at_bound(cur, limit):
                 confidence = max(confidence, 0.75)
     if confidence == 0.0 or cur is None:
         return None
@@ -311,6 +311,26 @@ def _loss_fraction(ev: Evidence, d: _Direction) -> float | None:
     if ev.path and ev.path.rtt.loss_pct > 0:
         return ev.path.rtt.loss_pct / 100
     return None
+
+
+def _at_bound(m: ModeResult, limit_mbps: float) -> bool:
+    """The rate sits at a window-law bound (not far under it, which something else would
+    explain): between 3/4 and 5/4 of it, once up to speed or on average."""
+    return 0.75 * limit_mbps <= steady_mbps(m) and m.throughput_mbps <= 1.25 * limit_mbps
+
+
+LATE_LOSS_EVENTS = 3  # retransmissions after the first half that make losses ongoing
+
+
+def _still_ramping(m: ModeResult) -> bool:
+    """The rate was still climbing when the test ended: the last quarter's mean is well
+    above the third quarter's (slow start or a window still opening)."""
+    rates = [s.goodput_mbps for s in m.samples]
+    q = len(rates) // 4
+    if q < 2:
+        return True  # too short to tell: give the ramp the benefit of the doubt
+    third, last = rates[2 * q : 3 * q], rates[3 * q :]
+    return sum(last) / len(last) > 1.15 * (sum(third) / len(third))
 
 
 def _late_retransmits(m: ModeResult) -> int:
@@ -340,13 +360,14 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
     elif bound is not None and cur.throughput_mbps > 3 * bound:
         late = _late_retransmits(cur)
         cap = _capacity(ev, d)
-        if late and cc in LOSS_BASED and cap and steady_mbps(cur) < HEALTHY_SHARE * cap:
+        low = cap is not None and steady_mbps(cur) < HEALTHY_SHARE * cap
+        if late >= LATE_LOSS_EVENTS and cc in LOSS_BASED and low:
             # Losses go on after the ramp and the rate stays low: drop-tail overflows
             # that lose several packets per event (a shallow queue), not one burst.
             confidence = 0.7
             evidence.append(
-                f"{late} of them after the first half, with the rate flat at "
-                f"{_fmt(steady_mbps(cur))}: repeated loss events, not one burst"
+                f"{late} of them after the first half, at {_fmt(steady_mbps(cur))} once up "
+                "to speed: repeated loss events, not one burst"
             )
         else:
             # Far above the steady-state loss bound: the losses came in a burst
@@ -504,8 +525,8 @@ def _rule_hosts_allow(ev: Evidence, d: _Direction) -> _Candidate | None:
         return None
     if any(f.id == "cached_metrics" and f.severity in ("warn", "crit") for f in d.sender.findings):
         return None
-    if _late_retransmits(cur) and steady_mbps(cur) < HEALTHY_SHARE * cap:
-        return None  # losses, not the ramp, kept the rate down once it had settled
+    if not _still_ramping(cur):
+        return None  # the rate had settled below the capacity: not a short test's ramp
     return _Candidate(
         d.name,
         "path-capacity",
@@ -629,7 +650,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
     elif healthy_dirs and slow_dirs:
         # One way reached the capacity, the other did not: only the slow way's own (weak)
         # explanations may speak for it, never the healthy way's verdict.
-        pool = [c for c in limits if c.direction in slow_dirs]
+        pool = [c for c in candidates if c.direction in slow_dirs]
     else:
         pool = [*limits, *healthy] if healthy else limits
     if not pool:
@@ -641,7 +662,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
             if d.current
         )
         why = "no rule explains the measured throughput; the evidence is shown as measured."
-        slow = shown[0].name if slow_dirs and shown else None
+        slowest = min(shown, key=lambda d: d.current.throughput_mbps if d.current else 0.0)
+        slow = slowest.name if slow_dirs and shown else None
         return Diagnosis(
             Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown", slow)), ()
         )

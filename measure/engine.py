@@ -119,7 +119,9 @@ def plan_buffers(
             post_rcvbuf=u,  # ...then bring it back; DRS grows it from here
             drs=True,
             force=force,
-            max_request=min(rmax, wmax) if not force else rmax,
+            # Forced (the root what-if): DRS sizes itself to the path, whatever the sysctls
+            # allow today; that is the tuned rate the wizard gap compares with.
+            max_request=min(rmax, wmax) if not force else buffers.FORCE_CEILING // 2,
         )
     raise TransferError(f"unknown transfer mode {mode!r}")
 
@@ -328,7 +330,14 @@ class _StallWatch:
             raise TimeoutError
 
 
+class DrainTooSlow(OSError):
+    """The connection was alive but had not delivered its send buffer MAX_DRAIN_S after
+    the duration."""
+
+
 def _describe(exc: BaseException, stall: float) -> str:
+    if isinstance(exc, DrainTooSlow):
+        return f"still delivering {MAX_DRAIN_S:g} s after the duration (a very slow path)"
     if isinstance(exc, TimeoutError):
         return f"no progress for {stall:g} s: the peer stopped taking part"
     if isinstance(exc, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
@@ -420,7 +429,7 @@ def run_sender(
                 except TimeoutError:
                     watch.check()
                     if clock() > drain_end:
-                        raise
+                        raise DrainTooSlow from None
             st.end = clock()
         except OSError as exc:
             st.error = _describe(exc, stall_timeout)

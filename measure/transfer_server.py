@@ -172,7 +172,8 @@ class TransferService:
                     clock=self.clock,
                     sample_interval=interval,
                     stall_timeout=stall,
-                    max_seconds=self.limits.max_duration_s + stall,
+                    # The sender may drain for MAX_DRAIN_S after the duration.
+                    max_seconds=self.limits.max_duration_s + engine.MAX_DRAIN_S + stall,
                 )
             send({"type": "transfer_result", "report": report.to_json()})
         finally:
@@ -219,7 +220,7 @@ class TransferService:
             return
         # The control thread owns the transfer; this thread only keeps the socket's
         # lifetime bounded and closes it if the session never runs.
-        bound = self.limits.max_duration_s + ATTACH_TIMEOUT + 2 * MAX_STALL
+        bound = self.limits.max_duration_s + engine.MAX_DRAIN_S + ATTACH_TIMEOUT + 2 * MAX_STALL
         if not session.done.wait(timeout=bound):
             with session.cond:
                 if slot[0][slot[1]] is sock:

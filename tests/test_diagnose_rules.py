@@ -286,7 +286,7 @@ def test_a_healthy_way_back_does_not_speak_for_a_slow_way_out() -> None:
     verdict is about the slow way, and so is the wizard gap."""
     mss, rtt = 1448, 50
     loss_bytes = 6_000_000
-    up = mode(15.0, retrans=30, nbytes=loss_bytes, cc="reno")
+    up = _flat(mode(15.0, retrans=30, nbytes=loss_bytes, cc="reno"))
     down = mode(94.0, direction="down")
     ev = Evidence(audit(), audit(), path(rtt, 100), _t(up, down))
     v = diagnose(ev).verdict
@@ -297,7 +297,7 @@ def test_a_healthy_way_back_does_not_speak_for_a_slow_way_out() -> None:
 
 
 def test_an_unexplained_slow_way_is_unknown_not_healthy() -> None:
-    up = mode(30.0)  # no chrono limit, no loss, tuned buffers: nothing explains it
+    up = _flat(mode(30.0))  # no chrono limit, no loss, tuned buffers, no longer ramping
     down = mode(94.0, direction="down")
     v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(up, down))).verdict
     assert v.limiting_factor == "unknown"
@@ -366,3 +366,23 @@ def test_the_same_limit_both_ways_is_fixed_on_both_hosts() -> None:
     assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("sender-buffer", "both")
     assert {f.host for f in d.fixes} == {"local", "peer"}
     assert any(e.startswith("down: ") or e.startswith("up: ") for e in d.verdict.evidence)
+
+
+def _flat(m: ModeResult) -> ModeResult:
+    """The same transfer with 12 samples at its average rate: it had settled, not ramping."""
+    flat = tuple(
+        TransferSample(0.25 * (i + 1), m.throughput_mbps, 1 << 20, 1 << 20) for i in range(12)
+    )
+    return dataclasses.replace(m, samples=flat)
+
+
+def test_a_test_still_ramping_at_its_end_is_not_blamed_on_the_hosts() -> None:
+    """Nothing limited the sender, the windows allow the capacity and the rate was still
+    climbing: a short test on a long path, whatever the other way did."""
+    rising = tuple(
+        TransferSample(0.25 * (i + 1), 2.0 * 1.3**i, 1 << 20, 1 << 20) for i in range(12)
+    )
+    up = dataclasses.replace(mode(30.0), samples=rising)
+    v = diagnose(Evidence(audit(), audit(), path(200, 100), _t(up, mode(94.0, direction="down"))))
+    assert v.verdict.limiting_factor == "path-capacity"
+    assert "ramping" in v.verdict.explanation
