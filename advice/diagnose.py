@@ -662,8 +662,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
             if d.current
         )
         why = "no rule explains the measured throughput; the evidence is shown as measured."
-        slowest = min(shown, key=lambda d: d.current.throughput_mbps if d.current else 0.0)
-        slow = slowest.name if slow_dirs and shown else None
+        slowest = min(
+            shown, key=lambda d: d.current.throughput_mbps if d.current else 0.0, default=None
+        )
+        slow = slowest.name if slow_dirs and slowest else None
         return Diagnosis(
             Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown", slow)), ()
         )

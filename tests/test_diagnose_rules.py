@@ -386,3 +386,11 @@ def test_a_test_still_ramping_at_its_end_is_not_blamed_on_the_hosts() -> None:
     v = diagnose(Evidence(audit(), audit(), path(200, 100), _t(up, mode(94.0, direction="down"))))
     assert v.verdict.limiting_factor == "path-capacity"
     assert "ramping" in v.verdict.explanation
+
+
+def test_no_capacity_and_no_transfer_is_unknown() -> None:
+    """UDP blocked and no transfer: nothing to judge a direction by, and nothing crashes."""
+    p = path(50, 100)
+    blind = PathEstimate(p.rtt, None, None, 1.0, "10.0.0.2", 5301, True)
+    v = diagnose(Evidence(audit(), audit(), blind, None)).verdict
+    assert v.limiting_factor == "unknown"
