@@ -90,6 +90,20 @@ def test_plans_per_mode() -> None:
     d = plan_buffers("drs", LIMITS)
     # Open large before connect (window scale), then back to the stock size.
     assert d.drs and d.pre_rcvbuf == LIMITS.rmem_max and d.post_rcvbuf == 65536
+    assert d.max_request == min(LIMITS.rmem_max, LIMITS.wmem_max)
+
+
+def test_forced_plans_reach_past_the_core_limits() -> None:
+    """The root what-if: overprovisioned takes the TCP ceiling (half of tcp_rmem max as the
+    request, Linux doubles it); DRS may size itself to any path, up to the force ceiling."""
+    small = buffers.HostBufferLimits(
+        212992, 212992, (4096, 131072, 6291456), (4096, 16384, 4194304)
+    )
+    o = plan_buffers("overprovisioned", small, force=True)
+    assert (o.pre_rcvbuf, o.pre_sndbuf) == (6291456 // 2, 4194304 // 2)
+    d = plan_buffers("drs", small, force=True)
+    assert d.max_request == buffers.FORCE_CEILING // 2
+    assert plan_buffers("drs", small).max_request == 212992
 
 
 def test_exact_bytes_over_parallel_streams(make_link: Callable[[int, BufferPlan], Link]) -> None:
