@@ -671,6 +671,13 @@ def diagnose(ev: Evidence) -> Diagnosis:
         )
     best = max(pool, key=lambda c: c.confidence)
     host, explanation, found = best.host, best.explanation, best.evidence
+    if all(c.factor == "path-capacity" for c in pool) and len({c.direction for c in pool}) > 1:
+        # Healthy both ways: speak for the way the user asked about first (up), and show
+        # the other way's rate beside it.
+        best = next((c for c in pool if c.direction == "up"), best)
+        host, explanation = best.host, best.explanation
+        others = [c for c in pool if c.direction != best.direction]
+        found = best.evidence + tuple(f"{c.direction}: {c.evidence[0]}" for c in others[:1])
     twins = [
         c
         for c in candidates

@@ -394,3 +394,11 @@ def test_no_capacity_and_no_transfer_is_unknown() -> None:
     blind = PathEstimate(p.rtt, None, None, 1.0, "10.0.0.2", 5301, True)
     v = diagnose(Evidence(audit(), audit(), blind, None)).verdict
     assert v.limiting_factor == "unknown"
+
+
+def test_healthy_both_ways_speaks_for_up_and_shows_down() -> None:
+    ev = Evidence(audit(), audit(), path(50, 100), _t(mode(90.0), mode(96.0, direction="down")))
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "path-capacity"
+    assert v.explanation.startswith("up: ")
+    assert any(e.startswith("down: autotune moved 96.0") for e in v.evidence)
