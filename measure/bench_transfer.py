@@ -25,13 +25,13 @@ from typing import Any, TextIO
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired
 from tcpwizard.lab import Lab, LabSpec
+from tcpwizard.lab.serving import SERVE_PORT, serving
+from tcpwizard.lab.tools import iperf3_tcp
 from tcpwizard.measure import buffers
 from tcpwizard.measure.model import Mode
 from tcpwizard.measure.transfer import static_request
 
 ALL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
-SERVE_PORT = 5301
-IPERF_PORT = 5311
 TCP_GOODPUT_SHARE = 1448 / 1500
 
 
@@ -56,47 +56,10 @@ class BenchRow:
         return self.mbps / self.iperf_mbps
 
 
-def _wait_port(lab: Lab, host: str, port: int, timeout: float = 10.0) -> None:
-    code = (
-        "import socket,sys,time\n"
-        f"end=time.monotonic()+{timeout}\n"
-        "while True:\n"
-        f"    try: socket.create_connection(({host!r},{port}),1).close(); break\n"
-        "    except OSError:\n"
-        "        if time.monotonic()>end: sys.exit(1)\n"
-        "        time.sleep(0.05)\n"
-    )
-    done = lab.run("a", [sys.executable, "-c", code], timeout=timeout + 5)
-    if done.returncode != 0:
-        raise RuntimeError(f"lab {lab.name}: nothing listens on {host} port {port}")
-
-
 def _iperf3(lab: Lab, seconds: float, streams: int, window: int | None) -> float:
     """Receiver-side goodput of one iperf3 run a -> b, Mbit/s."""
-    host = lab.addr("b")
-    server = lab.popen(
-        "b",
-        ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        time.sleep(0.3)  # iperf3 has no readiness signal on a quiet stdout
-        argv = ["iperf3", "-c", host, "-p", str(IPERF_PORT), "-J", "-t", f"{seconds:g}"]
-        argv += ["-P", str(streams)]
-        if window is not None:
-            argv += ["-w", str(window)]
-        done = lab.run("a", argv, capture_output=True, text=True, timeout=seconds + 30)
-        data = json.loads(done.stdout)
-        if "error" in data:
-            raise RuntimeError(f"iperf3: {data['error']}")
-        return float(data["end"]["sum_received"]["bits_per_second"]) / 1e6
-    finally:
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    extra = ("-P", str(streams)) + (("-w", str(window)) if window is not None else ())
+    return iperf3_tcp(lab, "a", seconds, extra).receiver_bps / 1e6
 
 
 def _transfer(
@@ -168,18 +131,9 @@ def bench_transfer(
     rtt = lab.rtt_s
     limits = lab_limits(lab)
     force_over = force_overprovisioned(limits) and buffers.can_force()
-    serve_argv = [sys.executable, "-m", "tcpwizard", "serve", "--bind", lab.addr("b")]
-    serve_argv += ["--port", str(SERVE_PORT), "--max-duration", str(seconds + 5)]
-    serve = lab.popen(
-        "b",
-        serve_argv,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     rows: list[BenchRow] = []
     iperf_cache: dict[tuple[int | None, int], float] = {}
-    try:
-        _wait_port(lab, lab.addr("b"), SERVE_PORT)
+    with serving(lab, "b", SERVE_PORT, "--max-duration", str(seconds + 5)):
         for n in streams:
             for mode in modes:
                 doc = _transfer(
@@ -207,9 +161,6 @@ def bench_transfer(
                         iperf_window=window,
                     )
                 )
-    finally:
-        serve.kill()
-        serve.wait()
     if out is not None:
         out.write(render_table(rows, rate, rtt) + "\n")
     return rows
