@@ -22,7 +22,7 @@ from typing import Any, Literal
 from tcpwizard.exitcodes import ExitCode, TcpWizardError
 from tcpwizard.measure import buffers
 from tcpwizard.measure.drs import DrsConfig, DrsReceiverChannel, run_echo
-from tcpwizard.measure.model import Mode, TcpInfoSample
+from tcpwizard.measure.model import TCP_INFO_FIELDS, Mode, TcpInfoSample
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
 
 CHUNK = 1 << 20
@@ -229,27 +229,14 @@ class SideReport:
         return rep
 
 
-_TI_FIELDS = (
-    "rtt_us",
-    "rttvar_us",
-    "snd_cwnd",
-    "total_retrans",
-    "delivery_rate_bps",
-    "busy_time_us",
-    "rwnd_limited_us",
-    "sndbuf_limited_us",
-    "snd_mss",
-)
-
-
 def _ti_json(ti: TcpInfoSample) -> list[int]:
-    return [int(getattr(ti, f)) for f in _TI_FIELDS]
+    return [int(getattr(ti, f)) for f in TCP_INFO_FIELDS]
 
 
 def _ti_from(row: object) -> TcpInfoSample:
-    if not isinstance(row, list) or len(row) != len(_TI_FIELDS):
+    if not isinstance(row, list) or len(row) != len(TCP_INFO_FIELDS):
         raise ValueError("bad tcp_info row")
-    return TcpInfoSample(**{f: int(v) for f, v in zip(_TI_FIELDS, row, strict=True)})
+    return TcpInfoSample(**{f: int(v) for f, v in zip(TCP_INFO_FIELDS, row, strict=True)})
 
 
 def thin(samples: Sequence[SideSample], limit: int) -> list[SideSample]:

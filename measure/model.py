@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 Direction = Literal["up", "down"]
@@ -60,6 +60,10 @@ class TcpInfoSample:
     rwnd_limited_us: int
     sndbuf_limited_us: int
     snd_mss: int
+
+
+# The order of the compact wire rows and of the JSON schema's tcp_info object.
+TCP_INFO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(TcpInfoSample))
 
 
 @dataclass(frozen=True)

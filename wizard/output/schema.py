@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from tcpwizard.advice.model import LIMITING_FACTORS
+from tcpwizard.measure.model import TCP_INFO_FIELDS
 from tcpwizard.report import SCHEMA_VERSION
 
 Schema = dict[str, Any]
@@ -153,22 +154,7 @@ PATH = _obj(
         "notes": _arr(STR),
     }
 )
-TCP_INFO = _obj(
-    {
-        k: INT
-        for k in (
-            "rtt_us",
-            "rttvar_us",
-            "snd_cwnd",
-            "total_retrans",
-            "delivery_rate_bps",
-            "busy_time_us",
-            "rwnd_limited_us",
-            "sndbuf_limited_us",
-            "snd_mss",
-        )
-    }
-)
+TCP_INFO = _obj({k: INT for k in TCP_INFO_FIELDS})
 SAMPLE = _obj(
     {
         "t_s": NUM,
