@@ -21,6 +21,7 @@ from tcpwizard.advice.apply import (
 )
 from tcpwizard.advice.plan_guard import check_sysctl, metrics_command, route_command
 from tcpwizard.checks.model import Fix
+from tcpwizard.output.json_format import fix_json
 from tests.netns_helpers import needs_netns, ns_run, ns_sysctl, temp_netns
 
 RMEM_FIX = Fix(
@@ -188,6 +189,11 @@ def test_bad_plan_files_are_data_errors(data: object) -> None:
         fixes_from_report(data)
 
 
+def _write_plan(path: Path, *fixes: Fix) -> None:
+    """A plan file as `check --json` writes one (its `fixes`)."""
+    path.write_text(json.dumps({"fixes": [fix_json(f) for f in fixes]}))
+
+
 def _tw(ns: str, env: dict[str, str], *args: str) -> tuple[int, str, str]:
     out = ns_run(ns, sys.executable, "-m", "tcpwizard", *args, env=env)
     return out.returncode, out.stdout, out.stderr
@@ -213,23 +219,7 @@ def test_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
             "sysctl -w net.core.rmem_max=33554432",
         )
         plan = tmp_path / "plan.json"
-        plan.write_text(
-            json.dumps(
-                {
-                    "fixes": [
-                        {
-                            "id": f.id,
-                            "kind": f.kind,
-                            "host": f.host,
-                            "key": f.key,
-                            "value": f.value,
-                            "command": f.command,
-                        }
-                        for f in (RMEM_FIX, WS_FIX, rmem_max)
-                    ]
-                }
-            )
-        )
+        _write_plan(plan, RMEM_FIX, WS_FIX, rmem_max)
         global_rmem_max = Path("/proc/sys/net/core/rmem_max").read_text()
 
         code, out, _ = _tw(ns, env, "fix", "--plan", str(plan))
@@ -273,22 +263,7 @@ def test_route_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
             "ip route replace 10.232.0.0/24 dev d0",
         )
         plan = tmp_path / "plan.json"
-        plan.write_text(
-            json.dumps(
-                {
-                    "fixes": [
-                        {
-                            "id": fix.id,
-                            "kind": fix.kind,
-                            "host": fix.host,
-                            "key": fix.key,
-                            "value": fix.value,
-                            "command": fix.command,
-                        }
-                    ]
-                }
-            )
-        )
+        _write_plan(plan, fix)
         env = {
             **os.environ,
             "TCPWIZARD_SYSCTL_DIR": str(tmp_path / "d"),
@@ -359,23 +334,7 @@ def test_fix_json_is_json_on_every_path(tree: Path, tmp_path: Path) -> None:
     from tcpwizard.main import main
 
     plan = tmp_path / "plan.json"
-    plan.write_text(
-        json.dumps(
-            {
-                "fixes": [
-                    {
-                        "id": f.id,
-                        "kind": f.kind,
-                        "host": f.host,
-                        "key": f.key,
-                        "value": f.value,
-                        "command": f.command,
-                    }
-                    for f in (WS_FIX,)
-                ]
-            }
-        )
-    )
+    _write_plan(plan, WS_FIX)
     ctx = Context(
         sysctl_root=str(tree),
         sysctl_conf_dir=str(tmp_path / "d"),
