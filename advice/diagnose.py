@@ -632,6 +632,71 @@ def _audit_only(ev: Evidence) -> Diagnosis:
     )
 
 
+def _unexplained(ev: Evidence, dirs: Sequence[_Direction], slow_dirs: set[str]) -> Diagnosis:
+    """No rule explains what was measured: `unknown`, with the slow ways' numbers."""
+    shown = [d for d in dirs if d.current and (not slow_dirs or d.name in slow_dirs)]
+    evidence = tuple(
+        f"{d.name}: {d.current.mode} {_fmt(d.current.throughput_mbps)}"
+        + (f" of {_fmt(cap)} capacity" if (cap := _capacity(ev, d)) else "")
+        for d in shown
+        if d.current
+    )
+    why = "no rule explains the measured throughput; the evidence is shown as measured."
+    slowest = min(
+        shown, key=lambda d: d.current.throughput_mbps if d.current else 0.0, default=None
+    )
+    slow = slowest.name if slow_dirs and slowest else None
+    return Diagnosis(
+        Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown", slow)), ()
+    )
+
+
+def _speak_for_both_ways(
+    pool: Sequence[_Candidate], candidates: Sequence[_Candidate], healthy_dirs: set[str]
+) -> tuple[_Candidate, HostRole | None, str, tuple[str, ...]]:
+    """The most confident candidate, and what the other way adds to it: (candidate, host to
+    fix, explanation, evidence)."""
+    best = max(pool, key=lambda c: c.confidence)
+    if all(c.factor == "path-capacity" for c in pool) and len({c.direction for c in pool}) > 1:
+        # Healthy both ways: speak for the way the user asked about first (up), and show
+        # the other way's rate beside it.
+        best = next((c for c in pool if c.direction == "up"), best)
+        other = next(c for c in pool if c.direction != best.direction)
+        return (
+            best,
+            best.host,
+            best.explanation,
+            (
+                *best.evidence,
+                f"{other.direction}: {other.evidence[0]}",
+            ),
+        )
+    twin = next(
+        (
+            c
+            for c in candidates
+            if c.factor == best.factor
+            and c.factor != "path-capacity"
+            and c.direction != best.direction
+            and c.direction not in healthy_dirs
+            and c.confidence >= WEAK
+            and c.host is not None
+            and c.host != best.host
+        ),
+        None,
+    )
+    if twin is not None and best.host in ("local", "peer"):
+        # The same limit both ways, on each way's own host (both senders' tcp_wmem, say):
+        # fixing one end leaves the other way as slow as before.
+        return (
+            best,
+            "both",
+            f"{best.explanation} {twin.direction}: the same limit at the {twin.host} end.",
+            (*best.evidence, *(f"{twin.direction}: {e}" for e in twin.evidence[:1])),
+        )
+    return best, best.host, best.explanation, best.evidence
+
+
 def diagnose(ev: Evidence) -> Diagnosis:
     dirs = _directions(ev)
     if not dirs or (ev.path is None and ev.transfer is None):
@@ -652,50 +717,10 @@ def diagnose(ev: Evidence) -> Diagnosis:
         # explanations may speak for it, never the healthy way's verdict.
         pool = [c for c in candidates if c.direction in slow_dirs]
     else:
-        pool = [*limits, *healthy] if healthy else limits
+        pool = [*limits, *healthy]
     if not pool:
-        shown = [d for d in dirs if d.current and (not slow_dirs or d.name in slow_dirs)]
-        evidence = tuple(
-            f"{d.name}: {d.current.mode} {_fmt(d.current.throughput_mbps)}"
-            + (f" of {_fmt(cap)} capacity" if (cap := _capacity(ev, d)) else "")
-            for d in shown
-            if d.current
-        )
-        why = "no rule explains the measured throughput; the evidence is shown as measured."
-        slowest = min(
-            shown, key=lambda d: d.current.throughput_mbps if d.current else 0.0, default=None
-        )
-        slow = slowest.name if slow_dirs and slowest else None
-        return Diagnosis(
-            Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown", slow)), ()
-        )
-    best = max(pool, key=lambda c: c.confidence)
-    host, explanation, found = best.host, best.explanation, best.evidence
-    if all(c.factor == "path-capacity" for c in pool) and len({c.direction for c in pool}) > 1:
-        # Healthy both ways: speak for the way the user asked about first (up), and show
-        # the other way's rate beside it.
-        best = next((c for c in pool if c.direction == "up"), best)
-        host, explanation = best.host, best.explanation
-        others = [c for c in pool if c.direction != best.direction]
-        found = best.evidence + tuple(f"{c.direction}: {c.evidence[0]}" for c in others[:1])
-    twins = [
-        c
-        for c in candidates
-        if c.factor == best.factor
-        and c.factor != "path-capacity"
-        and c.direction != best.direction
-        and c.direction not in healthy_dirs
-        and c.confidence >= WEAK
-        and c.host is not None
-        and c.host != best.host
-    ]
-    if twins and host in ("local", "peer"):
-        # The same limit both ways, on each way's own host (both senders' tcp_wmem, say):
-        # fixing one end leaves the other way as slow as before.
-        twin = twins[0]
-        host = "both"
-        explanation += f" {twin.direction}: the same limit at the {twin.host} end."
-        found = found + tuple(f"{twin.direction}: {e}" for e in twin.evidence[:1])
+        return _unexplained(ev, dirs, slow_dirs)
+    best, host, explanation, found = _speak_for_both_ways(pool, candidates, healthy_dirs)
     confidence = best.confidence
     missing = []
     if ev.peer is None:
