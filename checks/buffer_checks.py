@@ -52,8 +52,9 @@ def _limit_note(env: AuditEnv, recommended: int, need: int) -> str:
     if recommended >= need:
         return ""
     return (
-        f" Even the largest safe value ({format_bytes(recommended)}, capped by RAM) cannot "
-        "reach the target with one connection: use parallel streams."
+        f" Even the largest safe value ({format_bytes(recommended)}: at most RAM/16 and 1 GiB, "
+        "within what the kernel accepts) cannot reach the target with one connection: use "
+        "parallel streams or a larger MTU."
     )
 
 

@@ -42,7 +42,10 @@ CEILING_RTTS_MS: tuple[float, ...] = (10.0, 50.0, 100.0, 200.0)
 # Judged when neither --rtt/--bandwidth nor a measurement is given: a gigabit path across a
 # continent, the long fat network this tool is for (BDP 12.5 MB).
 DEFAULT_TARGET = BdpTarget(rtt_s=0.100, rate_bps=1e9, source="default")
-# Per-socket buffer limits we never exceed in a recommendation.
+# Buffer sysctls are C ints: `sysctl -w net.ipv4.tcp_rmem="... 2147483648"` fails with EINVAL.
+KERNEL_INT_MAX = (1 << 31) - 1
+# Per-socket buffer limits we never exceed in a recommendation (a power of two under
+# KERNEL_INT_MAX, so every advised value is one the kernel takes).
 MAX_RECOMMENDED_BUFFER = 1 << 30
 RAM_FRACTION_PER_SOCKET = 16  # at most RAM/16 for one socket's buffer
 

@@ -4,9 +4,11 @@ completion generator). Each command's logic lives in tcpwizard.commands.<name>."
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Sequence
 from typing import NoReturn
 
-from tcpwizard import __version__
+from tcpwizard import __version__, argtypes
 from tcpwizard.exitcodes import UsageError
 
 FORMATS = ("text", "json", "prometheus", "nagios")
@@ -19,7 +21,37 @@ class Parser(argparse.ArgumentParser):
     instead so main() maps it to ExitCode.USAGE with a one-line message."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+        # main() prints "tcpwizard: error: ..."; repeating the program name reads as a stutter.
+        where = self.prog.partition(" ")[2]
+        raise UsageError(f"{where}: {message}" if where else message)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        return super().parse_known_args(_join_negative_values(args), namespace)
+
+
+_OPTION_VALUE = re.compile(r"-\d.*")
+
+
+def _join_negative_values(args: Sequence[str] | None) -> list[str] | None:
+    """`--rtt -5ms` -> `--rtt=-5ms`: argparse takes '-5ms' for an option and says only
+    "expected one argument"; joined, the value reaches its type and gets a clear message."""
+    if args is None:
+        return None
+    out: list[str] = []
+    for tok in args:
+        if (
+            out
+            and _OPTION_VALUE.fullmatch(tok)
+            and out[-1].startswith("--")
+            and "=" not in out[-1]
+            and out[-1] != "--"
+        ):
+            out[-1] = f"{out[-1]}={tok}"
+        else:
+            out.append(tok)
+    return out
 
 
 def _add_output_flags(p: argparse.ArgumentParser) -> None:
@@ -32,19 +64,39 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
 
 def _add_target_flags(p: argparse.ArgumentParser, host_required: bool) -> None:
     if host_required:
-        p.add_argument("host", help="the far end: a host name or an IPv4/IPv6 literal")
+        p.add_argument(
+            "host", type=argtypes.host, help="the far end: a host name or an IPv4/IPv6 literal"
+        )
     else:
-        p.add_argument("host", nargs="?", help="the far end (omit for a local audit only)")
+        p.add_argument(
+            "host",
+            nargs="?",
+            type=argtypes.host,
+            help="the far end (omit for a local audit only)",
+        )
     p.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"tcpwizard serve port ({DEFAULT_PORT})"
+        "--port",
+        type=argtypes.port,
+        default=DEFAULT_PORT,
+        help=f"tcpwizard serve port ({DEFAULT_PORT})",
     )
     p.add_argument("--secret-file", help="file holding the shared secret of the serve end")
-    p.add_argument("--tcp-port", type=int, help="without serve: an open TCP port for RTT probes")
+    p.add_argument(
+        "--tcp-port", type=argtypes.port, help="without serve: an open TCP port for RTT probes"
+    )
 
 
 def _add_path_hint_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rtt", help="path round-trip time to judge buffers against, e.g. 50ms")
-    p.add_argument("--bandwidth", help="path bottleneck rate to judge buffers against, e.g. 1gbit")
+    p.add_argument(
+        "--rtt",
+        type=argtypes.duration("ms"),
+        help="path round-trip time to judge buffers against, e.g. 50ms",
+    )
+    p.add_argument(
+        "--bandwidth",
+        type=argtypes.rate,
+        help="path bottleneck rate to judge buffers against, e.g. 1gbit",
+    )
 
 
 def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
@@ -54,8 +106,12 @@ def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--streams", type=int, default=1, help="parallel streams, 1-8")
     length = p.add_mutually_exclusive_group()
-    length.add_argument("--duration", help="length of each transfer, e.g. 3s")
-    length.add_argument("--bytes", dest="nbytes", help="bytes per transfer, e.g. 128MB")
+    length.add_argument(
+        "--duration", type=argtypes.duration("s"), help="length of each transfer, e.g. 3s"
+    )
+    length.add_argument(
+        "--bytes", dest="nbytes", type=argtypes.size, help="bytes per transfer, e.g. 128MB"
+    )
     p.add_argument(
         "--direction",
         choices=("up", "down", "both"),
@@ -85,26 +141,52 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
 
 def _add_calc(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("calc", help="bandwidth-delay product and recommended buffer sizes")
-    p.add_argument("--rtt", required=True, help="round-trip time, e.g. 150ms, 800us, 0.2s")
-    p.add_argument("--bandwidth", required=True, help="bottleneck rate, e.g. 500mbit, 1gbit")
+    p.add_argument(
+        "--rtt",
+        required=True,
+        type=argtypes.duration("ms"),
+        help="round-trip time, e.g. 150ms, 800us, 0.2s",
+    )
+    p.add_argument(
+        "--bandwidth",
+        required=True,
+        type=argtypes.rate,
+        help="bottleneck rate, e.g. 500mbit, 1gbit",
+    )
     _add_output_flags(p)
 
 
 def _add_serve(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("serve", help="the far end: reflect probes and take part in transfers")
-    p.add_argument("--bind", default="::", help="address to listen on (default: all)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument(
+        "--bind", type=argtypes.host, default="::", help="address to listen on (default: all)"
+    )
+    p.add_argument("--port", type=argtypes.port, default=DEFAULT_PORT)
     p.add_argument("--secret-file", help="require clients to prove they know this secret")
-    p.add_argument("--max-duration", type=float, default=30.0, help="longest test, seconds")
-    p.add_argument("--max-bytes", default="2GB", help="most bytes one test may move")
-    p.add_argument("--max-clients", type=int, default=4, help="concurrent clients")
+    p.add_argument(
+        "--max-duration",
+        type=argtypes.seconds(0.1, 3600),
+        default=30.0,
+        help="longest test, seconds",
+    )
+    p.add_argument(
+        "--max-bytes", type=argtypes.size, default="2GB", help="most bytes one test may move"
+    )
+    p.add_argument(
+        "--max-clients", type=argtypes.int_range(1, 256), default=4, help="concurrent clients"
+    )
     p.add_argument("--once", action="store_true", help="exit after the first client")
 
 
 def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("probe", help="measure the path: RTT, loss, bottleneck capacity, BDP")
     _add_target_flags(p, host_required=True)
-    p.add_argument("--budget", default="3s", help="time budget for the whole characterization")
+    p.add_argument(
+        "--budget",
+        type=argtypes.duration("s"),
+        default="3s",
+        help="time budget for the whole characterization",
+    )
     _add_output_flags(p)
 
 
@@ -185,9 +267,17 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
 
 def _add_tui(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("tui", help="the check, live, in an interactive terminal UI")
-    p.add_argument("host", nargs="?", help="the far end to check at start (or enter it later)")
     p.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"tcpwizard serve port ({DEFAULT_PORT})"
+        "host",
+        nargs="?",
+        type=argtypes.host,
+        help="the far end to check at start (or enter it later)",
+    )
+    p.add_argument(
+        "--port",
+        type=argtypes.port,
+        default=DEFAULT_PORT,
+        help=f"tcpwizard serve port ({DEFAULT_PORT})",
     )
     p.add_argument("--secret-file", help="file holding the shared secret of the serve end")
     p.add_argument("--quick", action="store_true", help="shorter runs (about 5 s)")
@@ -197,7 +287,12 @@ def _add_exporter(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("exporter", help="serve Prometheus /metrics for a list of targets")
     p.add_argument("--listen", default="127.0.0.1:9788", help="ADDR:PORT for /metrics")
     p.add_argument("--targets", required=True, help="file: one 'host[:port] [key=value...]' a line")
-    p.add_argument("--interval", default="15m", help="how often each target is checked")
+    p.add_argument(
+        "--interval",
+        type=argtypes.duration("s"),
+        default="15m",
+        help="how often each target is checked",
+    )
     p.add_argument("--quick", action="store_true", help="the short check for each target")
     p.add_argument("--secret-file", help="shared secret of the targets' serve")
     p.add_argument("--no-history", action="store_true", help="do not record checks")

@@ -63,6 +63,8 @@ _SIZE = {
 
 
 def _split(text: str, what: str, example: str) -> tuple[float, str]:
+    if text.strip().startswith("-"):
+        raise UsageError(f"{what} must be positive, not {text!r} (example: {example})")
     m = re.fullmatch(_NUM + r"\s*([a-zA-Zµ/%]*)", text.strip())
     if not m:
         raise UsageError(f"cannot read {what} {text!r} (example: {example})")
@@ -72,13 +74,20 @@ def _split(text: str, what: str, example: str) -> tuple[float, str]:
     return value, m.group(2).lower()
 
 
+def _finite(value: float, text: str, what: str) -> float:
+    # 1e308 times a unit overflows to inf, which no later arithmetic survives.
+    if not math.isfinite(value):
+        raise UsageError(f"{what} {text!r} is too large")
+    return value
+
+
 def parse_duration(text: str, default_unit: str = "ms") -> float:
     """Seconds. A bare number is taken in `default_unit` (ms for RTTs, s for test lengths)."""
     value, unit = _split(text, "duration", "50ms, 800us, 0.2s")
     unit = unit or default_unit
     if unit not in _TIME:
         raise UsageError(f"unknown time unit {unit!r} in {text!r} (use ms, us or s)")
-    return value * _TIME[unit]
+    return _finite(value * _TIME[unit], text, "duration")
 
 
 def parse_rate(text: str) -> float:
@@ -86,7 +95,7 @@ def parse_rate(text: str) -> float:
     value, unit = _split(text, "rate", "500mbit, 1gbit, 10mbps")
     if unit not in _RATE:
         raise UsageError(f"unknown rate unit {unit!r} in {text!r} (use kbit, mbit or gbit)")
-    rate = value * _RATE[unit]
+    rate = _finite(value * _RATE[unit], text, "rate")
     if rate <= 0:
         raise UsageError(f"rate must be positive: {text!r}")
     return rate
@@ -97,7 +106,7 @@ def parse_size(text: str) -> int:
     value, unit = _split(text, "size", "64KB, 128MB, 4MiB")
     if unit not in _SIZE:
         raise UsageError(f"unknown size unit {unit!r} in {text!r} (use KB, MB, GB, KiB, MiB)")
-    return round(value * _SIZE[unit])
+    return round(_finite(value * _SIZE[unit], text, "size"))
 
 
 def parse_percent(text: str) -> float:

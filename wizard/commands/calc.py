@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
 
 from tcpwizard import TOOL_NAME, __version__
@@ -12,6 +13,9 @@ from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.report import SCHEMA_VERSION
 from tcpwizard.units import format_bytes, format_rate, parse_duration, parse_rate
+
+# Far beyond any path (1 Tbit/s x 1 hour is 4.5e14): keeps the arithmetic in exact integers.
+MAX_BDP = 1e18
 
 
 def plan_json(plan: BufferPlan) -> dict[str, Any]:
@@ -25,6 +29,8 @@ def plan_json(plan: BufferPlan) -> dict[str, Any]:
             "buffer_1x_bytes": plan.buffer_1x,
             "buffer_2x_bytes": plan.buffer_2x,
             "defaults_ok": plan.defaults_ok,
+            "capped": plan.capped,
+            "note": plan.cap_note,
             "sysctls": [
                 {"key": s.key, "value": s.value, "command": s.command} for s in plan.sysctls
             ],
@@ -44,6 +50,8 @@ def plan_text(plan: BufferPlan) -> str:
     ]
     if plan.defaults_ok:
         lines.append("stock Linux autotuning limits already cover this path: no change needed.")
+    if plan.cap_note:
+        lines.append(f"note: {plan.cap_note}")
     lines.append("")
     lines.append("# sysctl lines (run as root; add to /etc/sysctl.d/ to keep them)")
     lines += [s.command for s in plan.sysctls]
@@ -56,7 +64,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     rtt = parse_duration(args.rtt)
     if rtt <= 0:
         raise UsageError(f"--rtt must be positive: {args.rtt!r}")
-    plan = buffer_plan(rtt, parse_rate(args.bandwidth))
+    rate = parse_rate(args.bandwidth)
+    if not math.isfinite(rate * rtt) or rate * rtt / 8 > MAX_BDP:
+        raise UsageError(
+            f"a path of {args.bandwidth} x {args.rtt} holds more than {MAX_BDP:.0e} bytes: "
+            "no real path does (check the units)"
+        )
+    plan = buffer_plan(rtt, rate)
     if args.format == "json":
         ctx.stdout.write(json.dumps(plan_json(plan), indent=2) + "\n")
     else:

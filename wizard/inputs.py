@@ -1,0 +1,206 @@
+"""The one reader for every file tcpwizard reads (plan, backup, targets, secret, sysctl.d conf,
+history database header), and the one set of checks on command-line values.
+
+Files may come from another host or be a typo for a device (`/dev/zero`, a FIFO), so each read
+is bounded, must be a regular file, must be UTF-8 where it is text and, for JSON, shallow
+enough that parsing cannot exhaust the stack. Every failure is an InputError: one line that
+names the file, mapped to an exit code at the CLI's edge.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import os
+import stat
+from typing import Any
+
+from tcpwizard.exitcodes import ExitCode, TcpWizardError
+
+MAX_TEXT_BYTES = 1 << 20  # plans, backups, targets and confs are kilobytes; 1 MiB is generous
+MAX_SECRET_BYTES = 4096
+MAX_JSON_DEPTH = 64  # a check report nests about 8 deep
+
+
+class InputError(TcpWizardError):
+    """A file or value the user gave that cannot be used as it is."""
+
+    exit_code = ExitCode.DATA_ERROR
+
+
+def read_bytes(path: str, what: str, max_bytes: int = MAX_TEXT_BYTES) -> bytes:
+    """The whole content of a regular file of at most `max_bytes`. A missing or unreadable
+    file is a usage error (64); a file of the wrong kind or size is a data error (65)."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer before we can refuse it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(
+            f"cannot read {what} {path}: {exc.strerror or exc}", ExitCode.USAGE
+        ) from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{what} {path} is a directory, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{what} {path} is not a regular file")
+        if st.st_size > max_bytes:
+            raise InputError(f"{what} {path} is too large ({st.st_size} bytes, limit {max_bytes})")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError as exc:
+                raise InputError(
+                    f"cannot read {what} {path}: {exc.strerror or exc}", ExitCode.USAGE
+                ) from None
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > max_bytes:  # the file grew while we read it
+                raise InputError(f"{what} {path} is larger than {max_bytes} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def decode_text(data: bytes, path: str, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{what} {path} is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
+
+
+def read_text(path: str, what: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    return decode_text(read_bytes(path, what, max_bytes), path, what)
+
+
+def read_text_if_exists(path: str, what: str, max_bytes: int = MAX_TEXT_BYTES) -> str | None:
+    """None when nothing is at `path` (a file we may create); everything else as read_text."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise InputError(f"{what} {path}: a parent of it is a file, not a directory") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    return read_text(path, what, max_bytes)
+
+
+def json_depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when brackets outside strings never nest deeper than `limit`, checked before
+    json.loads so a 100k-deep document is refused instead of hitting the recursion limit."""
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(text: str, path: str, what: str) -> Any:
+    if not json_depth_ok(text):
+        raise InputError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, parse_constant=_no_constants)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{what} {path} is not JSON ({exc})") from None
+
+
+def read_json(path: str, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Any:
+    return parse_json(read_text(path, what, max_bytes), path, what)
+
+
+# -- command-line values -------------------------------------------------------------------
+
+
+def check_port(text: str, what: str = "port") -> int:
+    """1-65535, as every subcommand's --port, --tcp-port and ADDR:PORT take it."""
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise InputError(f"{what} must be a number from 1 to 65535, not {text!r}", ExitCode.USAGE)
+    return int(value)
+
+
+def check_host(text: str, what: str = "host") -> str:
+    """A host name or an IP literal; an IPv6 literal with or without [brackets]. Returns
+    the host without brackets, the form getaddrinfo takes."""
+    host = text.strip()
+    if host.startswith("[") or host.endswith("]"):
+        if not (host.startswith("[") and host.endswith("]")):
+            raise InputError(f"{what} {text!r} has an unbalanced bracket", ExitCode.USAGE)
+        inner = host[1:-1]
+        try:
+            ipaddress.IPv6Address(inner.split("%", 1)[0])
+        except ValueError:
+            raise InputError(
+                f"{what} {text!r}: only IPv6 addresses go in brackets", ExitCode.USAGE
+            ) from None
+        return inner
+    if not host:
+        raise InputError(f"{what} is empty", ExitCode.USAGE)
+    if "://" in host or "/" in host:
+        raise InputError(
+            f"{what} {text!r} is not a host name or address (give the host without a URL "
+            "scheme or path)",
+            ExitCode.USAGE,
+        )
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host.split("%", 1)[0])
+        except ValueError:
+            raise InputError(
+                f"{what} {text!r} is not an IPv6 address (a port goes in --port)", ExitCode.USAGE
+            ) from None
+        return host
+    if len(host) > 253 or any(c.isspace() or not c.isprintable() for c in host):
+        raise InputError(f"{what} {text!r} is not a host name", ExitCode.USAGE)
+    return host
+
+
+def split_host_port(text: str, what: str) -> tuple[str, int | None]:
+    """HOST, HOST:PORT, [V6]:PORT or a bare IPv6 literal."""
+    value = text.strip()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            raise InputError(f"{what}: {text!r} has an unbalanced bracket", ExitCode.USAGE)
+        host, rest = value[: end + 1], value[end + 1 :]
+        if rest and not rest.startswith(":"):
+            raise InputError(f"{what}: unexpected {rest!r} after {host}", ExitCode.USAGE)
+        port = rest[1:] if rest else ""
+    elif value.count(":") == 1:
+        host, port = value.split(":")
+    else:
+        host, port = value, ""
+    clean = check_host(host, what)
+    return clean, check_port(port, f"{what}: port") if port or value.endswith(":") else None
+
+
+def check_finite_positive(value: float, text: str, what: str) -> float:
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{what} must be a finite positive value, not {text!r}", ExitCode.USAGE)
+    return value
