@@ -276,6 +276,7 @@ class _Stream:
     count: int = 0
     first: float | None = None
     end: float | None = None
+    last_data: float | None = None  # receiver: when the last byte arrived (EOF may lag it)
     error: str | None = None
 
 
@@ -362,10 +363,13 @@ def run_sender(
     max_seconds: float | None = None,
     stop: threading.Event | None = None,
     on_sample: Sampler | None = None,
+    end: Literal["eof", "drain"] = "eof",
 ) -> SideReport:
     """Send on every socket until `duration_s` is over or `nbytes` (split over streams)
     have gone, then wait for the receiver to close (so the final TCP_INFO covers the whole
-    transfer). Never raises for peer failures: they land in report.error."""
+    transfer). With end="drain" (a far end that closes only when told on its own control
+    connection, like iperf3) wait instead until every byte is acknowledged, and keep the
+    sockets open. Never raises for peer failures: they land in report.error."""
     if duration_s is None and nbytes is None:
         raise TransferError("a transfer needs a duration or a byte count")
     stop = stop or threading.Event()
@@ -406,17 +410,20 @@ def run_sender(
                     continue
                 watch.moved()
                 st.count += n
-            sock.shutdown(socket.SHUT_WR)
-            # The receiver closes after EOF: then every byte is acknowledged.
             drain_end = max(clock(), limit_t) + MAX_DRAIN_S
-            while not stop.is_set():
-                try:
-                    if not sock.recv(4096):
-                        break
-                except TimeoutError:
-                    watch.check()
-                    if clock() > drain_end:
-                        raise DrainTooSlow from None
+            if end == "drain":
+                _wait_acked(sock, watch, clock, drain_end, stop)
+            else:
+                sock.shutdown(socket.SHUT_WR)
+                # The receiver closes after EOF: then every byte is acknowledged.
+                while not stop.is_set():
+                    try:
+                        if not sock.recv(4096):
+                            break
+                    except TimeoutError:
+                        watch.check()
+                        if clock() > drain_end:
+                            raise DrainTooSlow from None
             st.end = clock()
         except OSError as exc:
             st.error = _describe(exc, stall_timeout)
@@ -476,6 +483,28 @@ def run_sender(
     return report
 
 
+def _wait_acked(
+    sock: socket.socket,
+    watch: _StallWatch,
+    clock: Callable[[], float],
+    deadline: float,
+    stop: threading.Event,
+) -> None:
+    """Until the send queue is empty (every byte acknowledged), the connection stalls, or
+    the drain allowance is over."""
+    while not stop.is_set():
+        try:
+            info = read_tcp_info(sock)
+        except OSError:
+            return
+        if not info.get("unacked") and not info.get("notsent_bytes"):
+            return
+        if clock() > deadline:
+            raise DrainTooSlow
+        watch.check()
+        time.sleep(0.005)
+
+
 def _join_any(threads: Sequence[threading.Thread], timeout: float) -> None:
     for t in threads:
         if t.is_alive():
@@ -533,8 +562,10 @@ def run_receiver(
                     watch.check()
                     continue
                 watch.moved()
+                if n:
+                    st.last_data = clock()
                 if st.first is None:
-                    st.first = clock()
+                    st.first = st.last_data
                 st.count += n
             st.end = clock()
         except OSError as exc:
@@ -592,7 +623,9 @@ def run_receiver(
     for t in threads:
         t.join(timeout=stall_timeout)
     firsts = [s.first for s in streams if s.first is not None]
-    ends = [s.end for s in streams if s.end is not None]
+    # Timed to the last byte: a far end that closes only after its own bookkeeping (iperf3
+    # exchanges results first) would otherwise stretch the transfer.
+    ends = [s.last_data or s.end for s in streams if s.end is not None]
     t0 = min(firsts) if firsts else None
     if t0 is not None and ends:
         report.samples.append(_receiver_sample(streams, channels, max(ends) - t0))
