@@ -8,7 +8,9 @@ before the first apply, so applying twice and rolling back once still restores t
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import ipaddress
 import json
 import os
 import subprocess
@@ -23,8 +25,11 @@ from tcpwizard.advice.plan_guard import (
     check_sysctl,
     metrics_command,
     route_command,
+    split_command,
 )
 from tcpwizard.checks.model import Fix, HostRole
+from tcpwizard.exitcodes import ExitCode
+from tcpwizard.inputs import InputError, parse_json, read_text_if_exists
 
 __all__ = ["FixError", "apply_plan", "fixes_from_report", "make_plan", "render_diff", "rollback"]
 
@@ -204,10 +209,7 @@ def make_plan(
         else:
             manual.append(fix)
     conf_path = str(Path(conf_dir, FILE_NAME))
-    try:
-        conf_old: str | None = Path(conf_path).read_text()
-    except FileNotFoundError:
-        conf_old = None
+    conf_old = read_text_if_exists(conf_path, "sysctl.d file")
     return Plan(
         tuple(sysctls),
         tuple(routes),
@@ -219,16 +221,23 @@ def make_plan(
 
 
 def _render_conf(old: str | None, changes: Sequence[SysctlChange]) -> str:
-    """Merge into our own file: keys we set before keep their place, new ones are appended."""
-    values: dict[str, str] = {}
-    if old:
-        for line in old.splitlines():
-            if "=" in line and not line.lstrip().startswith(("#", ";")):
-                k, v = line.split("=", 1)
-                values[k.strip()] = v.strip()
-    for c in changes:
-        values[c.key] = _normalize(c.new)
-    return _HEADER + "".join(f"{k} = {v}\n" for k, v in values.items())
+    """Merge into the file: every line that is there stays (an admin's comments, keys we do
+    not know), a key we set changes where it stands, new keys are appended."""
+    values = {c.key: _normalize(c.new) for c in changes}
+    lines = old.splitlines() if old else [_HEADER.rstrip("\n")]
+    out: list[str] = []
+    seen: set[str] = set()
+    for line in lines:
+        if "=" in line and not line.lstrip().startswith(("#", ";")):
+            key = line.split("=", 1)[0].strip().lstrip("-")
+            if key in values:
+                # Every occurrence: in sysctl.d a later line of the same key wins.
+                out.append(f"{key} = {values[key]}")
+                seen.add(key)
+                continue
+        out.append(line)
+    out.extend(f"{k} = {v}" for k, v in values.items() if k not in seen)
+    return "\n".join(out) + "\n"
 
 
 def render_diff(plan: Plan) -> str:
@@ -270,6 +279,20 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def _unwritable(sysctl_root: str, key: str) -> str | None:
+    """Why `key` cannot be set here, known before anything changes; None if it can be."""
+    path = key_path(sysctl_root, key)
+    try:
+        st = path.stat()
+    except OSError:
+        return f"{key} does not exist on this kernel"
+    if not path.is_file():
+        return f"{key} does not exist on this kernel"
+    if not st.st_mode & 0o222:
+        return f"{key} is read-only here (global keys are read-only in a child namespace)"
+    return None
+
+
 def _write_live(sysctl_root: str, key: str, value: str) -> str | None:
     """None on success, else the reason it could not be set."""
     path = key_path(sysctl_root, key)
@@ -301,46 +324,142 @@ class _Backup:
     routes: dict[str, str | None]
 
 
-def _load_backup(path: Path) -> _Backup | None:
+_BACKUP_FIELDS = frozenset({"created", "sysctl_root", "conf_path", "conf_old", "sysctls", "routes"})
+
+
+def _backup_problem(raw: object, sysctl_root: str, conf_path: str) -> str | None:
+    """What makes `raw` something other than a backup this host's `fix` wrote: rollback
+    runs as root, so it may only touch what `fix` itself may touch."""
+    if not isinstance(raw, dict) or set(raw) != _BACKUP_FIELDS:
+        return f"expected exactly the fields {', '.join(sorted(_BACKUP_FIELDS))}"
+    created = raw["created"]
+    if not isinstance(created, int | float) or isinstance(created, bool):
+        return "'created' is not a number"
+    if raw["sysctl_root"] != sysctl_root:
+        return f"it is for sysctl root {str(raw['sysctl_root'])[:80]!r}, not {sysctl_root!r}"
+    if raw["conf_path"] != conf_path:
+        return f"its file is {str(raw['conf_path'])[:120]!r}, not {conf_path!r}"
+    if raw["conf_old"] is not None and not isinstance(raw["conf_old"], str):
+        return "'conf_old' is not text"
+    sysctls, routes = raw["sysctls"], raw["routes"]
+    if not isinstance(sysctls, dict) or not isinstance(routes, dict):
+        return "'sysctls' and 'routes' must be objects"
+    for key, value in sysctls.items():
+        if value is not None and not isinstance(value, str):
+            return f"the value of {key[:80]!r} is not text"
+        try:
+            check_sysctl(key, _normalize(value) if value is not None else "0")
+        except FixError as exc:
+            return str(exc)
+    for where, old in routes.items():
+        family, _, prefix = where.partition(" ")
+        if family not in ("-4", "-6") or not _is_prefix(prefix):
+            return f"route entry {where[:80]!r} is not 'FAMILY PREFIX'"
+        if old is not None:
+            if not isinstance(old, str):
+                return f"route {prefix!r}: the saved route is not text"
+            try:
+                words = split_command(old)
+            except FixError as exc:
+                return str(exc)
+            if words[0] != prefix:
+                return f"route {prefix!r}: the saved route is for {words[0]!r}"
+    return None
+
+
+def _is_prefix(text: str) -> bool:
+    if text == "default":
+        return True
     try:
-        raw = json.loads(path.read_text())
-        return _Backup(**raw)
-    except FileNotFoundError:
-        return None
-    except (ValueError, TypeError) as exc:
-        raise FixError(f"backup {path} is unreadable ({exc}); it was left untouched") from exc
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _load_backup(path: Path, sysctl_root: str, conf_path: str) -> _Backup | None:
+    try:
+        text = read_text_if_exists(str(path), "backup")
+        if text is None:
+            return None
+        raw = parse_json(text, str(path), "backup")
+    except InputError as exc:
+        raise FixError(f"{exc}; it was left untouched") from None
+    problem = _backup_problem(raw, sysctl_root, conf_path)
+    if problem:
+        raise FixError(
+            f"backup {path} is not one tcpwizard fix wrote here ({problem}); "
+            "it was left untouched and nothing was changed"
+        )
+    return _Backup(**raw)
+
+
+def _write_state(path: Path, text: str | None, what: str) -> None:
+    """Write (or, for None, remove) one of our files; any failure is one FixError line."""
+    try:
+        if text is None:
+            path.unlink(missing_ok=True)
+        else:
+            _atomic_write(path, text)
+    except OSError as exc:
+        raise FixError(
+            f"cannot write {what} {path}: {exc.strerror or exc}", ExitCode.WARNING
+        ) from None
 
 
 def apply_plan(plan: Plan, sysctl_root: str, state_dir: str) -> ApplyReport:
+    """All or nothing for the sysctls: the backup, then the file, then the live values; if
+    a step fails, everything done so far is undone and one FixError says what happened."""
     backup_path = Path(state_dir, BACKUP_NAME)
-    backup = _load_backup(backup_path) or _Backup(
+    try:
+        backup_before = read_text_if_exists(str(backup_path), "backup")
+    except InputError as exc:
+        raise FixError(f"{exc}; nothing was changed") from None
+    backup = _load_backup(backup_path, sysctl_root, plan.conf_path) or _Backup(
         time.time(), sysctl_root, plan.conf_path, plan.conf_old, {}, {}
     )
     applied: list[Applied] = []
     skipped: list[Skipped] = []
-    # Record the original state before changing anything, so a crash mid-way can be undone.
+    todo: list[SysctlChange] = []
     for c in plan.sysctls:
+        reason = "already set" if not c.needed else _unwritable(sysctl_root, c.key)
+        if reason:
+            skipped.append(Skipped(c.fix_id, c.key, reason))
+        else:
+            todo.append(c)
+    # Record the original state before changing anything, so a crash mid-way can be undone.
+    for c in todo:
         backup.sysctls.setdefault(c.key, c.old)
     for r in plan.routes:
         if r.prefix:
             backup.routes.setdefault(f"{r.family} {r.prefix}", r.old_route)
-    _atomic_write(backup_path, json.dumps(asdict(backup), indent=2))
+    _write_state(backup_path, json.dumps(asdict(backup), indent=2), "backup")
 
-    written: list[SysctlChange] = []
-    for c in plan.sysctls:
-        if not c.needed:
-            skipped.append(Skipped(c.fix_id, c.key, "already set"))
-            continue
-        reason = _write_live(sysctl_root, c.key, c.new)
-        if reason:
-            skipped.append(Skipped(c.fix_id, c.key, reason))
-        else:
+    conf = Path(plan.conf_path)
+    conf_new = _render_conf(plan.conf_old, todo) if todo else plan.conf_old
+    conf_changed = conf_new is not None and conf_new != plan.conf_old
+    if conf_new is not None and conf_changed:
+        try:
+            _write_state(conf, conf_new, "sysctl.d file")
+        except FixError as exc:
+            undo = _undo([], sysctl_root, None, backup_path, backup_before)
+            raise FixError(f"{exc}; {undo}", ExitCode.WARNING) from None
+
+    done: list[SysctlChange] = []
+    try:
+        for c in todo:
+            reason = _write_live(sysctl_root, c.key, c.new)
+            if reason:
+                undo = _undo(done, sysctl_root, plan, backup_path, backup_before)
+                raise FixError(f"{reason}; {undo}", ExitCode.DATA_ERROR)
+            done.append(c)
             applied.append(Applied(c.fix_id, c.key, c.old, c.new))
-            written.append(c)
-    if written:
-        conf_new = _render_conf(plan.conf_old, written)
-        if conf_new != plan.conf_old:
-            _atomic_write(Path(plan.conf_path), conf_new)
+    except FixError:
+        raise
+    except BaseException:
+        # Interrupted or a bug mid-way: the host must not stay half-tuned.
+        _undo(done, sysctl_root, plan, backup_path, backup_before)
+        raise
     for r in plan.routes:
         out = _run(list(r.argv))
         if out.returncode == 0:
@@ -353,6 +472,39 @@ def apply_plan(plan: Plan, sysctl_root: str, state_dir: str) -> ApplyReport:
     return ApplyReport(tuple(applied), tuple(skipped), str(backup_path))
 
 
+def _undo(
+    done: Sequence[SysctlChange],
+    sysctl_root: str,
+    plan: Plan | None,
+    backup_path: Path,
+    backup_before: str | None,
+) -> str:
+    """Put back the live values in `done`, the file (when `plan` says it was written) and the
+    backup as they were; the words for what the host is left with."""
+    failed: list[str] = []
+    for c in reversed(done):
+        if c.old is not None and _write_live(sysctl_root, c.key, c.old):
+            failed.append(c.key)
+    if plan is not None:
+        try:
+            _write_state(Path(plan.conf_path), plan.conf_old, "sysctl.d file")
+        except FixError:
+            failed.append(plan.conf_path)
+    if failed:
+        # Keep the backup: it is what `fix --rollback` needs to finish the job.
+        return (
+            f"could not restore {', '.join(failed)}: run `tcpwizard fix --rollback` "
+            f"(backup {backup_path})"
+        )
+    # If even this fails, the backup holds the state just restored: a rollback is harmless.
+    with contextlib.suppress(FixError):
+        _write_state(backup_path, backup_before, "backup")
+    restored = (
+        f"restored {len(done)} live value{'s' * (len(done) != 1)} and the file; " if done else ""
+    )
+    return f"{restored}nothing was changed"
+
+
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=30)
@@ -360,9 +512,11 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(argv, 1, "", str(exc))
 
 
-def rollback(state_dir: str) -> ApplyReport:
+def rollback(state_dir: str, sysctl_root: str, conf_dir: str) -> ApplyReport:
+    """Restore what the backup recorded. The backup is checked like a plan (only TCP sysctls
+    under this host's sysctl root, only our one file) before anything is written."""
     backup_path = Path(state_dir, BACKUP_NAME)
-    backup = _load_backup(backup_path)
+    backup = _load_backup(backup_path, sysctl_root, str(Path(conf_dir, FILE_NAME)))
     if backup is None:
         raise FixError(f"nothing to roll back: no backup at {backup_path}")
     applied: list[Applied] = []
@@ -392,11 +546,12 @@ def rollback(state_dir: str) -> ApplyReport:
         else:
             skipped.append(Skipped("rollback", prefix, out.stderr.strip() or "ip route failed"))
     conf = Path(backup.conf_path)
-    if backup.conf_old is None:
-        conf.unlink(missing_ok=True)
-    else:
-        _atomic_write(conf, backup.conf_old)
-    applied.append(Applied("rollback", str(conf), None, "restored"))
+    try:
+        _write_state(conf, backup.conf_old, "sysctl.d file")
+        applied.append(Applied("rollback", str(conf), None, "restored"))
+    except FixError as exc:
+        skipped.append(Skipped("rollback", str(conf), str(exc)))
     if not skipped:
-        backup_path.unlink()
+        with contextlib.suppress(OSError):  # restored; a stale backup only repeats it
+            backup_path.unlink()
     return ApplyReport(tuple(applied), tuple(skipped), str(backup_path) if skipped else None)

@@ -81,7 +81,7 @@ def test_apply_then_rollback_restores_exactly(tree: Path, tmp_path: Path) -> Non
     )
     assert not again.applied and {s.reason for s in again.skipped} == {"already set"}
 
-    undo = rollback(str(state))
+    undo = rollback(str(state), str(tree), str(conf_dir))
     assert undo.complete
     after = {p: p.read_text() for p in tree.rglob("*") if p.is_file()}
     assert {p: " ".join(v.split()) for p, v in after.items()} == {
@@ -90,7 +90,7 @@ def test_apply_then_rollback_restores_exactly(tree: Path, tmp_path: Path) -> Non
     assert not (conf_dir / FILE_NAME).exists()
     assert other.read_text() == "vm.swappiness = 10\n"  # never touches other files
     with pytest.raises(FixError, match="nothing to roll back"):
-        rollback(str(state))
+        rollback(str(state), str(tree), str(conf_dir))
 
 
 def test_existing_own_file_is_restored_not_deleted(tree: Path, tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_existing_own_file_is_restored_not_deleted(tree: Path, tmp_path: Path) -
     apply_plan(make_plan([WS_FIX], str(tree), str(conf_dir)), str(tree), str(state))
     text = (conf_dir / FILE_NAME).read_text()
     assert "net.ipv4.tcp_sack = 1" in text and "net.ipv4.tcp_window_scaling = 1" in text
-    rollback(str(state))
+    rollback(str(state), str(tree), str(conf_dir))
     assert (conf_dir / FILE_NAME).read_text() == "net.ipv4.tcp_sack = 1\n"
 
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
-from pathlib import Path
 from typing import TextIO
 
 from tcpwizard.advice.apply import (
     ApplyReport,
-    FixError,
     Plan,
     apply_plan,
     fixes_from_report,
@@ -21,18 +19,11 @@ from tcpwizard.advice.apply import (
 from tcpwizard.checks.model import Fix, HostRole
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
+from tcpwizard.inputs import read_json
 
 
 def _load_plan_fixes(path: str) -> list[Fix]:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read plan {path}: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise FixError(f"plan {path} is not JSON (make it with `tcpwizard check --json`)") from None
-    return fixes_from_report(data)
+    return fixes_from_report(read_json(path, "plan"))
 
 
 def print_report(report: ApplyReport, out: TextIO, fmt: str) -> int:
@@ -102,7 +93,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.rollback:
         if not ctx.is_root:
             raise PermissionRequired("rolling back needs root (try: sudo tcpwizard fix --rollback)")
-        return print_report(rollback(ctx.state_dir), ctx.stdout, args.format)
+        report = rollback(ctx.state_dir, ctx.sysctl_root, ctx.sysctl_conf_dir)
+        return print_report(report, ctx.stdout, args.format)
     if not args.plan:
         raise UsageError("fix needs --plan REPORT.json (from `check --json`) or --rollback")
     return apply_fixes(_load_plan_fixes(args.plan), ctx, args.yes, args.format, args.role)
