@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 
-import psutil
-
 from tcpwizard.checks import behaviour_checks, buffer_checks, interface_checks, protocol_checks
 from tcpwizard.checks.base import AuditEnv, Check
 from tcpwizard.checks.model import BdpTarget, HostAudit
@@ -30,6 +28,12 @@ ESSENTIAL_KEYS = (
     "net.core.wmem_max",
     "net.ipv4.tcp_window_scaling",
 )
+
+
+def total_ram_bytes() -> int:
+    # What psutil.virtual_memory().total reports (MemTotal), from the standard library, so
+    # the audit also runs in the far end's zipapp where no third-party package exists.
+    return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
 
 
 def check_ids() -> tuple[str, ...]:
@@ -65,7 +69,7 @@ def audit(
         reader=reader,
         target=bdp or DEFAULT_TARGET,
         network=network if network is not None else gather_network(target, sys_root),
-        ram_bytes=ram_bytes if ram_bytes is not None else psutil.virtual_memory().total,
+        ram_bytes=ram_bytes if ram_bytes is not None else total_ram_bytes(),
         page_size=page_size or os.sysconf("SC_PAGE_SIZE"),
         target_address=target,
     )

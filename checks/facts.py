@@ -18,9 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Union
 
-import psutil
-
-from tcpwizard.checks.audit import audit
+from tcpwizard.checks.audit import audit, total_ram_bytes
 from tcpwizard.checks.model import BdpTarget, Fix, HostAudit, HostRole, InterfaceInfo, RouteInfo
 from tcpwizard.checks.netinfo import NetworkFacts, gather_network
 from tcpwizard.checks.sysctl import SysctlMissing, SysctlReader
@@ -57,7 +55,7 @@ class HostFacts:
 
 def gather_facts(sysctl_root: str, target: str | None, sys_root: str = "/sys") -> HostFacts:
     network = gather_network(target, sys_root)
-    ram = psutil.virtual_memory().total
+    ram = total_ram_bytes()
     page = os.sysconf("SC_PAGE_SIZE")
     recorded = audit(
         SysctlReader(sysctl_root), target, network=network, ram_bytes=ram, page_size=page
@@ -99,6 +97,10 @@ def facts_json(facts: HostFacts) -> dict[str, Any]:
     }
 
 
+# types.UnionType (X | Y) is Python 3.10+; this module also runs on 3.9 far ends (zipapp).
+_UNION_ORIGINS = (Union, getattr(types, "UnionType", Union))
+
+
 class FactsError(ValueError):
     pass
 
@@ -118,7 +120,7 @@ def clean_text(value: Any, what: str) -> str:
 def _typed(value: Any, hint: Any, what: str) -> Any:
     """`value` if it has the type `hint` names (int, float, str, bool, Literal, X | None)."""
     options = (
-        typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else (hint,)
+        typing.get_args(hint) if typing.get_origin(hint) in _UNION_ORIGINS else (hint,)
     )
     if value is None and type(None) in options:
         return None

@@ -1,5 +1,5 @@
-"""Facts about the egress path of this host: route lookup (pyroute2), interface counters
-(sysfs under an injectable root), link speed and duplex (psutil).
+"""Facts about the egress path of this host: route lookup (pyroute2), interface counters,
+link speed and duplex (sysfs under an injectable root).
 
 Everything here may legitimately be unavailable (no default route in a fresh namespace, a
 virtual NIC without speed); gathering returns a reason instead of raising."""
@@ -10,8 +10,6 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-
-import psutil
 
 from tcpwizard.checks.model import InterfaceInfo, RouteInfo
 from tcpwizard.checks.tcp_metrics import MetricsEntry, read_tcp_metrics
@@ -39,14 +37,24 @@ def _counter(sys_root: Path, ifname: str, name: str) -> int:
         return 0
 
 
-def _speed_duplex(ifname: str) -> tuple[int | None, Literal["full", "half", "unknown"]]:
-    stats = psutil.net_if_stats().get(ifname)
-    if stats is None:
-        return None, "unknown"
-    speed = stats.speed if stats.speed > 0 else None
-    if stats.duplex == psutil.NIC_DUPLEX_FULL:
+def _speed_duplex(
+    sys_root: Path, ifname: str
+) -> tuple[int | None, Literal["full", "half", "unknown"]]:
+    """What the driver reports (ethtool's numbers, as psutil reads them), from sysfs so the
+    audit needs no third-party package on a far end. Virtual links report none."""
+    base = sys_root / "class/net" / ifname
+    try:
+        speed: int | None = int((base / "speed").read_text())
+    except (OSError, ValueError):  # EINVAL on links without a speed (lo, veth, tun)
+        speed = None
+    try:
+        duplex = (base / "duplex").read_text().strip()
+    except OSError:
+        duplex = ""
+    speed = speed if speed is not None and speed > 0 else None
+    if duplex == "full":
         return speed, "full"
-    if stats.duplex == psutil.NIC_DUPLEX_HALF:
+    if duplex == "half":
         return speed, "half"
     return speed, "unknown"
 
@@ -127,8 +135,8 @@ def lookup_egress(target: str | None, sys_root: str = "/sys") -> tuple[Interface
         initcwnd=route_metrics.get("RTAX_INITCWND"),
         initrwnd=route_metrics.get("RTAX_INITRWND"),
     )
-    speed, duplex = _speed_duplex(name)
     sysp = Path(sys_root)
+    speed, duplex = _speed_duplex(sysp, name)
     return (
         InterfaceInfo(
             name=name,
