@@ -66,7 +66,8 @@ def test_nagios_and_prometheus(tmp_path: Path) -> None:
 def test_missing_proc_entry_is_one_line_unknown(tmp_path: Path) -> None:
     code, out, err = run_check(tmp_path, ["--json"], {"net.ipv4.tcp_rmem": None})
     assert code == ExitCode.UNKNOWN
-    assert out == ""
+    doc = json.loads(out)  # the README promises a document with `error`, even here
+    assert doc["exit_code"] == ExitCode.UNKNOWN and "net.ipv4.tcp_rmem" in doc["error"]
     line = err.strip()
     assert line.startswith("tcpwizard: error: cannot read sysctl net.ipv4.tcp_rmem")
     assert "\n" not in line and "Traceback" not in line

@@ -3,13 +3,58 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import importlib
+import io
 import os
+import sys
 from collections.abc import Sequence
+from typing import TextIO, cast
 
 from tcpwizard.cli import build_parser
 from tcpwizard.context import Context
-from tcpwizard.exitcodes import ExitCode, TcpWizardError
+from tcpwizard.exitcodes import ExitCode, describe_failure
+
+# Commands whose machine formats promise a document even when they fail.
+DOCUMENT_COMMANDS = frozenset({"check", "probe", "transfer", "fix", "history"})
+MACHINE_FORMATS = frozenset({"json", "prometheus", "nagios"})
+
+
+class _Watched(io.TextIOBase):
+    """stdout that remembers whether anything was written, so a failing command gets an
+    error document only when it has not printed its own."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        self.used = False
+        self.failed = False  # a write or flush raised: stdout itself is the problem
+
+    def write(self, s: str) -> int:
+        if s:
+            self.used = True
+        try:
+            return self.inner.write(s)
+        except OSError:
+            self.failed = True
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.inner.flush()
+        except OSError:
+            self.failed = True
+            raise
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.inner, "encoding", "utf-8") or "utf-8"
 
 
 def run_command(args: argparse.Namespace, ctx: Context) -> int:
@@ -18,31 +63,62 @@ def run_command(args: argparse.Namespace, ctx: Context) -> int:
     return result
 
 
+def _tolerant_std_streams() -> None:
+    # A non-UTF-8 locale must not turn a '·' or 'µ' in a report into a crash.
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+
+def _silence_stdout() -> None:
+    """After stdout failed (a closed pipe, /dev/full), point it at /dev/null so the
+    interpreter's own flush at exit cannot print a second, unhandled error."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _error_document(
+    args: argparse.Namespace | None, watched: _Watched, message: str, code: int
+) -> None:
+    if args is None or args.command not in DOCUMENT_COMMANDS:
+        return
+    fmt = getattr(args, "format", "text")
+    if fmt not in MACHINE_FORMATS or watched.used:
+        return
+    from tcpwizard.output.errors import error_document
+
+    host, port = getattr(args, "host", None), getattr(args, "port", None)
+    with contextlib.suppress(OSError, ValueError):
+        watched.write(error_document(fmt, host, port, message, ExitCode(code)))
+        watched.flush()
+
+
 def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
     """`ctx` lets tests point the readers at a fake /proc/sys tree."""
-    ctx = ctx if ctx is not None else Context()
+    if ctx is None:
+        _tolerant_std_streams()
+        ctx = Context()
+    watched = _Watched(ctx.stdout)
+    ctx = dataclasses.replace(ctx, stdout=cast(TextIO, watched))
+    args: argparse.Namespace | None = None
     try:
         args = build_parser().parse_args(argv)
-        return run_command(args, ctx)
-    except TcpWizardError as exc:
-        print(f"tcpwizard: error: {exc}", file=ctx.stderr)
-        return int(exc.exit_code)
-    except KeyboardInterrupt:
-        print("tcpwizard: interrupted", file=ctx.stderr)
-        return int(ExitCode.INTERRUPTED)
-    except BrokenPipeError:
-        return int(ExitCode.OK)
-    except Exception as exc:
-        # A bug, not a user error: still one line (the traceback on request), never a dump.
-        if os.environ.get("TCPWIZARD_DEBUG"):
+        code = run_command(args, ctx)
+        ctx.stdout.flush()
+        return code
+    except BaseException as exc:
+        if isinstance(exc, SystemExit):  # --help and --version
             raise
-        print(
-            f"tcpwizard: internal error: {type(exc).__name__}: {exc} "
-            "(set TCPWIZARD_DEBUG=1 for the traceback)",
-            file=ctx.stderr,
-        )
-        return int(ExitCode.SOFTWARE)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        if os.environ.get("TCPWIZARD_DEBUG") and not isinstance(exc, KeyboardInterrupt):
+            raise
+        failure = describe_failure(exc, stdout_failed=watched.failed)
+        if watched.failed and watched.inner is sys.stdout:
+            _silence_stdout()
+        if failure.line:
+            with contextlib.suppress(OSError, ValueError):
+                print(failure.line, file=ctx.stderr)
+        if not watched.failed:
+            _error_document(args, watched, failure.message, failure.code)
+        return int(failure.code)

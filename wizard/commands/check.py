@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sqlite3
 from typing import TextIO
 
@@ -89,6 +90,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             Threshold.parse(threshold)  # a typo fails now, not after a 15 s check
     if args.host is not None and not args.host.strip():
         raise UsageError("HOST is empty (leave it out for a local audit)")
+    if args.fix and args.yes and not ctx.is_root:
+        # Said before a 15 s check, and before a report whose exit_code could not match.
+        raise PermissionRequired(
+            "applying fixes needs root (try: sudo tcpwizard check --fix --yes)"
+        )
     if not args.host:
         report = local_report(audit(ctx, None, bdp_from_args(args.rtt, args.bandwidth)))
     else:
@@ -106,8 +112,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 raise
             return _machine_error(args, ctx, exc)
     color = False if args.no_color else ctx.color
+    if args.fix and args.format != "text":
+        # Fix first (its plan/result goes to stderr), so the document's exit_code is the
+        # process's own.
+        fixed = _apply_report_fixes(report, args, ctx)
+        report = dataclasses.replace(report, exit_code=ExitCode(max(report.exit_code, fixed)))
     code = render_report(report, args.format, ctx.stdout, color, args.warning, args.critical)
     _record(report, args, ctx)
+    if args.fix and args.format != "text":
+        return max(code, int(report.exit_code))
     if args.fix:
         # The report owns stdout in machine formats: the plan/result then goes to stderr.
         fixed = apply_fixes(
@@ -121,6 +134,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             ctx.progress("tcpwizard: the peer's fixes must be applied on the peer")
         code = max(code, fixed)
     return code
+
+
+def _apply_report_fixes(report: Report, args: argparse.Namespace, ctx: Context) -> int:
+    fixed = apply_fixes(
+        [f for f in report.fixes if f.host in ("local", "both")], ctx, args.yes, "text", ctx.stderr
+    )
+    if any(f.host == "peer" for f in report.fixes):
+        ctx.progress("tcpwizard: the peer's fixes must be applied on the peer")
+    return fixed
 
 
 def _machine_error(args: argparse.Namespace, ctx: Context, exc: TcpWizardError) -> int:
