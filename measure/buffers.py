@@ -168,6 +168,13 @@ def raise_window_clamp(sock: socket.socket, window: int) -> None:
         pass
 
 
+def set_window_clamp(sock: socket.socket, window: int) -> None:
+    """Bound the window this socket advertises from now on (raise or lower). Lowering it
+    does not take back a window already advertised: TCP never shrinks the right edge, so
+    data up to it may still arrive (DRS shrinks its buffer only after that)."""
+    sock.setsockopt(socket.IPPROTO_TCP, TCP_WINDOW_CLAMP, max(1, int(window)))
+
+
 def window_clamp(sock: socket.socket) -> int | None:
     try:
         return int(sock.getsockopt(socket.IPPROTO_TCP, TCP_WINDOW_CLAMP))

@@ -9,21 +9,31 @@ SO_RCVBUF for 2 x BDP *before* sending the next SBUF (the new drsFTP favours thr
 memory frugality).
 
 Choices this implementation makes where the paper leaves room (documented in the README):
-- RTT is the minimum of the recent echoes, not the last one: SBUF echoes include queueing
-  and scheduling delay (the paper saw 180 ms against ping's 77 ms), and feeding that back
-  would make the buffer chase its own queue.
+- RTT samples come from the kernel too: the handshake's RTT (TCP_INFO min_rtt, there before
+  the first byte) and the receiver's own estimate (TCP_INFO rcv_rtt, from timestamps). Startup
+  cannot wait for SBUF echoes: the first one comes back a round trip after the first
+  interval, by when slow start has doubled twice. Without a DRS channel (a far end that only
+  speaks TCP, like iperf3) these are the only RTT source: receiver-only DRS.
+- The BDP's RTT is the minimum of the recent samples, not the last one: echoes include
+  queueing and scheduling delay (the paper saw 180 ms against ping's 77 ms), and feeding that
+  back would make the buffer chase its own queue.
 - Bandwidth is the maximum over the last few intervals: one interval after a loss shows
   a dip, and sizing the buffer to the dip would then hold the connection down (measured
   on the lab: 35 instead of 48 Mbit/s at 50 Mbit/s x 50 ms).
 - "2 x BDP" is in the kernel's units: Linux doubles every SO_RCVBUF request and reports the
   doubled size, so the request is BDP and getsockopt reads 2 x BDP.
-- Startup: while the bandwidth keeps growing by a quarter per interval, our own window may
-  be the limit (the measurement only shows what the window let through), so the buffer at
-  least doubles per interval, up to 3 x BDP -- the slow-start case the paper's factor 2 is
-  for. Three intervals without growth end the startup (as BBR's full-pipe check); growth
-  of a quarter in one interval starts it again.
-- Shrinking is gradual (at most a quarter per interval): data already in flight for the
-  old window would otherwise be pruned by the kernel.
+- Startup keeps pace with slow start, as the in-kernel DRS did: once per RTT the window is
+  sized to 2 x the bytes received in the last RTT, times that RTT's growth (at most 2x) --
+  the sender's window doubles each RTT and a new window reaches it half an RTT later, so
+  "2x the last RTT" alone would be caught up with before the next update. The memory behind
+  that window assumes Linux's ~0.6 window per byte of buffer. Three RTTs without a quarter
+  more bandwidth end the startup (BBR's full-pipe check); growth of a quarter in one
+  interval starts it again. After startup the buffer settles at 2 x BDP.
+- Shrinking never drops data the receiver has offered: TCP may not take back a window it
+  advertised, so shrinking SO_RCVBUF below it makes the kernel prune what then arrives (the
+  sender times out, cwnd 1). The window is shrunk first (TCP_WINDOW_CLAMP), and the buffer
+  follows only once the window still open (TCP_INFO rcv_wnd) plus unread data fits the new
+  buffer; then the clamp is lifted again so the buffer alone bounds the window.
 - The measurement interval adapts: one smoothed RTT during startup, two after, bounded to
   [25 ms, 250 ms]
   (the paper's compile-time constant is listed there as future work).
@@ -31,16 +41,19 @@ Choices this implementation makes where the paper leaves room (documented in the
 
 from __future__ import annotations
 
+import array
+import fcntl
 import math
 import select
 import socket
+import termios
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tcpwizard.measure import buffers
-from tcpwizard.measure.tcpinfo import read_tcp_info
+from tcpwizard.measure.tcpinfo import TcpInfo, read_tcp_info
 
 SBUF = b"SBUF"
 MAX_LINE = 128  # "SBUF <float> <int>" is far shorter; anything longer is garbage
@@ -53,15 +66,18 @@ class DrsConfig:
     startup_interval_rtts: float = 1.0  # the same during startup
     min_interval_s: float = 0.025
     max_interval_s: float = 0.25
-    initial_interval_s: float = 0.05  # before the first echo there is no RTT
-    rtt_window: int = 64  # echoes the min-RTT filter looks at (seconds of them, like BBR)
+    initial_interval_s: float = 0.05  # before any RTT sample
+    rtt_window: int = 64  # samples the min-RTT filter looks at (seconds of them, like BBR)
     bw_window: int = 8  # intervals the max-bandwidth filter looks at
     min_request: int = buffers.UNTUNED_BYTES  # never below stock FTP's buffer
     max_request: int = 4 * 1024 * 1024  # the host's limit (setsockopt argument)
     startup_growth: float = 1.25  # bandwidth growth per interval that keeps startup going
     startup_flat_intervals: int = 3  # intervals without that growth that end startup
-    startup_cap: float = 3.0  # startup never sizes the buffer beyond this many BDPs
-    max_shrink: float = 0.75  # a new buffer is at least this share of the last one
+    startup_gain: float = 2.0  # startup window = this x bytes of the last RTT x growth
+    max_growth: float = 2.0  # slow start at most doubles per RTT
+    window_share: float = 0.6  # advertised window per byte of buffer memory (Linux ~0.6)
+    safe_share: float = 0.5  # the share a shrink counts on (the kernel's lowest default)
+    max_shrink: float = 0.5  # a new target is at least this share of the last one
     kernel_doubles: bool = True  # Linux stores 2x the request
 
 
@@ -73,8 +89,18 @@ class DrsDecision:
     bandwidth_bps: float
     rtt_s: float | None
     bdp_bytes: int | None
-    request: int  # SO_RCVBUF argument, also the SBUF buffer-size
+    request: int  # the SO_RCVBUF target, also the SBUF buffer-size
     message: bytes
+
+
+@dataclass(frozen=True)
+class BufferStep:
+    """What to do to the data socket now, in this order: set TCP_WINDOW_CLAMP to `clamp`,
+    set SO_RCVBUF to `rcvbuf`, then lift the clamp to the granted buffer. None: leave it."""
+
+    clamp: int | None = None
+    rcvbuf: int | None = None
+    open_clamp: bool = False
 
 
 def format_sbuf(timestamp: float, size: int) -> bytes:
@@ -97,11 +123,13 @@ def parse_sbuf(line: bytes) -> tuple[float, int] | None:
 
 class DrsReceiver:
     """The receiver's DRS state machine, free of sockets and clocks: the glue feeds it byte
-    counts and echoed lines with timestamps, and applies the decisions it returns."""
+    counts, RTT samples and echoed lines with timestamps, and applies the decisions (tick)
+    and socket steps (step) it returns."""
 
     def __init__(self, config: DrsConfig, now: float, initial_request: int | None = None) -> None:
         self.config = config
-        self.request = initial_request or config.min_request
+        self.request = initial_request or config.min_request  # the target
+        self.applied = self.request  # the SO_RCVBUF argument in force on the socket
         self._rtts: deque[float] = deque(maxlen=config.rtt_window)
         self._bws: deque[float] = deque(maxlen=config.bw_window)
         self.startup = True
@@ -112,13 +140,21 @@ class DrsReceiver:
         self._last_bytes = 0
         self._prev_t = now  # one tick further back
         self._prev_bytes = 0
+        self._prev_bw: float | None = None  # the last interval's rate, for the growth factor
         self._next_t = now + config.initial_interval_s
+        self._clamp: int | None = None  # TCP_WINDOW_CLAMP while a shrink waits
+        self._clamp_t = now
         self.max_request = self.request
         self.last_bandwidth_bps = 0.0
+        self.waiting_shrinks = 0  # steps a shrink was held back for data in flight
 
     @property
     def rtt_s(self) -> float | None:
         return min(self._rtts) if self._rtts else None
+
+    @property
+    def srtt_s(self) -> float | None:
+        return self._srtt
 
     @property
     def interval_s(self) -> float:
@@ -136,32 +172,44 @@ class DrsReceiver:
     def next_due(self) -> float:
         return self._next_t
 
+    def on_rtt(self, rtt: float, now: float) -> bool:
+        """One RTT sample (seconds) from any source; False if it is not usable."""
+        if not math.isfinite(rtt) or rtt <= 0:
+            return False
+        first = self._srtt is None
+        self._rtts.append(rtt)
+        # Smoothed like TCP's SRTT (RFC 6298, alpha 1/8): the interval and the bytes in
+        # flight per RTT follow it, the BDP takes the minimum.
+        self._srtt = rtt if self._srtt is None else 0.875 * self._srtt + 0.125 * rtt
+        if first:
+            # Until now the interval was a guess; the first one should span an RTT.
+            self._next_t = max(self._next_t, self._last_t + self.interval_s)
+        return True
+
     def on_echo(self, line: bytes, now: float) -> float | None:
         """An SBUF came back: its RTT (seconds), or None for a line that is not ours."""
         parsed = parse_sbuf(line)
         if parsed is None:
             return None
         rtt = now - parsed[0]
-        if rtt < 0:
+        if rtt < 0 or not self.on_rtt(rtt, now):
             return None
-        self._rtts.append(rtt)
-        # Smoothed like TCP's SRTT (RFC 6298, alpha 1/8); it only sets the interval.
-        self._srtt = rtt if self._srtt is None else 0.875 * self._srtt + 0.125 * rtt
         return rtt
 
     def target_request(self, bandwidth_bps: float, sustained_bps: float | None = None) -> int:
         """Take one interval's bandwidth (and the rate over the last two intervals, which
         the BDP filter uses: a burst after loss recovery fills one interval, not two);
-        return the next SO_RCVBUF argument."""
+        return the next SO_RCVBUF target."""
         c = self.config
+        prev, self._prev_bw = self._prev_bw, bandwidth_bps
         if not self.startup and self._bws and bandwidth_bps >= c.startup_growth * max(self._bws):
             # Growing fast again (a stall that ended startup early, or more capacity):
-            # back to doubling, or a window-limited connection would creep at 1.2x.
+            # back to the startup rule, or a window-limited connection would creep.
             self.startup, self._flat, self._startup_bw = True, 0, max(self._bws)
         self._bws.append(bandwidth_bps if sustained_bps is None else sustained_bps)
         rtt = self.rtt_s
         if rtt is None:
-            return self.request  # nothing to size by before the first echo
+            return self.request  # nothing to size by before the first RTT sample
         bdp = max(self._bws) / 8.0 * rtt
         memory = c.headroom * bdp
         current = self._memory_of(self.request)
@@ -172,17 +220,15 @@ class DrsReceiver:
             else:
                 self._flat += 1
                 self.startup = self._flat < c.startup_flat_intervals
-            if self.startup:
-                # Double, but never past startup_cap x BDP: a connection that is only
-                # window-limited measures BDP close to its window, so the cap (1.8x the
-                # window memory at Linux's ~0.6 window/memory ratio) barely slows it down,
-                # while one that already has its window gets no more than that. The cap
-                # takes this interval's rate too: the two-interval rate lags a connection
-                # that doubles per RTT by half an interval, and arrivals (see
-                # DrsReceiverChannel._received) never exceed the path's rate.
-                fresh = max(bandwidth_bps, max(self._bws)) / 8.0 * rtt
-                memory = max(memory, min(2.0 * current, c.startup_cap * fresh))
-        memory = max(memory, c.max_shrink * current)
+        if self.startup:
+            # In flight per RTT at the RTT the data sees now (queue included), grown the
+            # way it grew over the last RTT: the sender's window one update from now.
+            per_rtt = bandwidth_bps / 8.0 * (self._srtt or rtt)
+            growth = c.max_growth if not prev else min(c.max_growth, bandwidth_bps / prev)
+            window = c.startup_gain * per_rtt * max(1.0, growth)
+            memory = max(memory, current, window / c.window_share)
+        else:
+            memory = max(memory, c.max_shrink * current)
         request = memory / 2.0 if c.kernel_doubles else memory
         return int(min(c.max_request, max(c.min_request, request)))
 
@@ -208,6 +254,38 @@ class DrsReceiver:
         bdp = int(max(self._bws) / 8.0 * rtt) if rtt is not None and self._bws else None
         return DrsDecision(now, bw, rtt, bdp, self.request, format_sbuf(now, self.request))
 
+    def step(self, now: float, offered: int | None, unread: int = 0) -> BufferStep:
+        """Move the socket towards the target without dropping data. `offered` is the
+        window last advertised (TCP_INFO rcv_wnd): the sender may have that much in flight
+        and TCP never takes it back. None when the kernel does not say: then a shrink
+        waits two smoothed RTTs after the clamp (the old window's data has landed)."""
+        target = self.request
+        if target >= self.applied:
+            was_clamped = self._clamp is not None
+            self._clamp = None
+            if target == self.applied and not was_clamped:
+                return BufferStep()
+            self.applied = target
+            return BufferStep(rcvbuf=target, open_clamp=True)
+        # What the smaller buffer surely holds; the clamp stays a little under it so a
+        # window at the clamp plus a little unread data still passes the check below.
+        fits = int(self.config.safe_share * self._memory_of(target))
+        clamp = fits * 7 // 8
+        if self._clamp != clamp:
+            self._clamp, self._clamp_t = clamp, now
+            self.waiting_shrinks += 1
+            return BufferStep(clamp=clamp)
+        if offered is None:
+            landed = now - self._clamp_t >= 2.0 * (self._srtt or self.config.max_interval_s)
+        else:
+            landed = offered + unread <= fits
+        if not landed:
+            self.waiting_shrinks += 1
+            return BufferStep()
+        self._clamp = None
+        self.applied = target
+        return BufferStep(rcvbuf=target, open_clamp=True)
+
 
 class LineBuffer:
     """Splits a byte stream into lines, bounded so a peer cannot grow it without end."""
@@ -226,14 +304,26 @@ class LineBuffer:
         return lines
 
 
+def _unread(sock: socket.socket) -> int:
+    """Bytes received but not yet read (FIONREAD); they hold buffer memory too."""
+    buf = array.array("i", [0])
+    try:
+        fcntl.ioctl(sock.fileno(), termios.FIONREAD, buf, True)
+    except OSError:
+        return 0
+    return int(buf[0])
+
+
 class DrsReceiverChannel:
-    """Receiver glue for one data connection: applies decisions to the data socket and
-    talks SBUF on its DRS socket. Driven by the receiver's sampling loop (no own thread)."""
+    """Receiver glue for one data connection: applies decisions to the data socket and,
+    with a DRS socket, talks SBUF on it (the sender's buffer follows). Without one
+    (`drs_sock=None`: a far end that only speaks TCP) it is receiver-only DRS: RTT from
+    TCP_INFO, no SBUF. Driven by the receiver's sampling loop (no own thread)."""
 
     def __init__(
         self,
         data_sock: socket.socket,
-        drs_sock: socket.socket,
+        drs_sock: socket.socket | None,
         config: DrsConfig,
         clock: Callable[[], float],
         force: bool = False,
@@ -242,41 +332,85 @@ class DrsReceiverChannel:
         self.drs_sock = drs_sock
         self.clock = clock
         self.force = force
-        self.core = DrsReceiver(config, clock(), initial_request=config.min_request)
+        now = clock()
+        self.core = DrsReceiver(config, now, initial_request=config.min_request)
         self._lines = LineBuffer()
         self.granted = data_sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
         self.max_granted = self.granted
         self.last: DrsDecision | None = None
-        self.closed = False
+        self.closed = drs_sock is None  # no SBUF channel (any more)
         self.error: str | None = None
+        self._rcv_rtt_us = 0
+        info = self._info()
+        if info is not None:
+            # The handshake's RTT is known before the first byte: startup can step per
+            # RTT from the start instead of guessing an interval.
+            for key in ("min_rtt", "rtt"):
+                us = info.get(key)
+                if us:
+                    self.core.on_rtt(us / 1e6, now)
+                    break
 
     def poll(self, total_bytes: int) -> None:
-        """Read any echoes, then, if an interval is over, resize and send the next SBUF."""
-        if self.closed:
+        """Read any echoes; if an interval is over, decide the next buffer and send the
+        SBUF; then move the socket towards the target (see DrsReceiver.step)."""
+        if not self.closed:
+            self._read_echoes()
+        info = self._info()
+        now = self.clock()
+        decision: DrsDecision | None = None
+        if self.core.due(now):
+            if info is not None:
+                self._feed_rcv_rtt(info, now)
+            decision = self.core.tick(now, self._received(info, total_bytes))
+        offered = info.get("rcv_wnd") if info is not None else None
+        step = self.core.step(now, offered, _unread(self.data_sock) if offered else 0)
+        try:
+            self._apply(step)
+        except OSError as exc:
+            self._fail(f"DRS: {exc}")
             return
-        self._read_echoes()
-        decision = self.core.tick(self.clock(), self._received(total_bytes))
         if decision is None:
             return
         self.last = decision
-        try:
-            # Receiver first, then tell the sender: favours throughput (paper §4).
-            self.granted = buffers.set_rcvbuf(self.data_sock, decision.request, self.force)
-            buffers.raise_window_clamp(self.data_sock, self.granted)
-            self.max_granted = max(self.max_granted, self.granted)
-            self.drs_sock.sendall(decision.message)
-        except OSError as exc:
-            self._fail(f"DRS channel: {exc}")
+        if self.drs_sock is not None and not self.closed:
+            try:
+                # Receiver first, then tell the sender: favours throughput (paper §4).
+                self.drs_sock.sendall(decision.message)
+            except OSError as exc:
+                self._fail(f"DRS channel: {exc}")
 
-    def _received(self, app_bytes: int) -> int:
+    def _apply(self, step: BufferStep) -> None:
+        if step.clamp is not None:
+            buffers.set_window_clamp(self.data_sock, step.clamp)
+        if step.rcvbuf is not None:
+            self.granted = buffers.set_rcvbuf(self.data_sock, step.rcvbuf, self.force)
+            self.max_granted = max(self.max_granted, self.granted)
+        if step.open_clamp:
+            buffers.raise_window_clamp(self.data_sock, self.granted)
+
+    def _info(self) -> TcpInfo | None:
+        try:
+            return read_tcp_info(self.data_sock)
+        except OSError:
+            return None
+
+    def _feed_rcv_rtt(self, info: TcpInfo, now: float) -> None:
+        # rcv_rtt changes only when the kernel measured again; repeating an old value
+        # would only weigh it more in the smoothed RTT.
+        us = info.get("rcv_rtt") or 0
+        if us and us != self._rcv_rtt_us:
+            self._rcv_rtt_us = us
+            self.core.on_rtt(us / 1e6, now)
+
+    @staticmethod
+    def _received(info: TcpInfo | None, app_bytes: int) -> int:
         """Bytes that arrived, as data segments x MSS from TCP_INFO. Unlike what the
         application has read (or tcpi_bytes_received), arrivals cannot exceed the path's
         rate: when a retransmission fills a hole, or a late read drains a backlog, the
         in-order byte count jumps, and sizing the buffer to that burst oversizes it
         (measured on the lab: 3.5 x BDP instead of <= 3). Falls back to the app count."""
-        try:
-            info = read_tcp_info(self.data_sock)
-        except OSError:
+        if info is None:
             return app_bytes
         segs, mss = info.get("data_segs_in"), info.get("rcv_mss")
         if segs is None or not mss:
@@ -284,12 +418,13 @@ class DrsReceiverChannel:
         return segs * mss
 
     def _read_echoes(self) -> None:
-        while not self.closed:
+        sock = self.drs_sock
+        while sock is not None and not self.closed:
             try:
-                ready, _, _ = select.select([self.drs_sock], [], [], 0)
+                ready, _, _ = select.select([sock], [], [], 0)
                 if not ready:
                     return
-                data = self.drs_sock.recv(4096)
+                data = sock.recv(4096)
             except OSError as exc:
                 self._fail(f"DRS channel: {exc}")
                 return
@@ -306,6 +441,8 @@ class DrsReceiverChannel:
                 self.core.on_echo(line, now)
 
     def _fail(self, message: str) -> None:
+        # The channel (or a setsockopt) failed: the data keeps flowing; only the SBUF
+        # side stops. The receiver's own sizing goes on.
         self.error = self.error or message
         self.closed = True
 

@@ -579,8 +579,12 @@ def run_receiver(
     channels: list[DrsReceiverChannel] = []
     if plan is not None and plan.drs:
         cfg = drs_config or DrsConfig(max_request=plan.max_request)
+        # A data socket without a DRS socket (a far end with no SBUF channel, like iperf3)
+        # still gets receiver-only DRS: its own buffer, RTT from TCP_INFO.
+        drs_of = list(drs_socks) + [None] * (len(socks) - len(drs_socks))
         channels = [
-            DrsReceiverChannel(socks[i], d, cfg, clock, plan.force) for i, d in enumerate(drs_socks)
+            DrsReceiverChannel(s, d, cfg, clock, plan.force)
+            for s, d in zip(socks, drs_of, strict=False)
         ]
     threads = [threading.Thread(target=recv_one, args=(i,), daemon=True) for i in range(len(socks))]
     for t in threads:
@@ -610,7 +614,7 @@ def run_receiver(
                 if on_sample:
                     on_sample(report.samples[-1])
         wait = max(0.001, min(wake, next_sample) - clock())
-        live = [c.drs_sock for c in channels if not c.closed]
+        live = [c.drs_sock for c in channels if c.drs_sock is not None and not c.closed]
         if live:
             # Wake on an echo at once: the RTT is measured when we read it, so a late
             # read would inflate every estimate by our own polling delay.

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 
 import pytest
 
-from tcpwizard.measure import drs
+from tcpwizard.measure import buffers, drs, engine
 from tcpwizard.measure.drs import DrsConfig, DrsReceiver, format_sbuf, parse_sbuf
 
 MBIT = 1e6
@@ -41,55 +42,184 @@ def test_bdp_sets_a_2x_bdp_buffer() -> None:
     assert _settled(no_double).target_request(50 * MBIT) == int(2 * bdp)
 
 
-def test_startup_doubles_while_bandwidth_grows_then_settles() -> None:
+def _slow_start(rx: DrsReceiver, rtt: float, first: int, rounds: int) -> list[tuple[int, int]]:
+    """Tick once per RTT while the bytes per RTT double (slow start not held back by the
+    receiver). Returns (bytes received in that RTT, window the new buffer offers)."""
+    got, total, now = first, 0, 0.0
+    out: list[tuple[int, int]] = []
+    for _ in range(rounds):
+        now += rtt
+        total += got
+        d = rx.tick(now, total)
+        assert d is not None
+        rx.applied = rx.request  # what the channel does with the answer (no shrinks here)
+        out.append((got, int(2 * rx.request * rx.config.window_share)))
+        got *= 2
+    return out
+
+
+def test_startup_window_stays_ahead_of_slow_start() -> None:
+    """Slow start doubles the bytes per RTT; a window set now reaches the sender half an
+    RTT later and must carry it until the next update: >= 2 x the last RTT's bytes x the
+    growth, which is 4x in slow start (the in-kernel DRS's 2x, plus the growth)."""
+    cfg = DrsConfig(max_request=64 << 20, initial_interval_s=0.1)
+    rx = DrsReceiver(cfg, now=0.0)
+    assert rx.on_rtt(0.1, 0.0)  # the handshake's RTT (TCP_INFO), before any echo
+    assert rx.interval_s == pytest.approx(0.1)
+    rounds = _slow_start(rx, 0.1, 10 * 1448, 8)
+    assert rx.startup
+    for got, window in rounds:
+        # (the first tick knows no growth yet and assumes slow start's doubling)
+        assert window >= 0.999 * 4 * got
+    # 8 RTTs of doubling from 10 segments: the last RTT brought 1.85 MB, the window
+    # offered for the next one is 7.4 MB (the sender could have 3.7 MB in flight).
+    assert rounds[-1][1] == pytest.approx(4 * 1853440, rel=0.001)
+
+
+def test_startup_never_shrinks_and_ends_after_three_flat_rtts_at_2_bdp() -> None:
     cfg = DrsConfig(max_request=64 << 20)
-    rx = DrsReceiver(cfg, now=0.0, initial_request=65536)
-    _feed(rx, 0.05, 0.0)
-    # Window-limited: each step lets ~the window through (Linux advertises ~62% of the
-    # buffer memory), so bandwidth keeps rising and the buffer grows 1.86x per step: the
-    # doubling, cut by the 3 x BDP cap (BDP measured = the window).
-    req = 65536
-    for _ in range(3):
-        bw = req * 2 * 0.62 * 8 / 0.05
-        new = rx.target_request(bw)
-        assert new == int(3 * 0.62 * req) and rx.startup
-        req = rx.request = new  # what tick() does with the answer
-    # The bandwidth stops growing: three flat intervals end the startup...
-    for _ in range(3):
+    rx = DrsReceiver(cfg, now=0.0)
+    rx.on_rtt(0.05, 0.0)
+    bw = 100 * MBIT
+    per_rtt = int(bw / 8 * 0.05)
+    now, total, last = 0.0, 0, rx.request
+    for _ in range(4):  # the pipe is full: the same bytes every RTT (the first sets the mark)
         assert rx.startup
-        rx.target_request(bw)
+        now += 0.05
+        total += per_rtt
+        rx.tick(now, total)
+        if rx.startup:
+            assert rx.request >= last  # startup never shrinks
+        last = rx.request
     assert not rx.startup
-    # ...and the buffer comes back towards 2 x BDP, a quarter per interval at most.
-    bdp = bw / 8 * 0.05
-    last = rx.request = req
-    for _ in range(20):
-        nxt = rx.target_request(bw)
-        assert nxt >= int(0.75 * last) - 1
-        last = rx.request = nxt
-    assert last == pytest.approx(bdp, rel=0.01)
+    # With no growth the startup rule asked for a window of 2 x the bytes per RTT.
+    assert 2 * last * cfg.window_share >= 2 * per_rtt * 0.99
+    # After startup, the target comes down to 2 x BDP memory (the request is the BDP),
+    # each step at most halving.
+    for _ in range(10):
+        now += rx.interval_s
+        total += int(bw / 8 * rx.interval_s)
+        rx.tick(now, total)
+        assert rx.request >= int(cfg.max_shrink * last) - 1
+        last = rx.request
+    assert last == pytest.approx(per_rtt, rel=0.01)
 
 
-def test_startup_never_sizes_past_3_bdp() -> None:
-    rx = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0, initial_request=1 << 20)
-    _feed(rx, 0.05, 0.0)
-    bw = 10 * MBIT  # BDP 62.5 kB, far below the current buffer
-    # Startup still on, but 2x the current 2 MB would be 32 BDPs: capped at 3 x BDP (in
-    # memory terms), then never below 3/4 of the current buffer while shrinking.
-    assert rx.target_request(bw) == int(0.75 * 2 * (1 << 20) / 2)
+def test_startup_growth_factor_is_bounded() -> None:
+    """A jump of 10x in one interval (a backlog landing) counts as at most a doubling."""
+    rx = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0)
+    rx.on_rtt(0.1, 0.0)
+    rx.target_request(1 * MBIT)
+    req = rx.target_request(10 * MBIT)
+    window = 2 * req * rx.config.window_share
+    per_rtt = 10 * MBIT / 8 * 0.1
+    assert window == pytest.approx(2 * per_rtt * 2, rel=0.01)
 
 
-def test_startup_cap_follows_this_intervals_rate() -> None:
-    """While doubling, the 3 x BDP cap takes the latest interval's rate: the two-interval
-    rate lags a window-limited connection and would hold its growth to ~1.3x per RTT."""
-    rx = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0, initial_request=1 << 20)
-    _feed(rx, 0.05, 0.0)
-    # Sustained 80 Mbit/s over two intervals, 160 in the last one: the cap is 3 x the BDP
-    # at 160 Mbit/s (3 MB of memory, so a 1.5 MB request), not at 80.
-    fresh = rx.target_request(160 * MBIT, sustained_bps=80 * MBIT)
-    assert fresh == int(3 * 160 * MBIT / 8 * 0.05 / 2)
-    lag = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0, initial_request=1 << 20)
-    _feed(lag, 0.05, 0.0)
-    assert lag.target_request(80 * MBIT, sustained_bps=80 * MBIT) < fresh / 1.5
+def test_receiver_only_rtt_from_tcp_info() -> None:
+    """Without a DRS channel every RTT is a TCP_INFO sample (handshake, rcv_rtt): the BDP
+    uses their minimum, the interval their smoothed value."""
+    rx = DrsReceiver(DrsConfig(), now=0.0)
+    assert rx.rtt_s is None and rx.interval_s == rx.config.initial_interval_s
+    assert rx.on_rtt(0.080, 0.0)
+    assert not rx.on_rtt(0.0, 0.1) and not rx.on_rtt(float("nan"), 0.1)
+    rx.on_rtt(0.120, 0.2)  # queueing
+    assert rx.rtt_s == pytest.approx(0.080)
+    assert rx.srtt_s == pytest.approx(0.085)
+
+
+# ---------------------------------------------------------------- the shrink rule
+
+
+def _shrinking(target: int, applied: int) -> DrsReceiver:
+    rx = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0, initial_request=applied)
+    rx.on_rtt(0.1, 0.0)
+    rx.request = target
+    return rx
+
+
+def test_shrink_clamps_the_window_first_and_waits_for_data_in_flight() -> None:
+    rx = _shrinking(target=1_000_000, applied=2_000_000)
+    fits = int(0.5 * 2 * 1_000_000)  # what a 2 MB (memory) buffer surely holds
+    step = rx.step(0.0, offered=2_400_000)
+    assert step.clamp is not None and step.clamp < fits and step.rcvbuf is None
+    # The old window is still open: the buffer stays.
+    for t, offered in ((0.05, 2_400_000), (0.1, 1_500_000), (0.15, fits + 1)):
+        step = rx.step(t, offered=offered)
+        assert step.rcvbuf is None and step.clamp is None
+        assert rx.applied == 2_000_000
+    # Unread data counts too.
+    assert rx.step(0.2, offered=fits - 1000, unread=2000).rcvbuf is None
+    step = rx.step(0.25, offered=step_clamp(rx), unread=0)
+    assert step.rcvbuf == 1_000_000 and step.open_clamp
+    assert rx.applied == 1_000_000
+    assert rx.step(0.3, offered=100).rcvbuf is None  # done: nothing more to do
+
+
+def step_clamp(rx: DrsReceiver) -> int:
+    return int(0.5 * 2 * rx.request) * 7 // 8
+
+
+def test_shrink_without_rcv_wnd_waits_two_rtts() -> None:
+    rx = _shrinking(target=1_000_000, applied=2_000_000)
+    assert rx.step(0.0, offered=None).clamp is not None
+    assert rx.step(0.15, offered=None).rcvbuf is None
+    assert rx.step(0.2, offered=None).rcvbuf == 1_000_000
+
+
+def test_growth_is_applied_at_once_and_cancels_a_waiting_shrink() -> None:
+    rx = _shrinking(target=1_000_000, applied=2_000_000)
+    assert rx.step(0.0, offered=3_000_000).clamp is not None
+    rx.request = 3_000_000
+    step = rx.step(0.1, offered=3_000_000)
+    assert step.rcvbuf == 3_000_000 and step.open_clamp and step.clamp is None
+    assert rx.step(0.2, offered=3_000_000) == drs.BufferStep()
+
+
+def test_a_lower_target_while_waiting_lowers_the_clamp_again() -> None:
+    rx = _shrinking(target=1_000_000, applied=2_000_000)
+    first = rx.step(0.0, offered=3_000_000).clamp
+    rx.request = 500_000
+    second = rx.step(0.05, offered=3_000_000).clamp
+    assert first is not None and second is not None and second < first
+
+
+def test_the_buffer_never_holds_less_than_the_offered_window() -> None:
+    """A whole transfer's worth of ticks and steps against a simple model of the kernel:
+    the advertised window follows min(clamp, share x buffer) but never retracts its right
+    edge. Whatever the targets do, no SO_RCVBUF ever leaves the offered window without
+    room (the drop the issue measured)."""
+    cfg = DrsConfig(max_request=64 << 20)
+    rx = DrsReceiver(cfg, now=0.0)
+    rx.on_rtt(0.08, 0.0)
+    rate = 60 * MBIT / 8
+    now, total, offered = 0.0, 0, int(2 * cfg.min_request * 0.6)
+    clamp = math.inf
+    memory = 2.0 * rx.applied
+    violations = 0
+    for i in range(600):
+        now += 0.01
+        total += int(min(rate, offered / 0.08) * 0.01)
+        rx.tick(now, total)
+        if i >= 300:
+            rx.request = cfg.min_request  # an abrupt drop of the target, held
+        step = rx.step(now, int(offered))
+        if step.clamp is not None:
+            clamp = step.clamp
+        if step.rcvbuf is not None:
+            # A larger buffer is always safe (the old one held the window); a smaller one
+            # must hold what is offered.
+            if 2.0 * step.rcvbuf < memory and offered > cfg.safe_share * 2.0 * step.rcvbuf:
+                violations += 1
+            memory = 2.0 * step.rcvbuf
+        if step.open_clamp:
+            clamp = math.inf
+        natural = min(clamp, 0.6 * memory)
+        # The right edge does not retract: the window shrinks only as data consumes it.
+        offered = int(max(natural, offered - rate * 0.01))
+    assert violations == 0
+    assert rx.applied == cfg.min_request  # and the shrink did complete
+    assert rx.waiting_shrinks > 0  # ...after waiting for the window to drain
 
 
 def test_fast_growth_restarts_startup() -> None:
@@ -207,4 +337,38 @@ def test_sender_echoes_unchanged_and_sets_sndbuf() -> None:
         stop.set()
         t.join(timeout=5)
         for s in (data_c, data_a, drs_c, drs_a):
+            s.close()
+
+
+def test_receiver_only_drs_without_a_channel() -> None:
+    """A far end with no DRS channel (iperf3): run_receiver with a DRS plan and no DRS
+    sockets still sizes the receive buffer, with the RTT from TCP_INFO and no SBUF."""
+    plan = engine.plan_buffers("drs", buffers.read_host_limits())
+    ls = socket.create_server(("127.0.0.1", 0))
+    rx_sock = socket.socket()
+    plan.presetup(rx_sock)
+    rx_sock.connect(ls.getsockname())
+    plan.postsetup(rx_sock, accepted=False)
+    tx_sock, _ = ls.accept()  # an autotuned sender, as iperf3's would be
+    start_rcv = rx_sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    out: list[engine.SideReport] = []
+    t = threading.Thread(
+        target=lambda: out.append(
+            engine.run_receiver([rx_sock], drs_socks=(), plan=plan, sample_interval=0.05)
+        ),
+        daemon=True,
+    )
+    t.start()
+    try:
+        snd = engine.run_sender([tx_sock], duration_s=0.8, nbytes=None)
+        t.join(timeout=10)
+        rcv = out[0]
+        assert snd.error is None and rcv.error is None
+        rtts = [s.drs_rtt_s for s in rcv.samples if s.drs_rtt_s is not None]
+        assert rtts and 0 < min(rtts) < 0.05  # loopback RTT, from the kernel
+        assert any(s.drs_bandwidth_bps for s in rcv.samples)
+        assert rcv.max_rcvbuf > start_rcv  # the buffer grew with the transfer
+        assert not rcv.rcv_autotuning
+    finally:
+        for s in (ls, rx_sock, tx_sock):
             s.close()
