@@ -11,12 +11,16 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tcpwizard.exitcodes import ExitCode, TcpWizardError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS checks (
@@ -27,6 +31,24 @@ CREATE TABLE IF NOT EXISTS checks (
 );
 CREATE INDEX IF NOT EXISTS checks_host_ts ON checks (host, ts);
 """
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_HEADER_LEN = 100
+# What a file must hold to be ours: the checks table with these columns, and nothing but
+# SQLite's own bookkeeping besides.
+_COLUMNS = frozenset({"id", "ts", "host", "report"})
+_OWN_TABLES = frozenset({"checks", "sqlite_sequence"})
+
+
+class HistoryError(TcpWizardError):
+    """A history database that cannot be used; the file is left exactly as it was."""
+
+    exit_code = ExitCode.DATA_ERROR
+
+
+def _explicit_path() -> bool:
+    return bool(os.environ.get("TCPWIZARD_HISTORY"))
 
 
 def default_path() -> Path:
@@ -81,21 +103,99 @@ def summarize(row_id: int, ts: float, host: str, report: Mapping[str, Any]) -> H
 
 
 class History:
+    """Reading never creates anything. Writing creates a database only at the default path
+    (its directories too) or at an explicit path whose directory exists. A file that is not
+    a tcpwizard history is refused before any statement that could change it."""
+
     def __init__(self, path: Path | str | None = None, timeout_s: float = 30.0) -> None:
+        self.explicit = bool(path) or _explicit_path()
         self.path = Path(path) if path else default_path()
         self.timeout_s = timeout_s
 
+    def exists(self) -> bool:
+        try:
+            os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:  # NotADirectoryError, EACCES on a parent...
+            raise HistoryError(f"cannot use history {self.path}: {exc.strerror or exc}") from None
+        return True
+
+    def _check_ours(self) -> None:
+        """Refuse anything but a tcpwizard history, reading only: no journal, no WAL switch."""
+        where = str(self.path)
+        try:
+            st = os.stat(self.path)
+            if not stat.S_ISREG(st.st_mode):
+                raise HistoryError(f"history {where} is not a file")
+            with open(self.path, "rb") as f:
+                header = f.read(SQLITE_HEADER_LEN)
+        except OSError as exc:
+            raise HistoryError(f"cannot read history {where}: {exc.strerror or exc}") from None
+        if len(header) < SQLITE_HEADER_LEN or not header.startswith(SQLITE_MAGIC):
+            raise HistoryError(
+                f"{where} is not a tcpwizard history (not an SQLite database); left unchanged"
+            )
+        try:
+            with closing(self._open(read_only=True)) as db:
+                tables = {
+                    name
+                    for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                }
+                columns = {row[1] for row in db.execute("PRAGMA table_info(checks)")}
+        except sqlite3.Error as exc:
+            raise HistoryError(
+                f"{where} is not a usable tcpwizard history ({exc}); left unchanged"
+            ) from None
+        if "checks" not in tables or not columns >= _COLUMNS or not tables <= _OWN_TABLES:
+            raise HistoryError(
+                f"{where} is another program's database, not a tcpwizard history; left unchanged"
+            )
+
+    def _open(self, read_only: bool) -> sqlite3.Connection:
+        if read_only:
+            uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro"
+            try:
+                return sqlite3.connect(uri, uri=True, timeout=self.timeout_s)
+            except sqlite3.OperationalError:
+                pass  # a WAL database without its -shm file opens only read-write
+        return sqlite3.connect(self.path, timeout=self.timeout_s)
+
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(self.path, timeout=self.timeout_s)) as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(SCHEMA)
-            with db:
-                yield db
+    def _connect(self, write: bool) -> Iterator[sqlite3.Connection]:
+        new = not self.exists()
+        if new:
+            if not write:
+                raise HistoryError(f"no history at {self.path}", ExitCode.UNKNOWN)
+            parent = self.path.parent
+            if self.explicit and not parent.is_dir():
+                raise HistoryError(
+                    f"history directory {parent} does not exist (create it, or leave out the "
+                    "path for the default)",
+                    ExitCode.USAGE,
+                )
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise HistoryError(
+                    f"cannot create history directory {parent}: {exc.strerror or exc}",
+                    ExitCode.UNKNOWN,
+                ) from None
+        else:
+            self._check_ours()
+        try:
+            with closing(self._open(read_only=not write)) as db:
+                if write:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    if new:
+                        db.executescript(SCHEMA)
+                with db:
+                    yield db
+        except sqlite3.Error as exc:
+            raise HistoryError(f"history {self.path}: {exc}") from None
 
     def append(self, host: str, report: Mapping[str, Any], ts: float | None = None) -> int:
-        with self._connect() as db:
+        with self._connect(write=True) as db:
             cur = db.execute(
                 "INSERT INTO checks (ts, host, report) VALUES (?, ?, ?)",
                 (time.time() if ts is None else ts, host, json.dumps(report, sort_keys=True)),
@@ -107,7 +207,9 @@ class History:
     ) -> tuple[list[HistoryRow], list[CorruptRow]]:
         good: list[HistoryRow] = []
         bad: list[CorruptRow] = []
-        with self._connect() as db:
+        if not self.explicit and not self.exists():
+            return good, bad
+        with self._connect(write=False) as db:
             cur = db.execute(
                 "SELECT id, ts, host, report FROM checks WHERE host = ? AND ts >= ? "
                 "ORDER BY ts DESC LIMIT ?",
@@ -125,5 +227,7 @@ class History:
         return good, bad
 
     def hosts(self) -> list[str]:
-        with self._connect() as db:
+        if not self.explicit and not self.exists():
+            return []
+        with self._connect(write=False) as db:
             return [h for (h,) in db.execute("SELECT DISTINCT host FROM checks ORDER BY host")]

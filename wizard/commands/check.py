@@ -17,6 +17,7 @@ from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, Us
 from tcpwizard.output import render_report
 from tcpwizard.output.nagios import Threshold
 from tcpwizard.report import Report, local_report
+from tcpwizard.measure.far_end import IPERF3_PORT, SERVE_PORT, FarEndChoice
 from tcpwizard.run import CheckRequest, Event, run_check
 from tcpwizard.units import parse_duration, parse_size
 
@@ -33,9 +34,17 @@ def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
         raise UsageError("--bytes must be positive")
     if not 1 <= args.streams <= 8:
         raise UsageError("--streams must be between 1 and 8")
+    far_end: FarEndChoice = "auto"
+    if args.port is not None and args.iperf3_port is None:
+        far_end = "serve"
+    elif args.iperf3_port is not None and args.port is None:
+        far_end = "iperf3"
     return CheckRequest(
         host=args.host,
-        port=args.port,
+        port=args.port or SERVE_PORT,
+        iperf3_port=args.iperf3_port or IPERF3_PORT,
+        far_end=far_end,
+        allow_predicted=args.allow_predicted,
         secret=secret,
         tcp_port=args.tcp_port,
         modes=parse_modes(args.modes) if args.modes else None,
@@ -80,7 +89,7 @@ def _record(report: Report, args: argparse.Namespace, ctx: Context) -> None:
 
     try:
         History().append(args.host, report_json(report))
-    except (OSError, sqlite3.Error) as exc:  # a read-only home or a broken file: not fatal
+    except (OSError, sqlite3.Error, TcpWizardError) as exc:  # read-only home, foreign file
         ctx.progress(f"tcpwizard: warning: history not recorded: {exc}")
 
 

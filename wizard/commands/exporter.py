@@ -37,7 +37,7 @@ def check_target(ctx: Context, quick: bool, record: bool, secret: bytes | None =
         if record:
             try:
                 History().append(t.host, doc)
-            except (OSError, sqlite3.Error) as exc:
+            except (OSError, sqlite3.Error, TcpWizardError) as exc:
                 ctx.progress(f"tcpwizard exporter: history not recorded: {exc}")
         return doc
 
