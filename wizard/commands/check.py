@@ -147,7 +147,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 def _apply_report_fixes(report: Report, args: argparse.Namespace, ctx: Context) -> int:
     fixed = apply_fixes(
-        [f for f in report.fixes if f.host in ("local", "both")], ctx, args.yes, "text", ctx.stderr
+        [f for f in report.fixes if f.host in ("local", "both")],
+        ctx,
+        args.yes,
+        "text",
+        out=ctx.stderr,
     )
     if any(f.host == "peer" for f in report.fixes):
         ctx.progress("tcpwizard: the peer's fixes must be applied on the peer")
