@@ -36,7 +36,8 @@ ERROR = "tcpwizard-farend-error"
 BOOTSTRAP = r"""
 import os, shutil, sys, tempfile
 if sys.version_info < (3, 9):
-    sys.stdout.write("tcpwizard-farend-error python %d.%d is older than 3.9\n" % sys.version_info[:2])
+    _v = "%d.%d" % sys.version_info[:2]
+    sys.stdout.write("tcpwizard-farend-error python " + _v + " is older than 3.9\n")
     sys.stdout.flush()
     sys.exit(3)
 _b = sys.stdin.buffer
@@ -58,9 +59,7 @@ sys.exit(_rc)
 """
 # What the far end's login shell runs: quoting that sh, bash, zsh, fish and csh read alike
 # (single quotes, no quote or `!` inside). -I: no site-packages, no user site, no PYTHON*.
-REMOTE_COMMAND = (
-    "python3 -I -c 'import sys;_b=sys.stdin.buffer;exec(_b.read(int(_b.readline())))'"
-)
+REMOTE_COMMAND = "python3 -I -c 'import sys;_b=sys.stdin.buffer;exec(_b.read(int(_b.readline())))'"
 HEARTBEAT_TIMEOUT_S = 30.0
 MAX_LIFETIME_S = 3600.0  # a check takes seconds; a forgotten far end must not live on
 
@@ -114,6 +113,7 @@ def main(workdir: str, zip_path: str) -> int:
 
     stdin = sys.stdin.buffer
     secret = bytes.fromhex(stdin.readline().decode("ascii").strip())
+    port = int(stdin.readline().decode("ascii").strip() or 0)
     shutil.rmtree(workdir, ignore_errors=True)
 
     def log(message: str) -> None:
@@ -123,7 +123,12 @@ def main(workdir: str, zip_path: str) -> int:
     if not secret:
         log(f"{ERROR} no secret given")
         return 2
-    server = Server(bind="::", port=0, secret=secret, log=log)
+    try:
+        server = Server(bind="::", port=port, secret=secret, log=log)
+    except OSError as exc:
+        sys.stdout.write(f"{ERROR} cannot listen on port {port}: {exc.strerror or exc}\n")
+        sys.stdout.flush()
+        return 2
     stopped = threading.Event()
 
     def end(reason: str) -> None:

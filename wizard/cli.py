@@ -137,6 +137,20 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--warning", help="Nagios warning threshold, e.g. 100mbit or gap:50%%")
     p.add_argument("--critical", help="Nagios critical threshold, e.g. 10mbit or gap:90%%")
     p.add_argument("--no-history", action="store_true", help="do not record this run")
+    p.add_argument(
+        "--ssh",
+        action="store_true",
+        help="HOST is [user@]host: start a one-time serve there over SSH for this check "
+        "(needs python3 >= 3.9 there; no root, nothing left behind)",
+    )
+    p.add_argument(
+        "--ssh-option",
+        action="append",
+        default=[],
+        metavar="OPT",
+        help="with --ssh, passed to ssh: Key=Value as -o Key=Value, '-i FILE' as it is "
+        "(repeatable)",
+    )
 
 
 def _add_calc(sub: argparse._SubParsersAction[Parser]) -> None:

@@ -94,6 +94,10 @@ def _record(report: Report, args: argparse.Namespace, ctx: Context) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    if getattr(args, "ssh", False):  # the far end's serve is started over SSH first
+        from tcpwizard.commands._ssh import run_over_ssh
+
+        return run_over_ssh(args, ctx, run)
     for threshold in (args.warning, args.critical):
         if threshold:
             Threshold.parse(threshold)  # a typo fails now, not after a 15 s check
