@@ -9,6 +9,15 @@ credit or a queue is still filling. Their disagreement is itself evidence:
 pairs >> train means a shaper (or competing traffic) limits the sustained rate; arrival
 times in tight clusters mean interrupt coalescing/GRO blurred the spacing; a receive rate
 as fast as we could send means the sender, not the path, set the pace.
+
+At high rates (hundreds of Mbit/s and up) arrivals come in bursts: interrupt coalescing, GRO,
+a software bottleneck that releases packets in batches. A gap inside a burst is the receive
+path's per-packet cost, not the bottleneck's service time, so neither a median gap nor a short
+train means anything there. Trains are then sized to last tens of milliseconds (several
+back-to-back segments, each within serve's per-train limit), the rate comes from the lower
+envelope of arrival time against packet index (a batch is released late, never early, so the
+least-delayed arrivals lie on the bottleneck's own line), and no estimate may exceed the
+rate the sender emitted the same packets at, or the egress interface's speed.
 """
 
 from __future__ import annotations
@@ -43,7 +52,19 @@ MINI = 6  # packets per mini-train: fits the smallest queues (the lab floors at 
 MINI_LOAD = 0.4  # mini-trains keep the bottleneck this busy on average: the queue drains
 MINI_TRAINS = 24
 MIN_MINI = 5  # complete mini-trains needed for an estimate
-CLUSTERED = 0.5  # this share of arrival gaps near zero: coalescing / GRO
+# This share of arrival gaps under half the mean gap: coalescing / GRO / batching. Half, not
+# "near zero": a software bottleneck that writes a batch spaces its packets by its own
+# per-packet cost (a third of the service time at 1 Gbit/s), and that must count as a burst.
+CLUSTERED = 0.5
+HEAD_S = 0.002  # the head of a train covers at least this long at the train's rate
+# serve's MAX_TRAIN_PACKETS: a longer train goes out as back-to-back segments of this size.
+SEGMENT = 1024
+MAX_SEGMENTS = 4
+# A main train lasts about this long at the rough rate: batches of a few hundred microseconds
+# (a busy receiver, a software bottleneck) then cost a few percent at most.
+TRAIN_SPAN_S = 0.04
+REPORT_SEGMENTS = 2  # segments per probe_report: ~17 KB of JSON each, replies stay < 64 KB
+SENDER_SLACK = 1.03  # timestamp noise allowed before a rate counts as faster than its sender
 
 
 @dataclass(frozen=True)
@@ -53,7 +74,7 @@ class TrainScore:
     rate_bps: float | None  # second half of the arrivals
     first_half_bps: float | None
     send_rate_bps: float | None  # our sending pace over the same packets
-    clustered: float  # share of arrival gaps < 20% of the mean gap
+    clustered: float  # share of arrival gaps < half the mean gap
     # Our pace over the first packets, before a full local queue could push back: what
     # this host can send at all.
     send_peak_bps: float | None = None
@@ -62,6 +83,11 @@ class TrainScore:
     # own speed even when competing traffic stretches some gaps.
     median_gap_bps: float | None = None
     mini_trains: int = 0  # >0: rate_bps is the median over this many mini-trains
+    span_s: float = 0.0  # arrival span of the scored (second) half
+    # The arrival rate came out faster than the packets were sent (or than the interface):
+    # impossible for a bottleneck, so rate_bps was lowered to that bound.
+    capped_from_bps: float | None = None
+    capped_by: str | None = None  # "sender" or "interface"
 
     @property
     def sender_bps(self) -> float:
@@ -70,6 +96,10 @@ class TrainScore:
     @property
     def loss(self) -> float:
         return 1.0 - self.received / self.sent if self.sent else 0.0
+
+    @property
+    def bursty(self) -> bool:
+        return self.clustered >= CLUSTERED
 
 
 def _span_rate(times: list[int], wire: int) -> float | None:
@@ -86,11 +116,43 @@ def _half_rate(half: list[tuple[int, int]], wire: int) -> float | None:
     return _span_rate([t for _, t in half], wire)
 
 
+def envelope_rate(times: list[int], wire: int) -> float | None:
+    """Rate from the lower support line of (arrival index, arrival time) beneath the middle
+    of the window. Bursty delivery only ever makes a packet late: the first packets of a
+    batch waited for the batch, its last ones were released about when they were due. The
+    lower convex hull runs through those least-delayed arrivals, so its slope is the
+    bottleneck's service time whatever the batch sizes; the endpoints of the span, each of
+    which may sit anywhere in a batch, do not decide it."""
+    if len(times) < 4 or times[-1] <= times[0]:
+        return None
+    hull: list[tuple[int, int]] = []
+    for p in enumerate(times):
+        while len(hull) >= 2:
+            (x0, y0), (x1, y1) = hull[-2], hull[-1]
+            if (x1 - x0) * (p[1] - y0) - (y1 - y0) * (p[0] - x0) > 0:
+                break
+            hull.pop()
+        hull.append(p)
+    mid = (len(times) - 1) / 2
+    for (x0, y0), (x1, y1) in itertools.pairwise(hull):
+        if x0 <= mid <= x1:
+            if y1 <= y0:
+                return None
+            return (x1 - x0) * wire * 8 * 1e9 / (y1 - y0)
+    return None
+
+
 def score_train(
-    tx_ns: Mapping[int, int] | None, arrivals: Iterable[tuple[int, int]], sent: int, wire: int
+    tx_ns: Mapping[int, int] | None,
+    arrivals: Iterable[tuple[int, int]],
+    sent: int,
+    wire: int,
+    link_bps: float | None = None,
 ) -> TrainScore:
     """Rate from the second half of the arrivals (by arrival order), in bit/s at the IP
-    layer; the first half and the head are scored too, to spot a token bucket."""
+    layer; the first half and the head are scored too, to spot a token bucket. Bursty
+    arrivals are scored by their lower envelope; no rate exceeds what the sender emitted
+    the same packets at, nor link_bps (the egress interface's speed)."""
     arr = sorted(arrivals, key=lambda a: a[1])
     n = len(arr)
     if n < 4:
@@ -98,22 +160,57 @@ def score_train(
     half = n // 2
     second = arr[half - 1 :]  # include the boundary packet: its departure starts the span
     first = arr[: half + 1]
+    gaps = [b[1] - a[1] for a, b in itertools.pairwise(second)]
+    mean_gap = (second[-1][1] - second[0][1]) / len(gaps) if gaps else 0
+    clustered = sum(1 for g in gaps if g < 0.5 * mean_gap) / len(gaps) if gaps else 0.0
+    bursty = clustered >= CLUSTERED
     rate = _half_rate(second, wire)
     first_rate = _half_rate(first, wire)
-    head = _span_rate([t for _, t in arr[:HEAD]], wire) if n >= 3 * HEAD else None
+    if bursty:
+        rate = envelope_rate([t for _, t in second], wire) or rate
+        first_rate = envelope_rate([t for _, t in first], wire) or first_rate
+    # A burst's first packets say nothing about a token bucket when every burst is fast,
+    # and at high rates HEAD packets pass within one batch: the head covers HEAD_S.
+    head_n = max(HEAD, round(HEAD_S * (rate or 0.0) / (wire * 8)))
+    head = (
+        _span_rate([t for _, t in arr[:head_n]], wire) if n >= 3 * head_n and not bursty else None
+    )
     send_rate = send_peak = None
     if tx_ns is not None:
         tx = sorted(tx_ns[s] for s, _ in second if s in tx_ns)
         send_rate = _span_rate(tx, wire)
         early = sorted(tx_ns.values())[: max(4, min(16, len(tx_ns) // 4))]
         send_peak = _span_rate(early, wire)
-    gaps = [b[1] - a[1] for a, b in itertools.pairwise(second)]
-    mean_gap = (second[-1][1] - second[0][1]) / len(gaps) if gaps else 0
-    clustered = sum(1 for g in gaps if g < 0.2 * mean_gap) / len(gaps) if gaps else 0.0
     median_rate = None
-    if len(gaps) >= 8 and statistics.median(gaps) > 0:
+    if len(gaps) >= 8 and statistics.median(gaps) > 0 and not bursty:
         median_rate = wire * 8 * 1e9 / statistics.median(gaps)
-    return TrainScore(sent, n, rate, first_rate, send_rate, clustered, send_peak, head, median_rate)
+    bounds = [(b, why) for b, why in ((send_rate, "sender"), (link_bps, "interface")) if b]
+    bound, capped_by = min(bounds, default=(None, None))
+    capped_from = None
+    if bound is not None:
+        if capped_by == "sender":
+            bound *= SENDER_SLACK
+        if rate is not None and rate > bound:
+            capped_from, rate = rate, bound
+        else:
+            capped_by = None
+        first_rate = min(first_rate, bound) if first_rate else first_rate
+        head = min(head, bound) if head else head
+        median_rate = min(median_rate, bound) if median_rate else median_rate
+    return TrainScore(
+        sent,
+        n,
+        rate,
+        first_rate,
+        send_rate,
+        clustered,
+        send_peak,
+        head,
+        median_rate,
+        span_s=(second[-1][1] - second[0][1]) / 1e9,
+        capped_from_bps=capped_from,
+        capped_by=capped_by,
+    )
 
 
 def score_mini_trains(
@@ -163,10 +260,13 @@ def capprobe(
         if not all(k in tx_ns and k in rx_ns for k in (a, b)):
             continue
         disp = rx_ns[b] - rx_ns[a]
-        if disp <= 0:
+        sent_gap = tx_ns[b] - tx_ns[a]
+        # A bottleneck only spreads a pair; one that arrived closer than it left was
+        # squeezed after it (delivered in one batch) and says nothing about the path.
+        if disp <= 0 or disp < 0.9 * sent_gap:
             continue
         valid += 1
-        if disp <= 1.1 * (tx_ns[b] - tx_ns[a]):
+        if disp <= 1.1 * sent_gap:
             sender_limited += 1
         total = (rx_ns[a] - tx_ns[a]) + (rx_ns[b] - tx_ns[b])
         if best is None or total < best[0]:
@@ -180,25 +280,34 @@ def combine(
     pairs: tuple[float, float] | None,
     train: TrainScore | None,
     direction: str = "up",
+    link_bps: float | None = None,
 ) -> CapacityEstimate | None:
     """One estimate from pairs and train, saying what limited it and how sure we are.
 
     The train is the primary estimate (many packets, robust to timing noise); the pairs
     corroborate it. When they disagree, the train's own shape says why: a fast head then
     a slower tail is a token bucket; irregular gaps whose median is much shorter than
-    their mean are competing traffic (the median gap is then the bottleneck's speed)."""
+    their mean are competing traffic (the median gap is then the bottleneck's speed).
+    Whatever the reason, a disagreement lowers the confidence and is reported."""
+    notes: list[str] = []
+    if pairs and link_bps and pairs[0] > link_bps * SENDER_SLACK:
+        # Faster than the interface can send: two packets delivered in one batch.
+        notes.append(
+            f"packet pairs claimed {pairs[0] / 1e6:.0f} Mbit/s, more than the interface's "
+            f"{link_bps / 1e6:.0f} Mbit/s: delivered in one batch, not used"
+        )
+        pairs = None
     pm = pairs[0] / 1e6 if pairs else None
     tm = train.rate_bps / 1e6 if train and train.rate_bps else None
     if tm is None and pm is None:
         return None
-    notes: list[str] = []
     limited: str | None = None
     if train is None or tm is None:
         assert pm is not None
         return CapacityEstimate(pm, _m("capprobe-pairs", direction), 0.5, pm, None, None, "")
     mbps = tm
     agree = pm is not None and abs(pm - tm) <= AGREE * tm
-    confidence = 0.9 if agree else (0.7 if pm is not None else 0.6)
+    confidence = 0.9 if agree else (0.5 if pm is not None else 0.6)
     method = "capprobe-pairs+train" if agree else "train"
     if train.mini_trains:
         method = "mini-trains+pairs" if agree else "mini-trains"
@@ -208,17 +317,25 @@ def combine(
         )
     head = train.head_bps / 1e6 if train.head_bps else None
     med = train.median_gap_bps / 1e6 if train.median_gap_bps else None
-    if train.sender_bps and train.rate_bps and train.rate_bps >= SENDER_RATIO * train.sender_bps:
+    if train.capped_from_bps:
+        notes.append(
+            f"arrivals came faster ({train.capped_from_bps / 1e6:.0f} Mbit/s) than the "
+            f"packets could have left (sent at {tm:.0f} Mbit/s or the interface's speed): "
+            "capped there"
+        )
+    if train.capped_by == "sender" or (
+        train.sender_bps and train.rate_bps and train.rate_bps >= SENDER_RATIO * train.sender_bps
+    ):
         limited, confidence = "sender", min(confidence, 0.4)
         notes.append(
-            f"received as fast as this host can send ({train.sender_bps / 1e6:.0f} Mbit/s): "
-            "the path is at least this fast"
+            f"received as fast as the sender sent ({tm:.0f} Mbit/s): the path is at least this fast"
         )
-    elif train.clustered >= CLUSTERED:
-        limited, confidence = "coalescing", min(confidence, 0.6)
+    elif train.bursty:
+        limited, confidence = "coalescing", min(confidence, 0.6 if train.span_s < 0.01 else 0.7)
         notes.append(
-            f"{train.clustered:.0%} of arrivals came in bursts (interrupt coalescing/GRO): "
-            "gaps are unreliable, the train's span is used"
+            f"{train.clustered:.0%} of arrivals came in bursts (interrupt coalescing/GRO, "
+            f"batching): the rate is the lower envelope of {train.span_s * 1e3:.0f} ms of "
+            "arrivals, not a gap inside a burst"
         )
     elif head is not None and head > DISAGREE * tm:
         limited, confidence = "shaper", 0.8
@@ -234,8 +351,8 @@ def combine(
             "competing traffic shares the bottleneck (about "
             f"{max(0.0, med - tm):.0f} Mbit/s of it now)"
         )
-    elif pm is not None and not agree:
-        notes.append(f"packet pairs disagree ({pm:.1f} Mbit/s: timing noise); train used")
+    if pm is not None and not agree and limited not in ("shaper", "cross-traffic"):
+        notes.append(f"packet pairs disagree ({pm:.1f} Mbit/s vs the train's {tm:.1f}); train used")
     if (
         limited is None
         and train.send_rate_bps
@@ -265,11 +382,18 @@ def _m(method: str, direction: str) -> str:
 
 def train_len(rate_bps: float | None, wire: int) -> int:
     """Packets in a main train: TRAIN_LEN, but no longer than about TRAIN_TIME_S at the
-    expected rate, so slow paths stay within the time budget."""
+    expected rate, so slow paths stay within the time budget; on fast paths long enough to
+    last about TRAIN_SPAN_S (up to MAX_SEGMENTS segments)."""
     if not rate_bps:
         return TRAIN_LEN
     fit = round(TRAIN_TIME_S * rate_bps / (wire * 8))
-    return max(MIN_TRAIN_LEN, min(TRAIN_LEN, fit))
+    span = round(TRAIN_SPAN_S * rate_bps / (wire * 8))
+    return max(MIN_TRAIN_LEN, min(TRAIN_LEN, fit), min(SEGMENT * MAX_SEGMENTS, span))
+
+
+def segments(count: int) -> list[int]:
+    """Sizes of the back-to-back segments a train of `count` packets is sent as."""
+    return [min(SEGMENT, count - i) for i in range(0, count, SEGMENT)]
 
 
 # -- upload (client -> serve): we send, serve timestamps arrivals -----------------------------
@@ -279,6 +403,8 @@ class _Sender:
         self.token = token
         self.size = size
         self.buf = bytearray(size)
+        self.gso = True  # until the kernel refuses UDP_SEGMENT
+        self.batch = bytearray(size * udpwire.GSO_SEGMENTS)
 
     def send(self, train: int, seq: int) -> int:
         now = time.time_ns()
@@ -293,15 +419,49 @@ class _Sender:
         self, train: int, count: int, rate_bps: float | None, wire: int, burst: int = 1
     ) -> dict[int, int]:
         """Send `count` packets back to back, or in back-to-back groups of `burst` whose
-        average rate is rate_bps (mini-trains)."""
+        average rate is rate_bps (mini-trains). Packet i goes out as train id
+        train + i // SEGMENT, seq i % SEGMENT; tx is keyed by i."""
         tx: dict[int, int] = {}
         gap = wire * 8 * 1e9 / rate_bps if rate_bps else 0.0
+        if not gap and self.gso and self._train_gso(train, count, tx):
+            return tx
         t0 = time.perf_counter_ns()
-        for seq in range(count):
-            if gap and seq % burst == 0:
-                udpwire.wait_until_ns(round(t0 + seq * gap))
-            tx[seq] = self.send(train, seq)
+        for i in range(count):
+            if gap and i % burst == 0:
+                udpwire.wait_until_ns(round(t0 + i * gap))
+            tx[i] = self.send(train + i // SEGMENT, i % SEGMENT)
         return tx
+
+    def _train_gso(self, train: int, count: int, tx: dict[int, int]) -> bool:
+        """An unpaced train in batches of GSO_SEGMENTS datagrams per system call; every
+        packet of a batch carries the batch's send time. False (nothing sent) when the
+        kernel has no UDP GSO."""
+        size, buf = self.size, self.batch
+        for first in range(0, count, udpwire.GSO_SEGMENTS):
+            k = min(udpwire.GSO_SEGMENTS, count - first)
+            now = time.time_ns()
+            for j in range(k):
+                i = first + j
+                udpwire.HEADER.pack_into(
+                    buf,
+                    j * size,
+                    udpwire.MAGIC,
+                    udpwire.KIND_TRAIN_UP,
+                    self.token,
+                    train + i // SEGMENT,
+                    i % SEGMENT,
+                    now,
+                    0,
+                )
+                tx[i] = now
+            if not udpwire.send_segments(self.sock, memoryview(buf)[: k * size], size):
+                if first == 0:
+                    self.gso = False
+                    tx.clear()
+                    return False
+                for j in range(k):  # refused mid-train: the rest one datagram at a time
+                    tx[first + j] = self.send(train + (first + j) // SEGMENT, (first + j) % SEGMENT)
+        return True
 
     def pairs(self, train: int, npairs: int, spacing_s: float) -> dict[int, int]:
         tx: dict[int, int] = {}
@@ -343,13 +503,29 @@ def _report(
     return out
 
 
+def _report_train(client: ControlClient, train: int, count: int, wait_s: float) -> dict[int, int]:
+    """Arrivals of a train sent as segments (see _Sender.train), keyed by packet index."""
+    ids = [train + k for k in range(len(segments(count)))]
+    out: dict[int, int] = {}
+    for i in range(0, len(ids), REPORT_SEGMENTS):
+        chunk = ids[i : i + REPORT_SEGMENTS]
+        expect = sum(segments(count)[i : i + REPORT_SEGMENTS])
+        rx = _report(client, chunk, expect, wait_s if i == 0 else min(wait_s, 0.2))
+        for tid in chunk:
+            for seq, t in rx.get(tid, {}).items():
+                out[(tid - train) * SEGMENT + seq] = t
+    return out
+
+
 def measure_upload(
     client: ControlClient,
     sock: socket.socket,
     budget_s: float = 1.5,
     mtu: int = 1500,
+    link_bps: float | None = None,
 ) -> CapacityEstimate | None:
-    """Capacity client -> serve within about budget_s seconds."""
+    """Capacity client -> serve within about budget_s seconds. link_bps: the egress
+    interface's speed, a bound no estimate may exceed."""
     deadline = time.monotonic() + budget_s
     size = udpwire.udp_payload_size(client.family, mtu)
     wire = udpwire.wire_bytes(client.family, size)
@@ -362,7 +538,7 @@ def measure_upload(
     # 1. A short unpaced train: a first rate, and how fast this host can send at all.
     tx_a = sender.train(base_id, PROBE_TRAIN_LEN, None, wire)
     rx_a = _report(client, [base_id], PROBE_TRAIN_LEN, min(1.0, left()))
-    score_a = score_train(tx_a, rx_a.get(base_id, {}).items(), PROBE_TRAIN_LEN, wire)
+    score_a = score_train(tx_a, rx_a.get(base_id, {}).items(), PROBE_TRAIN_LEN, wire, link_bps)
     rough = score_a.rate_bps
     # 2. Pairs, spaced so each pair meets an empty bottleneck queue (5x a pair's
     #    transmission time at the rough rate), within a quarter of what is left.
@@ -384,16 +560,16 @@ def measure_upload(
     else:
         n_b = train_len(rough, wire)
         tx_b = sender.train(base_id + 2, n_b, None, wire)
-    rx = _report(client, [base_id + 1, base_id + 2], 2 * npairs + n_b, min(1.0, left()))
-    arrivals_b = rx.get(base_id + 2, {}).items()
+    rx_p = _report(client, [base_id + 1], 2 * npairs, min(1.0, left()))
+    arrivals_b = _report_train(client, base_id + 2, n_b, min(1.0, left())).items()
     if mini:
         score_b = score_mini_trains(tx_b, arrivals_b, n_b, wire)
     else:
-        score_b = score_train(tx_b, arrivals_b, n_b, wire)
+        score_b = score_train(tx_b, arrivals_b, n_b, wire, link_bps)
     if score_b.rate_bps is None:
         score_b = score_a
-    pairs = capprobe(tx_p, rx.get(base_id + 1, {}), npairs, wire)
-    return combine(pairs, score_b, "up")
+    pairs = capprobe(tx_p, rx_p.get(base_id + 1, {}), npairs, wire)
+    return combine(pairs, score_b, "up", link_bps)
 
 
 # -- download (serve -> client): serve sends a train, we timestamp ----------------------------
@@ -403,9 +579,11 @@ def measure_download(
     budget_s: float = 1.0,
     mtu: int = 1500,
     hint_bps: float | None = None,
+    link_bps: float | None = None,
 ) -> CapacityEstimate | None:
-    """Capacity serve -> client. hint_bps (e.g. the upload estimate) only shortens the
-    train on slow paths; it does not bias the estimate."""
+    """Capacity serve -> client. hint_bps (e.g. the upload estimate) sizes the train (short
+    on slow paths, long on fast ones); it does not bias the estimate. link_bps: this host's
+    interface speed, a bound no estimate may exceed."""
     deadline = time.monotonic() + budget_s
     size = udpwire.udp_payload_size(client.family, mtu)
     wire = udpwire.wire_bytes(client.family, size)
@@ -425,7 +603,7 @@ def measure_download(
     # An unpaced train first; if most of it was lost (a small bottleneck queue),
     # mini-trains, as for the upload.
     count = train_len(hint_bps, wire)
-    score = _download_train(client, sock, size, wire, 0.0, deadline, count)
+    score = _download_train(client, sock, size, wire, 0.0, deadline, count, link_bps=link_bps)
     if (
         score is not None
         and score.loss > LOSSY
@@ -441,7 +619,7 @@ def measure_download(
             score = mini
     if score is None:
         return None
-    return combine(None, score, "down")
+    return combine(None, score, "down", link_bps)
 
 
 def _download_train(
@@ -453,18 +631,24 @@ def _download_train(
     deadline: float,
     count: int,
     burst: int = 1,
+    link_bps: float | None = None,
 ) -> TrainScore | None:
-    train = int.from_bytes(os.urandom(3), "big")
-    client.send(
-        {
-            "type": "probe_train",
-            "train": train,
-            "count": count,
-            "size": size,
-            "rate_kbps": round(rate_bps / 1000),
-            "burst": burst,
-        }
-    )
+    """One train from serve; longer than serve's per-train limit, it is asked for as
+    back-to-back segments (requests sent together, so serve starts each as soon as the
+    last one is out)."""
+    base = int.from_bytes(os.urandom(3), "big") << 4
+    sizes = segments(count)
+    for k, n in enumerate(sizes):
+        client.send(
+            {
+                "type": "probe_train",
+                "train": base + k,
+                "count": n,
+                "size": size,
+                "rate_kbps": round(rate_bps / 1000),
+                "burst": burst,
+            }
+        )
     rx: dict[int, int] = {}
     tx: dict[int, int] = {}
     quiet_until = deadline
@@ -474,16 +658,18 @@ def _download_train(
         except OSError:
             break
         pkt = udpwire.unpack(data)
-        if pkt and pkt.kind == udpwire.KIND_TRAIN_DOWN and pkt.train == train:
-            rx.setdefault(pkt.seq, t)
-            tx.setdefault(pkt.seq, pkt.client_ns)
+        if pkt and pkt.kind == udpwire.KIND_TRAIN_DOWN and 0 <= pkt.train - base < len(sizes):
+            i = (pkt.train - base) * SEGMENT + pkt.seq
+            rx.setdefault(i, t)
+            tx.setdefault(i, pkt.client_ns)
             quiet_until = time.monotonic() + 0.1
-    done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
-    if done.get("type") == "error":
-        return None
+    for _ in sizes:
+        done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
+        if done.get("type") == "error":
+            return None
     if burst > 1:
         return score_mini_trains(tx, rx.items(), count, wire, burst)
-    return score_train(tx, rx.items(), count, wire)
+    return score_train(tx, rx.items(), count, wire, link_bps)
 
 
 def _wait(sock: socket.socket, timeout: float) -> bool:

@@ -37,14 +37,20 @@ def probe(
     budget_s: float = DEFAULT_BUDGET_S,
     download: bool = True,
     progress: Progress | None = None,
+    serve: bool = True,
+    connect_rtt: bool = True,
 ) -> PathEstimate:
     """Characterize the path to `host`. Raises PeerUnavailable when nothing answers at all
-    (or the name does not resolve), AuthFailed when serve rejects our secret."""
+    (or the name does not resolve), AuthFailed when serve rejects our secret. serve=False
+    goes peerless at once; connect_rtt=False keeps `tcp_port` for SYN pairs only (an iperf3
+    port, where a connection that sends nothing ends a one-off server)."""
     say = progress or (lambda _m: None)
     start = time.monotonic()
     deadline = start + budget_s
     infos = resolve(host, port)
     notes: list[str] = []
+    if not serve:
+        return _peerless(host, infos, tcp_port, deadline, start, notes, say, connect_rtt)
     try:
         say(f"connecting to tcpwizard serve at {host} port {port}")
         client = ControlClient(host, port, secret, timeout=max(0.5, min(2.0, budget_s / 2)))
@@ -59,6 +65,17 @@ def probe(
 
 def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
+
+
+def interface_bps(address: str) -> float | None:
+    """The speed of the interface packets to `address` leave by, when the driver states one:
+    no path through it can be faster, whatever bursty arrivals suggest."""
+    from tcpwizard.checks.netinfo import lookup_egress
+
+    iface, _reason = lookup_egress(address)
+    if iface is None or iface.is_loopback or not iface.speed_mbps:
+        return None
+    return iface.speed_mbps * 1e6
 
 
 def _with_serve(
@@ -92,14 +109,15 @@ def _with_serve(
         down: CapacityEstimate | None = None
         if udp_ok:
             say("capacity: packet pairs and trains (upload)")
-            up = capacity.measure_upload(client, udp, budget_s=_left(deadline) * 0.6)
+            link = interface_bps(str(client.address[0]))
+            up = capacity.measure_upload(client, udp, budget_s=_left(deadline) * 0.6, link_bps=link)
             if up is None:
                 notes.append("upload capacity probe got no arrivals (UDP blocked?)")
             if download and _left(deadline) > 0.2:
                 say("capacity: train (download)")
                 hint = up.mbps * 1e6 if up else None
                 down = capacity.measure_download(
-                    client, udp, budget_s=_left(deadline) * 0.9, hint_bps=hint
+                    client, udp, budget_s=_left(deadline) * 0.9, hint_bps=hint, link_bps=link
                 )
                 if down is None:
                     notes.append("download train did not arrive (UDP blocked inbound?)")
@@ -128,15 +146,16 @@ def _peerless(
     start: float,
     notes: list[str],
     say: Progress,
+    connect_rtt: bool = True,
 ) -> PathEstimate:
     address = str(infos[0][4][0])
     stats: RttStats | None = None
-    if tcp_port is not None:
+    if tcp_port is not None and connect_rtt:
         say(f"RTT: TCP connect to port {tcp_port}")
         stats = rtt.tcp_connect(host, tcp_port, count=10, timeout=min(1.0, _left(deadline)))
         if stats is None:
             notes.append(f"TCP port {tcp_port} did not answer")
-    else:
+    elif tcp_port is None:
         notes.append("no --tcp-port given: TCP connect RTT skipped")
     icmp_ok = True
     if stats is None:
