@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import socket
+import time
+from collections.abc import Callable
 from typing import Any
 
 from tcpwizard.exitcodes import ExitCode, TcpWizardError
@@ -79,12 +81,20 @@ class LineReader:
     """Reads JSON lines from a socket, buffering what arrived after a newline, with a hard
     cap on line length so a peer cannot make us buffer without bound."""
 
-    def __init__(self, sock: socket.socket, partial_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        partial_timeout: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.sock = sock
         self._buf = bytearray()
-        # Once part of a message has arrived, the rest must follow within this time (a
-        # slow-loris client); between messages the socket's own timeout applies.
+        # Once the first byte of a message has arrived, the whole message must follow within
+        # this time, counted from that byte: a client trickling one byte at a time must not
+        # renew the wait with each byte. Between messages the socket's own timeout applies.
         self.partial_timeout = partial_timeout
+        self.clock = clock
+        self.partial_since: float | None = None  # when the message now arriving began
 
     def read_line(self) -> bytes:
         """The next line without its newline. Raises EOFError on a clean close between
@@ -97,16 +107,24 @@ class LineReader:
                     raise ProtocolError(f"message longer than {MAX_MESSAGE} bytes", "too-large")
                 line = bytes(self._buf[:nl])
                 del self._buf[: nl + 1]
+                # Bytes after the newline are the next message's start: its clock runs now.
+                self.partial_since = self.clock() if self._buf else None
                 return line
             if len(self._buf) > MAX_MESSAGE:
                 raise ProtocolError(f"message longer than {MAX_MESSAGE} bytes", "too-large")
             if self._buf and self.partial_timeout is not None:
-                self.sock.settimeout(self.partial_timeout)
+                since = self.partial_since if self.partial_since is not None else self.clock()
+                left = since + self.partial_timeout - self.clock()
+                if left <= 0:
+                    raise TimeoutError("message incomplete within its deadline")
+                self.sock.settimeout(left)
             chunk = self.sock.recv(65536)
             if not chunk:
                 if self._buf:
                     raise ProtocolError("connection closed in the middle of a message", "truncated")
                 raise EOFError("connection closed")
+            if not self._buf:
+                self.partial_since = self.clock()
             self._buf += chunk
 
     def read_msg(self) -> dict[str, Any]:
@@ -118,15 +136,21 @@ class LineReader:
         return bytes(self._buf)
 
 
-def read_first_line(sock: socket.socket) -> bytes:
+def read_first_line(sock: socket.socket, deadline: float | None = None) -> bytes:
     """Read exactly one line without consuming anything after it: peek, then take only up
     to the newline. Attach connections are handed to the transfer engine afterwards and
-    the bytes following the header belong to it."""
+    the bytes following the header belong to it. With `deadline` (time.monotonic), the
+    whole line must have arrived by then, however the bytes trickle in."""
     got = bytearray()
     while True:
         room = MAX_MESSAGE + 1 - len(got)
         if room <= 0:
             raise ProtocolError(f"message longer than {MAX_MESSAGE} bytes", "too-large")
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("first message incomplete within its deadline")
+            sock.settimeout(left)
         peek = sock.recv(min(room, 65536), socket.MSG_PEEK)
         if not peek:
             if got:

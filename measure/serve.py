@@ -87,6 +87,10 @@ class Server:
         self._lock = threading.Lock()
         self._controls = 0
         self._conns: set[socket.socket] = set()
+        # Half-open connections (first message not complete yet), oldest first.
+        self._half_open: OrderedDict[socket.socket, float] = OrderedDict()
+        # Control sessions' readers, so a stalled one can be found when the slots are full.
+        self._readers: dict[socket.socket, LineReader] = {}
         self._threads: set[threading.Thread] = set()
         self._sessions: dict[bytes, UdpSession] = {}
         self._served_one = False
@@ -135,10 +139,20 @@ class Server:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _start_connection(self, conn: socket.socket, addr: Any) -> None:
+        evict: socket.socket | None = None
         with self._lock:
             too_many = len(self._conns) >= self.limits.max_clients * CONNECTIONS_PER_CLIENT
+            if too_many and self._half_open:
+                # A stalled newcomer gives way to this one rather than refusing it.
+                evict, _ = self._half_open.popitem(last=False)
+                too_many = False
             if not too_many:
+                if len(self._half_open) >= self.limits.max_half_open:
+                    evict, _ = self._half_open.popitem(last=False)
                 self._conns.add(conn)
+                self._half_open[conn] = time.monotonic()
+        if evict is not None:
+            _drop(evict)
         if too_many:
             self._refuse(conn, "busy", "server busy: too many open connections; try again later")
             return
@@ -159,9 +173,19 @@ class Server:
         handed_over = False
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn.settimeout(self.limits.slow_client_timeout_s)
+            with self._lock:
+                opened = self._half_open.get(conn, time.monotonic())
             try:
-                first = decode(read_first_line(conn))
+                line = read_first_line(conn, opened + self.limits.slow_client_timeout_s)
+            except ProtocolError as exc:
+                self._send_error(conn, exc.code, str(exc))
+                self.log(f"{peer}: {exc}")
+                return
+            finally:
+                with self._lock:
+                    self._half_open.pop(conn, None)
+            try:
+                first = decode(line)
             except ProtocolError as exc:
                 self._send_error(conn, exc.code, str(exc))
                 self.log(f"{peer}: {exc}")
@@ -195,6 +219,7 @@ class Server:
                 _close(conn)
             with self._lock:
                 self._conns.discard(conn)
+                self._half_open.pop(conn, None)
                 self._threads.discard(threading.current_thread())
 
     def _send_error(self, conn: socket.socket, code: str, message: str) -> None:
@@ -211,10 +236,7 @@ class Server:
                 f"client offered {hello.get('versions', hello.get('version'))!r}",
             )
             return
-        with self._lock:
-            busy = self._controls >= self.limits.max_clients
-            if not busy:
-                self._controls += 1
+        busy = not self._take_control_slot()
         if busy:
             self.log(f"{peer}: refused, {self.limits.max_clients} clients already connected")
             self._send_error(
@@ -226,9 +248,11 @@ class Server:
             return
         token = secrets.token_bytes(udpwire.TOKEN_LEN)
         session = UdpSession(token, peer)
+        reader = LineReader(conn, partial_timeout=self.limits.slow_client_timeout_s)
+        with self._lock:
+            self._readers[conn] = reader
         try:
             self.log(f"{peer}: control connection (protocol {version})")
-            reader = LineReader(conn, partial_timeout=self.limits.slow_client_timeout_s)
             reply: dict[str, Any] = {
                 "type": "hello",
                 "version": version,
@@ -260,11 +284,41 @@ class Server:
         finally:
             with self._lock:
                 self._sessions.pop(token, None)
+                self._readers.pop(conn, None)
                 self._controls -= 1
                 self._served_one = True
             self.log(f"{peer}: control connection closed")
             if self.once:
                 self.stop()
+
+    def _take_control_slot(self) -> bool:
+        """A control slot; when all are taken, the session stalled longest in the middle of
+        a message gives its slot up (it is closed), so trickling clients cannot keep a
+        real check out."""
+        deadline = time.monotonic() + 2.0
+        evicted = False
+        while True:
+            with self._lock:
+                if self._controls < self.limits.max_clients:
+                    self._controls += 1
+                    return True
+                victim = None if evicted else self._stalled_control()
+            if victim is not None:
+                _drop(victim)
+                evicted = True
+            elif not evicted or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def _stalled_control(self) -> socket.socket | None:
+        """The control connection whose pending message began longest ago (lock held)."""
+        now = time.monotonic()
+        stalled = [
+            (r.partial_since, c)
+            for c, r in self._readers.items()
+            if r.partial_since is not None and now - r.partial_since >= self.limits.stalled_evict_s
+        ]
+        return min(stalled, key=lambda item: item[0])[1] if stalled else None
 
     def _authenticate(
         self, conn: socket.socket, reader: LineReader, reply: dict[str, Any], peer: str
@@ -298,11 +352,19 @@ class Server:
             with send_lock:
                 conn.sendall(data)
 
+        ends = time.monotonic() + self.limits.max_session_s
         while not self.stop_event.is_set():
-            conn.settimeout(self.limits.idle_timeout_s)
+            left = ends - time.monotonic()
+            if left <= 0:
+                limit = f"{self.limits.max_session_s:g} s"
+                send(error_msg("lifetime", f"connection open longer than {limit}; closing"))
+                return
+            conn.settimeout(min(self.limits.idle_timeout_s, left))
             try:
                 line = reader.read_line()
             except TimeoutError:
+                if time.monotonic() >= ends:
+                    continue  # said at the top of the loop
                 if reader.pending:
                     why = f"message incomplete after {self.limits.slow_client_timeout_s:g} s"
                     send(error_msg("slow", f"{why}; closing"))
@@ -567,6 +629,12 @@ def _fmt_addr(addr: Any) -> str:
     if isinstance(host, str) and host.startswith("::ffff:"):
         host = host[7:]
     return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+def _drop(sock: socket.socket) -> None:
+    """Wake the thread blocked on `sock` (it then closes it) without racing its close."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _close(sock: socket.socket) -> None:

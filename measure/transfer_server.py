@@ -34,6 +34,7 @@ from tcpwizard.measure.tcpinfo import congestion_control
 
 ATTACH_TIMEOUT = 10.0  # from transfer_ready until every stream has attached
 MIN_STALL, MAX_STALL = 1.0, 30.0
+MAX_SOCKET_BUFFER = (1 << 31) - 1  # SO_RCVBUF/SO_SNDBUF take a C int
 
 
 @dataclass
@@ -106,6 +107,11 @@ class TransferService:
         if nbytes is not None and nbytes <= 0:
             raise ProtocolError("transfer_start: bytes must be positive")
         static = _get(req, "static_request", int, required=False)
+        if static is not None and not 1 <= static <= MAX_SOCKET_BUFFER:
+            # setsockopt takes a C int: a larger request would fail inside the engine.
+            raise ProtocolError(
+                f"transfer_start: static_request must be 1-{MAX_SOCKET_BUFFER} bytes, not {static}"
+            )
         force = bool(req.get("force", False))
         interval = _get(req, "sample_interval_s", float, required=False) or 0.1
         stall = _get(req, "stall_timeout_s", float, required=False) or engine.DEFAULT_STALL_TIMEOUT

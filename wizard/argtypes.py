@@ -30,6 +30,15 @@ def port(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def listen_port(text: str) -> int:
+    """A port to listen on: 0 asks the kernel for a free one."""
+    try:
+        value: int = check_port(text, listen=True)
+        return value
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def host(text: str) -> str:
     try:
         value: str = check_host(text)

@@ -137,11 +137,15 @@ def read_json(path: str, what: str, max_bytes: int = MAX_TEXT_BYTES) -> Any:
 # -- command-line values -------------------------------------------------------------------
 
 
-def check_port(text: str, what: str = "port") -> int:
-    """1-65535, as every subcommand's --port, --tcp-port and ADDR:PORT take it."""
+def check_port(text: str, what: str = "port", listen: bool = False) -> int:
+    """1-65535, as every subcommand's --port, --tcp-port and ADDR:PORT take it; a port to
+    listen on may also be 0 (any free port)."""
     value = text.strip()
-    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= 65535:
-        raise InputError(f"{what} must be a number from 1 to 65535, not {text!r}", ExitCode.USAGE)
+    lo = 0 if listen else 1
+    if not value.isascii() or not value.isdigit() or not lo <= int(value) <= 65535:
+        raise InputError(
+            f"{what} must be a number from {lo} to 65535, not {text!r}", ExitCode.USAGE
+        )
     return int(value)
 
 
