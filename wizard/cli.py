@@ -175,9 +175,7 @@ def _add_serve(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument(
         "--bind", type=argtypes.host, default="::", help="address to listen on (default: all)"
     )
-    p.add_argument(
-        "--port", type=argtypes.listen_port, default=DEFAULT_PORT, help="0: any free port"
-    )
+    p.add_argument("--port", type=argtypes.listen_port, default=DEFAULT_PORT)
     p.add_argument("--secret-file", help="require clients to prove they know this secret")
     p.add_argument(
         "--max-duration",
