@@ -15,6 +15,7 @@ import secrets
 import stat
 
 from tcpwizard.exitcodes import UsageError
+from tcpwizard.inputs import MAX_SECRET_BYTES, read_bytes
 
 _LABEL = b"tcpwizard-auth-v1"
 NONCE_BYTES = 32
@@ -47,9 +48,9 @@ def verify(expected: str, got: object) -> bool:
 def read_secret_file(path: str) -> tuple[bytes, str | None]:
     """(secret, warning). Trailing whitespace/newlines are not part of the secret, so
     `echo secret > file` works. The warning says when others can read the file."""
+    # Through the one input reader: a regular file of at most 4 KiB, never cut silently.
+    secret = read_bytes(path, "secret file", MAX_SECRET_BYTES).rstrip()
     try:
-        with open(path, "rb") as f:
-            secret = f.read(4096).rstrip()
         mode = os.stat(path).st_mode
     except OSError as exc:
         raise UsageError(f"cannot read secret file {path}: {exc.strerror}") from None

@@ -8,20 +8,19 @@ keeps answering with `tcpwizard_up 0`.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tcpwizard.exitcodes import UsageError
+from tcpwizard.exitcodes import ExitCode, Unavailable, UsageError
+from tcpwizard.inputs import InputError, read_text, split_host_port
 from tcpwizard.output.metrics import ReportCollector, report_families
 
 
@@ -38,23 +37,11 @@ class Target:
 
 
 def _split_host_port(text: str, where: str) -> tuple[str, int | None]:
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else ""
-    elif text.count(":") == 1:
-        host, port = text.split(":")
-    else:
-        host, port = text, ""  # a bare IPv6 literal or a name
-    if not host:
-        raise UsageError(f"{where}: empty host")
-    if ":" in host:
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise UsageError(f"{where}: {host!r} is not an IPv6 address") from None
-    if port and not (port.isdigit() and 0 < int(port) < 65536):
-        raise UsageError(f"{where}: bad port {port!r}")
-    return host, int(port) if port else None
+    """The same host and port rules as every command's HOST and --port."""
+    try:
+        return split_host_port(text, where)
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def parse_targets(text: str, source: str = "targets") -> list[Target]:
@@ -84,10 +71,7 @@ def parse_targets(text: str, source: str = "targets") -> list[Target]:
 
 
 def load_targets(path: str) -> list[Target]:
-    try:
-        return parse_targets(Path(path).read_text(), path)
-    except OSError as exc:
-        raise UsageError(f"cannot read targets file {path}: {exc.strerror}") from None
+    return parse_targets(read_text(path, "targets file"), path)
 
 
 LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -186,7 +170,12 @@ def serve_exporter(exporter: Exporter, listen: str) -> tuple[Any, threading.Thre
         raise UsageError("--listen needs ADDR:PORT")
     registry = CollectorRegistry()
     registry.register(exporter)
-    server, _ = start_http_server(port, addr=host, registry=registry)
+    try:
+        server, _ = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:  # in use, not an address of this host, a privileged port
+        raise Unavailable(
+            f"cannot listen on {listen}: {exc.strerror or exc}", ExitCode.UNKNOWN
+        ) from None
     worker = threading.Thread(target=exporter.loop, name="tcpwizard-checks", daemon=True)
     worker.start()
     return server, worker

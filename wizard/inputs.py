@@ -188,6 +188,10 @@ def check_host(text: str, what: str = "host") -> str:
 def split_host_port(text: str, what: str) -> tuple[str, int | None]:
     """HOST, HOST:PORT, [V6]:PORT or a bare IPv6 literal."""
     value = text.strip()
+    if "://" in value:
+        raise InputError(
+            f"{what}: {text!r} is a URL; give HOST or HOST:PORT ([V6]:PORT)", ExitCode.USAGE
+        )
     if value.startswith("["):
         end = value.find("]")
         if end < 0:
