@@ -301,7 +301,9 @@ def _write_live(sysctl_root: str, key: str, value: str) -> str | None:
     try:
         path.write_text(value + "\n")
     except FileNotFoundError:
-        return f"{key} does not exist on this kernel"
+        # The key exists (checked above): ENOENT is the kernel's word for an unknown value,
+        # e.g. a congestion control whose module is not loaded.
+        return f"kernel refused {key} = {value!r}: no such value on this kernel"
     except PermissionError:
         return (
             f"{key} is read-only here (needs root; global keys are read-only in a child namespace)"
