@@ -23,6 +23,7 @@ from tcpwizard.advice.window_law import (
     window_limit_mbps,
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
+from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
 
 HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
@@ -61,6 +62,15 @@ class Evidence:
     # Fixes computed for the measured BDP, per host (the audits re-judged at that BDP).
     local_fixes: tuple[Fix, ...] = ()
     peer_fixes: tuple[Fix, ...] = ()
+    # What the far end agreed to in the TCP handshake (no cooperation needed from it).
+    peer_handshake: HandshakeFacts | None = None
+
+    @property
+    def measured(self) -> bool:
+        """At least one test transfer moved data: the verdict is not a prediction."""
+        return self.transfer is not None and any(
+            m.error is None and m.bytes > 0 for m in self.transfer.modes
+        )
 
 
 @dataclass(frozen=True)
@@ -197,17 +207,30 @@ def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
     )
 
 
+def _scaling_off(ev: Evidence, role: HostRole, audit: HostAudit | None) -> bool:
+    """Window scaling is off on that host: from its audit, or for an unaudited far end
+    from the handshake (it did not agree to the option this host offered)."""
+    if audit is not None:
+        return scaling_enabled(audit) is False
+    return role == "peer" and ev.peer_handshake is not None and ev.peer_handshake.peer_scaling_off
+
+
 def _rule_window_scaling(ev: Evidence, d: _Direction) -> _Candidate | None:
     off = [
         role
         for role, audit in ((d.sender_role, d.sender), (d.receiver_role, d.receiver))
-        if audit is not None and scaling_enabled(audit) is False
+        if _scaling_off(ev, role, audit)
     ]
     if not off:
         return None
     host: HostRole = off[0] if len(off) == 1 else "both"
     rtt = _rtt_ms(ev, d)
-    evidence = [f"net.ipv4.tcp_window_scaling = 0 on {' and '.join(off)}"]
+    evidence = [
+        f"net.ipv4.tcp_window_scaling = 0 on {role}"
+        if _audit_of(ev, role) is not None
+        else f"the {role} host did not agree to window scaling in the TCP handshake"
+        for role in off
+    ]
     confidence = 0.7
     if rtt:
         ceiling = window_limit_mbps(UNSCALED_WINDOW, rtt)
@@ -227,6 +250,10 @@ def _rule_window_scaling(ev: Evidence, d: _Direction) -> _Candidate | None:
         "cannot exceed 64 KB whatever the buffers are; turn it on at both ends.",
         tuple(evidence),
     )
+
+
+def _audit_of(ev: Evidence, role: HostRole) -> HostAudit | None:
+    return ev.local if role == "local" else ev.peer if role == "peer" else None
 
 
 def _chrono(m: ModeResult | None) -> tuple[float | None, float | None, float | None]:
@@ -465,6 +492,27 @@ def _rule_predicted(ev: Evidence, d: _Direction) -> _Candidate | None:
     rtt, cap = ev.path.rtt.min, ev.path.capacity.mbps
     if rtt <= 0 or cap <= 0:
         return None
+    hs = ev.peer_handshake
+    unscaled = window_limit_mbps(UNSCALED_WINDOW, rtt)
+    if (
+        ev.peer is None
+        and hs is not None
+        and hs.peer_scaling_off
+        and unscaled < HEALTHY_SHARE * cap
+    ):
+        return _Candidate(
+            d.name,
+            "window-scaling",
+            0.6,
+            "peer",
+            "predicted: the far end did not agree to TCP window scaling in the handshake (it "
+            "is off there, or a middlebox strips the option), so no window above 64 KB in "
+            "either direction.",
+            (
+                f"handshake on port {hs.port}: no window scale option from the far end",
+                f"64 KB / {rtt:.1f} ms = {_fmt(unscaled)} < capacity {_fmt(cap)}",
+            ),
+        )
     if (
         scaling_enabled(ev.local) is False
         and window_limit_mbps(UNSCALED_WINDOW, rtt) < HEALTHY_SHARE * cap
@@ -651,6 +699,19 @@ def _unexplained(ev: Evidence, dirs: Sequence[_Direction], slow_dirs: set[str]) 
     )
 
 
+def _predicted_healthy(
+    ev: Evidence, dirs: Sequence[_Direction], best: _Candidate, missing: Sequence[str]
+) -> Diagnosis:
+    """Nothing was measured: settings that allow the capacity are no proof that the path
+    is healthy, so the verdict stays unknown and says what it rests on."""
+    why = (
+        "not measured: no test transfer ran, so the limiting factor cannot be named; "
+        f"{best.explanation}"
+    )
+    evidence = (*best.evidence, *(f"missing: {m}" for m in missing))
+    return Diagnosis(Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown")), ())
+
+
 def _speak_for_both_ways(
     pool: Sequence[_Candidate], candidates: Sequence[_Candidate], healthy_dirs: set[str]
 ) -> tuple[_Candidate, HostRole | None, str, tuple[str, ...]]:
@@ -726,9 +787,11 @@ def diagnose(ev: Evidence) -> Diagnosis:
     if ev.peer is None:
         missing.append("no peer audit (the far end does not run `tcpwizard serve`)")
         confidence *= 0.8
-    if ev.transfer is None:
+    if not ev.measured:
         missing.append("no test transfer")
         confidence *= 0.7
+        if best.factor == "path-capacity":
+            return _predicted_healthy(ev, dirs, best, missing)
     evidence = found + tuple(f"missing: {m}" for m in missing)
     verdict = Verdict(
         best.factor,

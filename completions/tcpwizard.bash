@@ -8,7 +8,7 @@
 _shtab_tcpwizard_lab_subparsers=(up status exec down demo bench)
 _shtab_tcpwizard_subparsers=(check calc probe transfer serve fix lab exporter history tui)
 
-_shtab_tcpwizard_check_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color --quick --fix --yes --warning --critical --no-history)
+_shtab_tcpwizard_check_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color --iperf3-port --allow-predicted --quick --fix --yes --warning --critical --no-history --ssh --ssh-option)
 _shtab_tcpwizard_calc_option_strings=(-h --help --rtt --bandwidth --format --json --no-color)
 _shtab_tcpwizard_probe_option_strings=(-h --help --port --secret-file --tcp-port --budget --format --json --no-color)
 _shtab_tcpwizard_transfer_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color)
@@ -47,10 +47,12 @@ _shtab_tcpwizard_check___help_nargs=0
 _shtab_tcpwizard_check___force_buffers_nargs=0
 _shtab_tcpwizard_check___json_nargs=0
 _shtab_tcpwizard_check___no_color_nargs=0
+_shtab_tcpwizard_check___allow_predicted_nargs=0
 _shtab_tcpwizard_check___quick_nargs=0
 _shtab_tcpwizard_check___fix_nargs=0
 _shtab_tcpwizard_check___yes_nargs=0
 _shtab_tcpwizard_check___no_history_nargs=0
+_shtab_tcpwizard_check___ssh_nargs=0
 _shtab_tcpwizard_calc__h_nargs=0
 _shtab_tcpwizard_calc___help_nargs=0
 _shtab_tcpwizard_calc___json_nargs=0

@@ -51,7 +51,7 @@ function _shtab_tcpwizard_using
 end
 
 set -g _shtab_tcpwizard_commands check calc probe transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
-set -g _shtab_tcpwizard_opts_with_value --backend --bandwidth --bind --budget --bytes --critical --db --direction --duration --for --format --interval --jitter --listen --loss --max-bytes --max-clients --max-duration --modes --mtu --name --only --out --plan --port --queue --rate --reverse --rtt --secret-file --since --streams --sysctl --targets --tcp-port --warning
+set -g _shtab_tcpwizard_opts_with_value --backend --bandwidth --bind --budget --bytes --critical --db --direction --duration --for --format --interval --iperf3-port --jitter --listen --loss --max-bytes --max-clients --max-duration --modes --mtu --name --only --out --plan --port --queue --rate --reverse --rtt --secret-file --since --ssh-option --streams --sysctl --targets --tcp-port --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -74,12 +74,16 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l force-buffers -d 'as 
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l format -xka "text json prometheus nagios" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l json -d 'same as --format json'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l no-color -d 'plain text without colours'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l iperf3-port -x -d 'use the iperf3 server (iperf3 -s) at this port (tried at 5201 when no serve answers)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l allow-predicted -d 'exit 0-2 on a verdict without a test transfer (default: UNKNOWN, exit 3)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l quick -d 'a shorter run (about 5 s)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l fix -d 'plan the fixes; apply them with --yes'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l yes -d 'with --fix: apply without asking'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l warning -x -d 'Nagios warning threshold, e.g. 100mbit or gap:50%'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l critical -x -d 'Nagios critical threshold, e.g. 10mbit or gap:90%'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l no-history -d 'do not record this run'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l ssh -d 'HOST is [user@]host: start a one-time serve there over SSH for this check (needs python3 >= 3.9 there; no root, nothing left behind)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l ssh-option -x -d 'with --ssh, passed to ssh: Key=Value as -o Key=Value, '"'"'-i FILE'"'"' as it is (repeatable)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a calc -d 'bandwidth-delay product and recommended buffer sizes'
 complete -c tcpwizard -n '_shtab_tcpwizard_using calc' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using calc' -l rtt -x -d 'round-trip time, e.g. 150ms, 800us, 0.2s'

@@ -15,6 +15,7 @@ from typing import Any
 
 from tcpwizard import __version__
 from tcpwizard.measure import auth, udpwire
+from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.protocol import (
     MAX_MESSAGE,
     SUPPORTED_VERSIONS,
@@ -169,6 +170,10 @@ class ControlClient:
         """Send one request and return its reply; a {"type":"error"} reply raises."""
         self.send(msg)
         return self._recv_checked(timeout)
+
+    def handshake(self, sysctl_root: str = "/proc/sys") -> HandshakeFacts | None:
+        """What serve's host agreed to in the TCP handshake of this connection."""
+        return read_handshake(self._sock, port=self.port, sysctl_root=sysctl_root)
 
     def peer_audit(self) -> dict[str, object]:
         reply = self.request({"type": "audit"})

@@ -16,8 +16,10 @@ import dataclasses
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from tcpwizard.measure import buffers, engine
+from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.iperf3 import (
     ClientStreamResult,
     Iperf3Error,
@@ -64,10 +66,12 @@ def run_iperf3_transfer(
     sysctl_root: str = "/proc/sys",
     cancel: threading.Event | None = None,
     timeout: float = 5.0,
+    on_handshake: Callable[[HandshakeFacts | None], None] | None = None,
 ) -> TransferResult:
-    """Every mode of `options` that iperf3 can run, one iperf3 test each. A server that
-    refuses (busy, authentication) or fails ends the remaining modes with that error; a
-    one-off server (`iperf3 -s -1`) answers the first test only."""
+    """Every mode of `options` that iperf3 can run, one iperf3 test each. Raises
+    Iperf3Error when the first test cannot run at all (nothing there, not iperf3, busy,
+    authentication): then nothing was measured. A later refusal ends the remaining modes
+    with that error; a one-off server (`iperf3 -s -1`) answers the first test only."""
     if not 1 <= options.streams <= engine.MAX_STREAMS:
         raise engine.TransferError(f"streams must be 1-{engine.MAX_STREAMS}")
     results: list[ModeResult] = []
@@ -87,9 +91,20 @@ def run_iperf3_transfer(
                 continue
             try:
                 result, cc = run_iperf3_mode(
-                    address, port, mode, direction, options, progress, sysctl_root, cancel, timeout
+                    address,
+                    port,
+                    mode,
+                    direction,
+                    options,
+                    progress,
+                    sysctl_root,
+                    cancel,
+                    timeout,
+                    on_handshake,
                 )
             except Iperf3Error as exc:
+                if not any(r.error is None for r in results):
+                    raise
                 result, cc = _failed(mode, direction, options.streams, str(exc)), ""
                 if exc.kind in ("busy", "auth", "not-iperf3") or (
                     exc.kind == "closed" and "refused" in str(exc)
@@ -131,6 +146,7 @@ def run_iperf3_mode(
     sysctl_root: str = "/proc/sys",
     cancel: threading.Event | None = None,
     timeout: float = 5.0,
+    on_handshake: Callable[[HandshakeFacts | None], None] | None = None,
 ) -> tuple[ModeResult, str]:
     """One iperf3 test for one mode; returns the result and the server's congestion
     control. Raises Iperf3Error when the test could not start."""
@@ -150,7 +166,9 @@ def run_iperf3_mode(
     )
     stop = threading.Event()
     with Iperf3Session(address, port, params, timeout) as session:
-        session.open()
+        ctrl = session.open()
+        if on_handshake is not None:
+            on_handshake(read_handshake(ctrl, port=port, sysctl_root=sysctl_root))
         data = session.attach(plan.presetup)
         for s in data:
             plan.postsetup(s, accepted=False)

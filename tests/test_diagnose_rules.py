@@ -12,6 +12,7 @@ import pytest
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
 from tcpwizard.checks.model import Finding, Fix, HostAudit
+from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import (
     CapacityEstimate,
     Direction,
@@ -247,9 +248,39 @@ def test_peerless_prediction_from_the_local_window() -> None:
     assert v.wizard_gap.measured is False
 
 
-def test_peerless_prediction_healthy() -> None:
+def test_a_prediction_never_says_healthy() -> None:
+    # Buffers that allow the capacity are no proof: without a transfer nothing is healthy.
     v = diagnose(Evidence(audit(), None, path(10, 100))).verdict
-    assert v.limiting_factor == "path-capacity"
+    assert v.limiting_factor == "unknown"
+    assert v.explanation.startswith("not measured")
+    assert "missing: no test transfer" in v.evidence
+
+
+def _handshake(scaling: bool) -> HandshakeFacts:
+    return HandshakeFacts(scaling, 7 if scaling else None, True, True, 1448, 50_000, port=22)
+
+
+def test_far_end_without_window_scaling_from_the_handshake_is_predicted() -> None:
+    ev = Evidence(audit(), None, path(50, 100), peer_handshake=_handshake(False))
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("window-scaling", "peer")
+    assert "missing: no test transfer" in v.evidence
+    assert any("handshake" in e for e in v.evidence)
+    assert not ev.measured and v.confidence < 0.5
+
+
+def test_handshake_with_scaling_names_nothing_at_the_far_end() -> None:
+    ev = Evidence(audit(), None, path(50, 100), peer_handshake=_handshake(True))
+    assert diagnose(ev).verdict.limiting_factor != "window-scaling"
+
+
+def test_window_scaling_refused_in_handshake_explains_a_measured_slow_upload() -> None:
+    # 64 KB / 50 ms = 10.5 Mbit/s: an upload at that ceiling to an unaudited far end.
+    ev = Evidence(audit(), None, path(50, 100), _t(mode(10.2)), peer_handshake=_handshake(False))
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("window-scaling", "peer")
+    assert v.confidence >= 0.7
+    assert any("handshake" in e for e in v.evidence)
 
 
 def test_short_test_still_ramping_is_not_blamed_on_the_hosts() -> None:

@@ -14,6 +14,7 @@ from tcpwizard.exitcodes import UsageError
 FORMATS = ("text", "json", "prometheus", "nagios")
 TRANSFER_MODES = ("untuned", "autotune", "static", "overprovisioned", "drs")
 DEFAULT_PORT = 5301
+IPERF3_PORT = 5201
 
 
 class Parser(argparse.ArgumentParser):
@@ -131,6 +132,20 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
     _add_path_hint_flags(p)
     _add_transfer_flags(p)
     _add_output_flags(p)
+    # Given --port, check uses serve only; given --iperf3-port, iperf3 only; neither: serve,
+    # then iperf3 at its default port, then the open --tcp-port (a prediction).
+    p.set_defaults(port=None)
+    p.add_argument(
+        "--iperf3-port",
+        type=argtypes.port,
+        help=f"use the iperf3 server (iperf3 -s) at this port (tried at {IPERF3_PORT} "
+        "when no serve answers)",
+    )
+    p.add_argument(
+        "--allow-predicted",
+        action="store_true",
+        help="exit 0-2 on a verdict without a test transfer (default: UNKNOWN, exit 3)",
+    )
     p.add_argument("--quick", action="store_true", help="a shorter run (about 5 s)")
     p.add_argument("--fix", action="store_true", help="plan the fixes; apply them with --yes")
     p.add_argument("--yes", action="store_true", help="with --fix: apply without asking")

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import Verdict
-from tcpwizard.checks.model import SEVERITY_ORDER, Fix, HostAudit, Severity
+from tcpwizard.checks.model import SEVERITY_ORDER, Finding, Fix, HostAudit, Severity
 from tcpwizard.exitcodes import ExitCode, exit_for_severities
+from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import PathEstimate, TransferResult
 
 # Bump when a field is removed or changes meaning; adding fields keeps the version.
@@ -22,6 +23,16 @@ class TargetInfo:
 
 
 @dataclass(frozen=True)
+class FarEndInfo:
+    """Which program answered at the far end, and what it could not give."""
+
+    kind: str  # "serve", "iperf3", "tcp-port"
+    port: int | None
+    description: str
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Report:
     host: HostAudit
     verdict: Verdict
@@ -33,6 +44,11 @@ class Report:
     transfer: TransferResult | None = None
     notes: tuple[str, ...] = ()
     error: str | None = None  # why the run could not complete (exit_code is then 3)
+    # False: no test transfer moved data, so the verdict is a prediction.
+    measured: bool = False
+    far_end: FarEndInfo | None = None
+    peer_handshake: HandshakeFacts | None = None
+    peer_handshake_findings: tuple[Finding, ...] = ()
 
 
 def exit_code_for(host: HostAudit, peer: HostAudit | None = None) -> ExitCode:

@@ -14,21 +14,32 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tcpwizard.advice.diagnose import Diagnosis, Evidence, diagnose
+from tcpwizard.advice.handshake_findings import handshake_findings, unaudited_peer_fixes
 from tcpwizard.advice.snippets import setsockopt_fix
 from tcpwizard.checks.audit import audit
-from tcpwizard.checks.facts import FactsError, HostFacts, audit_facts, facts_from_json
-from tcpwizard.checks.model import BdpTarget, Fix, HostAudit, HostRole
+from tcpwizard.checks.facts import HostFacts, audit_facts
+from tcpwizard.checks.model import BdpTarget, Finding, Fix, HostAudit, HostRole
 from tcpwizard.checks.window import recommended_buffer
-from tcpwizard.cli import DEFAULT_PORT
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, Unavailable
-from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.engine import MAX_STREAMS
+from tcpwizard.measure.far_end import (
+    IPERF3_PORT,
+    SERVE_PORT,
+    FarEnd,
+    FarEndChoice,
+    Iperf3Far,
+    PortFar,
+    ServeFar,
+    serve_answers,
+)
+from tcpwizard.measure.handshake import HandshakeFacts
+from tcpwizard.measure.iperf3 import Iperf3Error
 from tcpwizard.measure.model import Mode, PathEstimate, TransferResult
-from tcpwizard.measure.probe import probe
-from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable, ProtocolError
+from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
 from tcpwizard.measure.transfer import Progress as TransferProgress
-from tcpwizard.measure.transfer import TransferOptions, run_transfer, static_request
-from tcpwizard.report import Report, TargetInfo, exit_code_for
+from tcpwizard.measure.transfer import TransferOptions, static_request
+from tcpwizard.report import FarEndInfo, Report, TargetInfo, exit_code_for
 
 Stage = Literal["audit", "peer", "probe", "transfer", "diagnose", "done"]
 Direction = Literal["up", "down", "both"]
@@ -56,7 +67,7 @@ class Cancelled(TcpWizardError):
 @dataclass(frozen=True)
 class CheckRequest:
     host: str
-    port: int = DEFAULT_PORT
+    port: int = SERVE_PORT
     secret: bytes | None = None
     tcp_port: int | None = None
     modes: tuple[Mode, ...] | None = None  # None: chosen for the question (see DEFAULT_MODES)
@@ -67,6 +78,10 @@ class CheckRequest:
     quick: bool = False
     force_buffers: bool = False
     bdp_hint: BdpTarget | None = None  # --rtt/--bandwidth: used until the path is measured
+    # Which far end to use: "auto" tries serve, then iperf3, then the open --tcp-port.
+    far_end: FarEndChoice = "auto"
+    iperf3_port: int = IPERF3_PORT
+    allow_predicted: bool = False  # a verdict without a transfer may exit 0-2
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,7 @@ class Event:
 
 
 EventFn = Callable[[Event], None]
+StageFn = Callable[..., None]
 
 
 def resolve(host: str) -> str:
@@ -90,26 +106,6 @@ def resolve(host: str) -> str:
         reason = exc.args[1] if isinstance(exc, socket.gaierror) and len(exc.args) > 1 else exc
         raise Unavailable(f"cannot resolve {host!r}: {reason}") from None
     return str(infos[0][4][0])
-
-
-def _peer_facts(req: CheckRequest, address: str) -> tuple[HostFacts | None, str | None]:
-    """The far end's facts, or why there are none (no serve: a peerless check)."""
-    try:
-        with ControlClient(address, req.port, req.secret, timeout=3.0) as client:
-            raw = client.peer_audit()
-    except AuthFailed:
-        raise
-    except PeerUnavailable as exc:
-        return None, f"no tcpwizard serve at {req.host} port {req.port} ({exc})"
-    except ProtocolError as exc:
-        return None, f"the far end's serve did not give its audit ({exc})"
-    facts = raw.get("facts")
-    if raw.get("source") != "tcpwizard.checks" or facts is None:
-        return None, "the far end sent no usable audit (an older serve?)"
-    try:
-        return facts_from_json(facts), None
-    except FactsError as exc:
-        return None, f"the far end's audit is malformed: {exc}"
 
 
 def _audit_peer(
@@ -131,8 +127,30 @@ def measured_target(path: PathEstimate, hint: BdpTarget | None) -> BdpTarget | N
     return BdpTarget(path.rtt.min / 1e3, path.capacity.mbps * 1e6, "measured")
 
 
-def _transfer_options(req: CheckRequest, target: BdpTarget | None) -> TransferOptions:
-    modes = req.modes or (QUICK_MODES if req.quick else DEFAULT_MODES)
+def _default_modes(
+    req: CheckRequest, far: FarEnd | None, target: BdpTarget | None
+) -> tuple[tuple[Mode, ...], tuple[Mode, ...] | None]:
+    """The modes each way when none were asked for: what applications get and one tuned
+    mode, chosen from what the far end can take part in. The mode an ordinary application
+    gets comes first (a one-off iperf3 server answers only the first test)."""
+    if req.quick:
+        return QUICK_MODES, None if req.direction else REVERSE_MODES
+    up: tuple[Mode, ...] = DEFAULT_MODES
+    back: tuple[Mode, ...] = REVERSE_MODES
+    if far is not None and not far.abilities.drs_channel:
+        # Without serve's receiver DRS cannot size the far end's window: a static 2 x BDP
+        # (iperf3 -w) is the tuned upload; downloads size our own receiver.
+        tuned: Mode = "static" if target is not None else "overprovisioned"
+        up = ("autotune", "untuned", tuned)
+        back = ("autotune", "static" if target is not None else "drs")
+    return up, None if req.direction else back
+
+
+def _transfer_options(
+    req: CheckRequest, target: BdpTarget | None, far: FarEnd | None = None
+) -> TransferOptions:
+    """The transfers to run against `far` (serve's full set of modes when None)."""
+    modes, reverse = (req.modes, None) if req.modes else _default_modes(req, far, target)
     duration = req.duration_s
     if duration is None and req.nbytes is None:
         duration = QUICK_DURATION_S if req.quick else DEFAULT_DURATION_S
@@ -140,7 +158,7 @@ def _transfer_options(req: CheckRequest, target: BdpTarget | None) -> TransferOp
         modes=modes,
         streams=req.streams,
         direction=req.direction or "both",
-        reverse_modes=None if req.direction or req.modes else REVERSE_MODES,
+        reverse_modes=reverse,
         duration_s=duration,
         nbytes=req.nbytes,
         static_request=static_request(target.rtt_s, target.rate_bps) if target else None,
@@ -167,17 +185,148 @@ def _app_fixes(
     return tuple(dict.fromkeys(fixes))
 
 
-def check_exit_code(diag: Diagnosis, local: HostAudit, peer: HostAudit | None) -> ExitCode:
+def check_exit_code(
+    diag: Diagnosis, local: HostAudit, peer: HostAudit | None, measured: bool = True
+) -> ExitCode:
     """Healthy path: OK. A named limit: WARNING, or CRITICAL when half or more of the tuned
-    throughput is missing. Nothing measured: the audit's worst finding."""
+    throughput is missing. Nothing measured: the audit's worst finding (a prediction is
+    never OK)."""
     v = diag.verdict
     if v.limiting_factor == "path-capacity":
         return ExitCode.OK
     gap = v.wizard_gap
     if v.limiting_factor == "unknown" or gap.current_mbps is None or not gap.tuned_mbps:
-        return exit_code_for(local, peer) if v.limiting_factor == "unknown" else ExitCode.WARNING
+        if v.limiting_factor != "unknown":
+            return ExitCode.WARNING
+        return max(exit_code_for(local, peer), ExitCode.OK if measured else ExitCode.WARNING)
     missing = 1.0 - gap.current_mbps / gap.tuned_mbps
     return ExitCode.CRITICAL if missing >= 0.5 else ExitCode.WARNING
+
+
+def choose_far_end(req: CheckRequest, address: str, ctx: Context) -> tuple[FarEnd, list[str]]:
+    """The best far end that answers, in the order serve, iperf3, open TCP port. An
+    explicit choice runs exactly that one. iperf3 cannot be asked whether it is there
+    without costing a one-off server its test, so it is tried by the first transfer."""
+    notes: list[str] = []
+    if req.far_end in ("auto", "serve"):
+        why = serve_answers(address, req.port, req.secret)
+        if why is None:
+            return ServeFar(address, req.port, req.secret, req.host), notes
+        notes.append(f"no tcpwizard serve at {req.host} port {req.port} ({why})")
+        if req.far_end == "serve":
+            return PortFar(address, req.tcp_port, req.host, ctx.sysctl_root), notes
+    return Iperf3Far(address, req.iperf3_port, req.host), notes
+
+
+@dataclass
+class _Run:
+    """What the stages have found so far (one check's working state)."""
+
+    req: CheckRequest
+    ctx: Context
+    address: str
+    far: FarEnd
+    notes: list[str]
+    local: HostAudit | None = None
+    facts: HostFacts | None = None
+    peer: HostAudit | None = None
+    path: PathEstimate | None = None
+    target: BdpTarget | None = None
+    transfer: TransferResult | None = None
+    error: str | None = None
+
+
+def _stage_audit(run: _Run, stage: StageFn) -> None:
+    stage("audit", "auditing this host")
+    run.local = audit(run.ctx, run.address, run.req.bdp_hint)
+    stage("audit", "local audit done", local=run.local)
+
+
+def _stage_peer(run: _Run, stage: StageFn) -> None:
+    stage("peer", f"asking {run.req.host} ({run.far.describe()}) for its settings")
+    facts, why_not = run.far.facts()
+    if why_not:
+        run.notes.append(why_not)
+    run.peer, why_bad = _audit_peer(facts, run.req.bdp_hint)
+    if why_bad:
+        run.notes.append(why_bad)
+    run.facts = facts if not why_bad else None
+    stage("peer", "peer audit done" if run.peer else why_not or why_bad or "", peer=run.peer)
+
+
+def _stage_probe(run: _Run, stage: StageFn, emit: EventFn) -> None:
+    stage("probe", "measuring RTT and bottleneck capacity")
+    budget = QUICK_PROBE_BUDGET_S if run.req.quick else PROBE_BUDGET_S
+    try:
+        run.path = run.far.probe(budget, progress=lambda m: emit(Event("probe", m)))
+    except AuthFailed:
+        raise
+    except PeerUnavailable as exc:
+        if not run.far.abilities.transfers:
+            # Nothing answered: the path is unknown, but the audit of the route stands.
+            run.error = f"{run.req.host} did not answer any probe: {exc}"
+            run.notes.append(run.error)
+        else:
+            run.notes.append(f"probe: {exc}; the transfers will show the path")
+    run.target = run.req.bdp_hint
+    if run.path is not None:
+        run.notes.extend(run.path.notes)
+        run.target = measured_target(run.path, run.req.bdp_hint)
+        stage("probe", "path measured", path=run.path)
+
+
+def _stage_transfer(
+    run: _Run, stage: StageFn, emit: EventFn, cancel: threading.Event | None
+) -> None:
+    if run.error is not None:
+        return
+    if not run.far.abilities.transfers:
+        run.notes.extend(run.far.missing())
+        return
+    stage("transfer", f"test transfers with the {run.far.describe()}")
+    options = _transfer_options(run.req, run.target, run.far)
+    try:
+        run.transfer = run.far.transfer(
+            options,
+            progress=lambda p: emit(Event("transfer", p.mode, transfer=p)),
+            sysctl_root=run.ctx.sysctl_root,
+            cancel=cancel,
+        )
+    except Iperf3Error as exc:
+        _iperf3_failed(run, exc)
+    except PeerUnavailable as exc:
+        run.notes.append(f"test transfer failed: {exc}")
+
+
+def _iperf3_failed(run: _Run, exc: Iperf3Error) -> None:
+    """The first iperf3 test did not run. Nothing at the port, or something else there: in
+    auto mode the check goes on peerless; a busy or locked server is the answer itself."""
+    if run.req.far_end == "auto" and exc.kind in ("closed", "not-iperf3", "timeout"):
+        run.notes.append(f"no iperf3 at {run.req.host} port {run.req.iperf3_port} ({exc})")
+        run.far = PortFar(run.address, run.req.tcp_port, run.req.host, run.ctx.sysctl_root)
+        run.notes.extend(run.far.missing())
+        if run.path is None:
+            run.error = f"{run.req.host} did not answer any probe"
+        return
+    run.error = str(exc)
+    run.notes.append(f"no test transfer: {exc}")
+
+
+def _handshake_evidence(
+    run: _Run,
+) -> tuple[HandshakeFacts | None, tuple[Finding, ...], tuple[Fix, ...]]:
+    """The far end's handshake options, as findings (and fixes) when no audit covers it."""
+    hs = run.far.handshake()
+    if hs is None:
+        return None, (), ()
+    rtt = run.path.rtt.min / 1e3 if run.path is not None else None
+    found = handshake_findings(hs, rtt)
+    fixes: tuple[Fix, ...] = ()
+    if run.peer is None:
+        fixes = tuple(f for x in found for f in x.fixes)
+        if run.target is not None:
+            fixes += unaudited_peer_fixes(run.target)
+    return hs, found, fixes
 
 
 def run_check(
@@ -193,98 +342,72 @@ def run_check(
             raise Cancelled("cancelled")
         emit(Event(name, message, **kw))  # type: ignore[arg-type]
 
-    if not 1 <= req.streams <= 8:
-        raise TcpWizardError("--streams must be 1-8", ExitCode.USAGE)
+    if not 1 <= req.streams <= MAX_STREAMS:
+        raise TcpWizardError(f"--streams must be 1-{MAX_STREAMS}", ExitCode.USAGE)
     address = resolve(req.host)
-    target_info = TargetInfo(host=req.host, address=address, port=req.port)
-    notes: list[str] = []
-
-    stage("audit", "auditing this host")
-    local = audit(ctx, address, req.bdp_hint)
-    stage("audit", "local audit done", local=local)
-
-    stage("peer", f"asking {req.host} port {req.port} for its settings")
     # Every probe and transfer goes to the one address the route audit was made for.
-    facts, why_not = _peer_facts(req, address)
-    if why_not:
-        notes.append(why_not)
-    peer, why_bad = _audit_peer(facts, req.bdp_hint)
-    if why_bad:
-        notes.append(why_bad)
-        facts = None
-    stage("peer", "peer audit done" if peer else why_not or why_bad or "", peer=peer)
-
-    stage("probe", "measuring RTT and bottleneck capacity")
-    path: PathEstimate | None = None
-    error: str | None = None
-    try:
-        path = probe(
-            address,
-            req.port,
-            secret=req.secret,
-            tcp_port=req.tcp_port,
-            budget_s=QUICK_PROBE_BUDGET_S if req.quick else PROBE_BUDGET_S,
-            progress=lambda m: emit(Event("probe", m)),
-        )
-    except AuthFailed:
-        raise
-    except PeerUnavailable as exc:
-        # Nothing answered: the path is unknown, but the audit of the route to it stands.
-        error = f"{req.host} did not answer any probe: {exc}"
-        notes.append(error)
-    target = req.bdp_hint
-    if path is not None:
-        notes.extend(path.notes)
-        target = measured_target(path, req.bdp_hint)
-        stage("probe", "path measured", path=path)
-
-    transfer: TransferResult | None = None
-    if path is None:
-        pass
-    elif facts is not None or path.peer:
-        stage("transfer", "test transfers")
-        try:
-            transfer = run_transfer(
-                address,
-                req.port,
-                _transfer_options(req, target),
-                secret=req.secret,
-                progress=lambda p: emit(Event("transfer", p.mode, transfer=p)),
-                sysctl_root=ctx.sysctl_root,
-                cancel=cancel,
-            )
-        except PeerUnavailable as exc:
-            notes.append(f"test transfer failed: {exc}")
-    else:
-        notes.append("no test transfer without tcpwizard serve on the far end")
-
+    far, notes = choose_far_end(req, address, ctx)
+    run = _Run(req, ctx, address, far, notes)
+    _stage_audit(run, stage)
+    _stage_peer(run, stage)
+    _stage_probe(run, stage, emit)
+    _stage_transfer(run, stage, emit, cancel)
     stage("diagnose", "naming the limiting factor")
-    # Re-judge both hosts against the path as measured, so fixes are sized from its BDP.
-    local = audit(ctx, address, target)
-    peer, why_bad = _audit_peer(facts, target)
+    return _diagnose(run, stage)
+
+
+def _diagnose(run: _Run, stage: StageFn) -> Report:
+    """Re-judge both hosts against the path as measured, so fixes are sized from its BDP."""
+    req, notes = run.req, run.notes
+    local = audit(run.ctx, run.address, run.target)
+    peer, why_bad = _audit_peer(run.facts, run.target)
     if why_bad:
         notes.append(why_bad)
-    app = _app_fixes(transfer, target, local.ram_bytes)
+    hs, hs_findings, hs_fixes = _handshake_evidence(run)
+    app = _app_fixes(run.transfer, run.target, local.ram_bytes)
     evidence = Evidence(
         local,
         peer,
-        path,
-        transfer,
+        run.path,
+        run.transfer,
         local_fixes=local.fixes + tuple(f for f in app if f.host == "local"),
-        peer_fixes=(peer.fixes if peer else ()) + tuple(f for f in app if f.host == "peer"),
+        peer_fixes=(peer.fixes if peer else ())
+        + hs_fixes
+        + tuple(f for f in app if f.host == "peer"),
+        peer_handshake=hs,
     )
     diag = diagnose(evidence)
+    measured = evidence.measured
+    if run.error or (not measured and not req.allow_predicted):
+        code = ExitCode.UNKNOWN
+    else:
+        code = check_exit_code(diag, local, peer, measured)
+    if not measured and not run.error:
+        notes.insert(0, f"not measured: {_why_unmeasured(run)}")
     report = Report(
         host=local,
         verdict=diag.verdict,
         fixes=diag.fixes,
-        exit_code=ExitCode.UNKNOWN if error else check_exit_code(diag, local, peer),
-        target=target_info,
+        exit_code=code,
+        target=TargetInfo(host=req.host, address=run.address, port=run.far.port),
         peer=peer,
-        path=path,
-        transfer=transfer,
+        path=run.path,
+        transfer=run.transfer,
         notes=tuple(dict.fromkeys(local.notes + tuple(notes))),
-        error=error,
+        error=run.error,
+        measured=measured,
+        far_end=FarEndInfo(run.far.kind, run.far.port, run.far.describe(), run.far.missing()),
+        peer_handshake=hs,
+        peer_handshake_findings=hs_findings,
     )
     stage("done", diag.verdict.limiting_factor)
     return report
+
+
+def _why_unmeasured(run: _Run) -> str:
+    if not run.far.abilities.transfers:
+        return "no transfer: the far end runs neither tcpwizard serve nor iperf3"
+    if run.transfer is None:
+        return "no transfer could run"
+    errors = [m.error for m in run.transfer.modes if m.error]
+    return f"every test transfer failed ({errors[0]})" if errors else "no transfer moved data"

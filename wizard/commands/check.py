@@ -14,10 +14,10 @@ from tcpwizard.commands.fix import apply_fixes
 from tcpwizard.commands.transfer import parse_modes
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, UsageError
+from tcpwizard.measure.far_end import IPERF3_PORT, SERVE_PORT, FarEndChoice
 from tcpwizard.output import render_report
 from tcpwizard.output.nagios import Threshold
 from tcpwizard.report import Report, local_report
-from tcpwizard.measure.far_end import IPERF3_PORT, SERVE_PORT, FarEndChoice
 from tcpwizard.run import CheckRequest, Event, run_check
 from tcpwizard.units import parse_duration, parse_size
 

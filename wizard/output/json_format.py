@@ -166,6 +166,34 @@ def _report_fields(r: Report) -> Json:
         "fixes": [fix_json(f) for f in r.fixes],
         "notes": list(r.notes),
         "exit_code": int(r.exit_code),
+        "measured": r.measured,
+        "far_end": None
+        if r.far_end is None
+        else {
+            "kind": r.far_end.kind,
+            "port": r.far_end.port,
+            "description": r.far_end.description,
+            "missing": list(r.far_end.missing),
+        },
+        "peer_handshake": handshake_json(r),
+    }
+
+
+def handshake_json(r: Report) -> Json | None:
+    hs = r.peer_handshake
+    if hs is None:
+        return None
+    return {
+        "source": hs.source,
+        "port": hs.port,
+        "window_scaling": hs.window_scaling,
+        "peer_wscale": hs.peer_wscale,
+        "max_peer_window_bytes": hs.max_peer_window,
+        "sack": hs.sack,
+        "timestamps": hs.timestamps,
+        "peer_mss": hs.peer_mss,
+        "rtt_ms": None if hs.rtt_us is None else round(hs.rtt_us / 1e3, 3),
+        "findings": [finding_json(f) for f in r.peer_handshake_findings],
     }
 
 

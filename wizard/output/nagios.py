@@ -73,8 +73,12 @@ def nagios_status(
     target = report.get("target")
     host = target.get("host") if isinstance(target, Mapping) else None
     factor = verdict.get("limiting_factor", "unknown")
+    unmeasured = [n for n in report.get("notes") or [] if str(n).startswith("not measured:")]
     if report.get("error"):
         summary = str(report["error"])
+    elif report.get("measured") is False and unmeasured:
+        # A prediction: say why nothing was measured, then what is predicted.
+        summary = f"{str(unmeasured[0])[len('not measured: ') :]}; predicted {factor}"
     elif factor == "unknown" and current is None:
         summary = _findings_summary(report)
     else:

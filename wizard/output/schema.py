@@ -211,6 +211,30 @@ VERDICT = _obj(
 )
 
 
+FAR_END = _obj(
+    {
+        "kind": {"enum": ["serve", "iperf3", "tcp-port", "none"]},
+        "port": _nullable(INT),
+        "description": STR,
+        "missing": _arr(STR),
+    }
+)
+HANDSHAKE = _obj(
+    {
+        "source": {"const": "handshake"},
+        "port": _nullable(INT),
+        "window_scaling": BOOL,
+        "peer_wscale": _nullable(INT),
+        "max_peer_window_bytes": _nullable(INT),
+        "sack": BOOL,
+        "timestamps": BOOL,
+        "peer_mss": _nullable(INT),
+        "rtt_ms": _nullable(NUM),
+        "findings": _arr(FINDING),
+    }
+)
+
+
 def report_schema() -> Schema:
     schema = _obj(
         {
@@ -228,8 +252,12 @@ def report_schema() -> Schema:
             "notes": _arr(STR),
             "error": STR,
             "exit_code": INT,
+            # False: no test transfer moved data; the verdict is a prediction.
+            "measured": BOOL,
+            "far_end": _nullable(FAR_END),
+            "peer_handshake": _nullable(HANDSHAKE),
         },
-        optional=("error",),
+        optional=("error", "measured", "far_end", "peer_handshake"),
     )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -47,6 +47,12 @@ def _header(con: Console, r: Report) -> None:
     con.print(head)
     if r.error:
         con.print(Text(_safe(r.error), style="magenta"))
+    elif not r.measured and r.target is not None:
+        # A prediction must say so before anything that reads like a verdict.
+        why = next((n for n in r.notes if n.startswith("not measured:")), "not measured")
+        con.print(Text(f"PREDICTED — {_safe(why)}", style="bold magenta"))
+    if r.far_end is not None:
+        con.print(Text(f"Far end: {_safe(r.far_end.description)}", style="dim"))
 
 
 def _verdict(con: Console, r: Report) -> None:
@@ -205,6 +211,25 @@ def _audit(con: Console, audit: HostAudit | None, title: str) -> None:
         )
 
 
+def _handshake(con: Console, r: Report) -> None:
+    """The far end's TCP options from the handshake, beside (or instead of) its audit."""
+    hs = r.peer_handshake
+    if hs is None:
+        return
+    scale = f"on (shift {hs.peer_wscale})" if hs.window_scaling else "OFF"
+    line = Text("\nFar end's TCP options (handshake", style="bold")
+    line.append(f", port {hs.port}): " if hs.port else "): ", style="bold")
+    line.append(
+        f"window scaling {scale}, SACK {'on' if hs.sack else 'off'}, timestamps "
+        f"{'on' if hs.timestamps else 'off'}, MSS {hs.peer_mss or '?'}"
+    )
+    con.print(line)
+    for f in r.peer_handshake_findings:
+        if f.severity in ("warn", "crit"):
+            style = "bold red" if f.severity == "crit" else "yellow"
+            con.print(Text(f"  {f.severity.upper():4} ", style=style) + Text(f"{f.message}"))
+
+
 def render_check(con: Console, r: Report) -> None:
     _header(con, r)
     _verdict(con, r)
@@ -213,5 +238,6 @@ def render_check(con: Console, r: Report) -> None:
     _transfers(con, r)
     _audit(con, r.host, "This host")
     _audit(con, r.peer, "Far end")
+    _handshake(con, r)
     for note in r.notes:
         con.print(f"note: {_safe(note)}", style="dim", markup=False)

@@ -1,0 +1,286 @@
+"""The far-end contract: what the check pipeline may ask of whatever runs at the other end.
+
+A far end is a source of evidence. `tcpwizard serve` gives all of it (its own settings, a
+probe reflector, transfers both ways with the DRS channel); a stock `iperf3 -s` gives
+measured transfers both ways and its TCP options from the handshake; a plain open TCP
+port gives the handshake and connect-time RTT only. The pipeline (wizard/run.py) asks the
+contract and reads `abilities`; it never needs to know which program answered.
+
+A new far end (a web server for `check URL`, serve started over SSH) is one more class
+here with the same methods.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from tcpwizard.checks.facts import FactsError, HostFacts, facts_from_json
+from tcpwizard.measure import iperf3
+from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.handshake import HandshakeFacts, handshake_with
+from tcpwizard.measure.iperf3_transfer import IPERF3_MODES, run_iperf3_transfer
+from tcpwizard.measure.model import Mode, PathEstimate, TransferResult
+from tcpwizard.measure.probe import Progress as ProbeProgress
+from tcpwizard.measure.probe import probe
+from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable, ProtocolError
+from tcpwizard.measure.transfer import ProgressFn, TransferOptions, run_transfer
+
+FarEndKind = Literal["serve", "iperf3", "tcp-port", "none"]
+SERVE_PORT = 5301
+IPERF3_PORT = iperf3.DEFAULT_PORT
+ALL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """What a far end can take part in. Anything it cannot do stays `missing` in the
+    evidence, and the verdict's confidence says so."""
+
+    facts: bool  # reports its own TCP settings (both hosts audited)
+    reflector: bool  # UDP echo and packet trains for the probe
+    modes_up: tuple[Mode, ...]
+    modes_down: tuple[Mode, ...]
+    drs_channel: bool  # SBUF messages: the sender follows the receiver's buffer
+
+    @property
+    def transfers(self) -> bool:
+        return bool(self.modes_up or self.modes_down)
+
+
+class FarEnd(Protocol):
+    @property
+    def kind(self) -> FarEndKind: ...
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def port(self) -> int | None: ...
+
+    @property
+    def abilities(self) -> Abilities: ...
+
+    def describe(self) -> str:
+        """One line for the report: which program answered where."""
+        ...
+
+    def facts(self) -> tuple[HostFacts | None, str | None]:
+        """The far end's own settings, or why there are none."""
+        ...
+
+    def handshake(self) -> HandshakeFacts | None:
+        """The TCP options it agreed to (after any completed handshake)."""
+        ...
+
+    def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
+        """RTT and capacity toward it; raises PeerUnavailable when nothing answers."""
+        ...
+
+    def transfer(
+        self,
+        options: TransferOptions,
+        progress: ProgressFn | None = None,
+        sysctl_root: str = "/proc/sys",
+        cancel: threading.Event | None = None,
+    ) -> TransferResult:
+        """Test transfers; modes it cannot run come back with `error` set."""
+        ...
+
+    def missing(self) -> tuple[str, ...]:
+        """Evidence this far end cannot give, in plain words."""
+        ...
+
+
+# ---------------------------------------------------------------------------- serve
+
+
+class ServeFar:
+    kind: FarEndKind = "serve"
+    abilities = Abilities(True, True, ALL_MODES, ALL_MODES, True)
+
+    def __init__(self, address: str, port: int, secret: bytes | None, host: str) -> None:
+        self.address, self.port, self.secret, self.host = address, port, secret, host
+        self._handshake: HandshakeFacts | None = None
+
+    def describe(self) -> str:
+        return f"tcpwizard serve at port {self.port}"
+
+    def facts(self) -> tuple[HostFacts | None, str | None]:
+        try:
+            with ControlClient(self.address, self.port, self.secret, timeout=3.0) as client:
+                self._handshake = client.handshake()
+                raw = client.peer_audit()
+        except AuthFailed:
+            raise
+        except PeerUnavailable as exc:
+            return None, f"no tcpwizard serve at {self.host} port {self.port} ({exc})"
+        except ProtocolError as exc:
+            return None, f"the far end's serve did not give its audit ({exc})"
+        facts = raw.get("facts")
+        if raw.get("source") != "tcpwizard.checks" or facts is None:
+            return None, "the far end sent no usable audit (an older serve?)"
+        try:
+            return facts_from_json(facts), None
+        except FactsError as exc:
+            return None, f"the far end's audit is malformed: {exc}"
+
+    def handshake(self) -> HandshakeFacts | None:
+        return self._handshake
+
+    def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
+        return probe(
+            self.address, self.port, secret=self.secret, budget_s=budget_s, progress=progress
+        )
+
+    def transfer(
+        self,
+        options: TransferOptions,
+        progress: ProgressFn | None = None,
+        sysctl_root: str = "/proc/sys",
+        cancel: threading.Event | None = None,
+    ) -> TransferResult:
+        return run_transfer(
+            self.address,
+            self.port,
+            options,
+            secret=self.secret,
+            progress=progress,
+            sysctl_root=sysctl_root,
+            cancel=cancel,
+        )
+
+    def missing(self) -> tuple[str, ...]:
+        return ()
+
+
+# ---------------------------------------------------------------------------- iperf3
+
+
+class Iperf3Far:
+    """A stock `iperf3 -s`. Nothing may connect to its port without speaking iperf3 (a
+    silent connection ends a one-off server), so the probe stays peerless (ICMP, SYN
+    pairs) and the handshake is read from the first test's control connection."""
+
+    kind: FarEndKind = "iperf3"
+    abilities = Abilities(False, False, IPERF3_MODES["up"], IPERF3_MODES["down"], False)
+
+    def __init__(self, address: str, port: int, host: str) -> None:
+        self.address, self.port, self.host = address, port, host
+        self._handshake: HandshakeFacts | None = None
+
+    def describe(self) -> str:
+        return f"iperf3 server at port {self.port}"
+
+    def facts(self) -> tuple[HostFacts | None, str | None]:
+        return None, (
+            f"{self.host} runs iperf3, which does not report its settings: the far end's "
+            "sysctls are not audited (only tcpwizard serve reports them)"
+        )
+
+    def handshake(self) -> HandshakeFacts | None:
+        return self._handshake
+
+    def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
+        return probe(
+            self.address,
+            self.port,
+            tcp_port=self.port,
+            budget_s=budget_s,
+            progress=progress,
+            serve=False,
+            connect_rtt=False,
+        )
+
+    def transfer(
+        self,
+        options: TransferOptions,
+        progress: ProgressFn | None = None,
+        sysctl_root: str = "/proc/sys",
+        cancel: threading.Event | None = None,
+    ) -> TransferResult:
+        def keep(hs: HandshakeFacts | None) -> None:
+            self._handshake = self._handshake or hs
+
+        return run_iperf3_transfer(
+            self.address,
+            self.port,
+            options,
+            progress=progress,
+            sysctl_root=sysctl_root,
+            cancel=cancel,
+            on_handshake=keep,
+        )
+
+    def missing(self) -> tuple[str, ...]:
+        return (
+            "the far end's settings (iperf3 does not report them)",
+            "the far end's TCP_INFO for uploads (iperf3 reports only its byte counts)",
+            "DRS upload (needs tcpwizard serve's receiver)",
+        )
+
+
+# ---------------------------------------------------------------------------- port only
+
+
+class PortFar:
+    """Only an open TCP port (SSH, a web server): its handshake and connect-time RTT."""
+
+    kind: FarEndKind = "tcp-port"
+    abilities = Abilities(False, False, (), (), False)
+
+    def __init__(self, address: str, port: int | None, host: str, sysctl_root: str) -> None:
+        self.address, self.port, self.host = address, port, host
+        self._handshake = (
+            handshake_with(address, port, sysctl_root=sysctl_root) if port is not None else None
+        )
+
+    def describe(self) -> str:
+        if self.port is None:
+            return "nothing that takes part in a test (no serve, no iperf3)"
+        state = "open" if self._handshake else "not answering"
+        return f"TCP port {self.port} ({state}); no serve, no iperf3"
+
+    def facts(self) -> tuple[HostFacts | None, str | None]:
+        return None, None
+
+    def handshake(self) -> HandshakeFacts | None:
+        return self._handshake
+
+    def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
+        return probe(
+            self.address, tcp_port=self.port, budget_s=budget_s, progress=progress, serve=False
+        )
+
+    def transfer(
+        self,
+        options: TransferOptions,
+        progress: ProgressFn | None = None,
+        sysctl_root: str = "/proc/sys",
+        cancel: threading.Event | None = None,
+    ) -> TransferResult:
+        raise PeerUnavailable("no test transfer: the far end runs neither serve nor iperf3")
+
+    def missing(self) -> tuple[str, ...]:
+        return (
+            "no test transfer: the far end runs neither tcpwizard serve nor iperf3",
+            "the far end's settings",
+        )
+
+
+# ---------------------------------------------------------------------------- discovery
+
+FarEndChoice = Literal["auto", "serve", "iperf3"]
+
+
+def serve_answers(address: str, port: int, secret: bytes | None) -> str | None:
+    """None when serve answers at address:port, else why not (AuthFailed propagates: a
+    serve that wants a secret is there, and the user must be told)."""
+    try:
+        with ControlClient(address, port, secret, timeout=3.0):
+            return None
+    except AuthFailed:
+        raise
+    except (PeerUnavailable, ProtocolError) as exc:
+        return str(exc)
