@@ -14,6 +14,7 @@ the other modules is rewritten for 3.9 by zipapp.for_python39; this one needs no
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -107,6 +108,38 @@ def watch_stdin(
             return
 
 
+def standalone(argv: list[str]) -> int:
+    """`python3 -I tcpwizard-farend.pyz [--port N] [--bind ADDR] [--secret-file F] [--once]`:
+    serve from the zipapp copied by hand to a host without tcpwizard (until Ctrl-C)."""
+    import argparse
+
+    from tcpwizard.measure.auth import read_secret_file
+    from tcpwizard.measure.serve import Server
+
+    parser = argparse.ArgumentParser(prog="tcpwizard-farend.pyz", description=standalone.__doc__)
+    parser.add_argument("--bind", default="::")
+    parser.add_argument("--port", type=int, default=5301)
+    parser.add_argument("--secret-file")
+    parser.add_argument("--once", action="store_true", help="exit after the first client")
+    args = parser.parse_args(argv)
+    secret = read_secret_file(args.secret_file)[0] if args.secret_file else None
+
+    def log(message: str) -> None:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+
+    try:
+        server = Server(bind=args.bind, port=args.port, secret=secret, once=args.once, log=log)
+    except OSError as exc:
+        log(f"tcpwizard-farend: cannot listen on {args.bind} port {args.port}: {exc}")
+        return 69  # ExitCode.UNAVAILABLE, as `tcpwizard serve`
+    signal.signal(signal.SIGTERM, lambda _s, _f: server.stop())
+    signal.signal(signal.SIGINT, lambda _s, _f: server.stop())
+    log(f"tcpwizard serve: listening on {args.bind} port {server.port} (TCP and UDP)")
+    server.serve_forever()
+    return 0
+
+
 def main(workdir: str, zip_path: str) -> int:
     _import_all(zip_path)
     from tcpwizard.measure.serve import Server
@@ -117,8 +150,10 @@ def main(workdir: str, zip_path: str) -> int:
     shutil.rmtree(workdir, ignore_errors=True)
 
     def log(message: str) -> None:
-        sys.stderr.write(message + "\n")
-        sys.stderr.flush()
+        # A dropped session makes stderr a broken pipe: logging must never stop the stop.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
 
     if not secret:
         log(f"{ERROR} no secret given")
@@ -132,10 +167,11 @@ def main(workdir: str, zip_path: str) -> int:
     stopped = threading.Event()
 
     def end(reason: str) -> None:
-        if not stopped.is_set():
-            log(f"tcpwizard far end: {reason}, stopping")
+        first = not stopped.is_set()
         stopped.set()
         server.stop()
+        if first:
+            log(f"tcpwizard far end: {reason}, stopping")
 
     def on_signal(signum: int, _frame: Any) -> None:
         end(signal.Signals(signum).name)

@@ -23,7 +23,10 @@ FAREND_ROOTS = ("tcpwizard.measure.ssh_remote",)
 MIN_PYTHON = (3, 9)
 # Fixed timestamps and order: the same sources always give the same bytes.
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)
-_MAIN = "import sys\nsys.exit(\"run by tcpwizard check --ssh (measure/ssh.py), not by hand\")\n"
+_MAIN = (
+    "import sys\nfrom tcpwizard.measure.ssh_remote import standalone\n"
+    "sys.exit(standalone(sys.argv[1:]))\n"
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,9 @@ class _Imports(ast.NodeVisitor):
         self.sites: list[ImportSite] = []
 
     def _add(self, name: str, node: ast.AST) -> None:
-        self.sites.append(ImportSite(self.module, name, getattr(node, "lineno", 0), self.depth == 0))
+        self.sites.append(
+            ImportSite(self.module, name, getattr(node, "lineno", 0), self.depth == 0)
+        )
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
         self.depth += 1
