@@ -321,13 +321,12 @@ def _size(number: str, unit: str) -> int | None:
 def _intervals_from_text(text: str) -> tuple[ServerInterval, ...]:
     """Lines like `[  5]   0.00-1.00   sec  9.50 MBytes  79.7 Mbits/sec   12   1.23 MBytes`
     (a sending server adds Retr and Cwnd). With several streams the `[SUM]` line holds the
-    interval's bytes; summary lines (after the `- - -` rule) are left out."""
+    interval's bytes; the summary lines (ending in `sender`/`receiver`) are left out, and a
+    short last interval may follow a `- - -` rule."""
     per: dict[tuple[float, float], list[ServerInterval]] = {}
     sums: dict[tuple[float, float], ServerInterval] = {}
     for line in text.splitlines():
-        if line.startswith("- -"):
-            break
-        if not line.startswith("["):
+        if not line.startswith("[") or line.rstrip().endswith(("sender", "receiver")):
             continue
         tag, _, rest = line.partition("]")
         parts = rest.split()
