@@ -8,6 +8,7 @@ that no longer parses is reported, never fatal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -137,7 +138,10 @@ class History:
                 f"{where} is not a tcpwizard history (not an SQLite database); left unchanged"
             )
         try:
-            with closing(self._open(read_only=True)) as db:
+            # immutable: no lock, no -shm or -wal file created beside a file that may not
+            # be ours; the schema of our own files is in the main file (checkpointed on close).
+            uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro&immutable=1"
+            with closing(sqlite3.connect(uri, uri=True)) as db:
                 tables = {
                     name
                     for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -151,6 +155,22 @@ class History:
             raise HistoryError(
                 f"{where} is another program's database, not a tcpwizard history; left unchanged"
             )
+
+    def _create(self) -> None:
+        """A complete database appears at the path in one step (a hard link of a finished
+        temporary file), so a concurrent writer never sees a half-created file; if one
+        beat us to it, theirs is used."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{time.monotonic_ns()}")
+        try:
+            with closing(sqlite3.connect(tmp)) as db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(SCHEMA)
+                db.commit()
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, self.path)
+        finally:
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                leftover.unlink(missing_ok=True)
 
     def _open(self, read_only: bool) -> sqlite3.Connection:
         if read_only:
@@ -176,21 +196,16 @@ class History:
                 )
             try:
                 parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
+                self._create()
+            except (OSError, sqlite3.Error) as exc:
                 raise HistoryError(
-                    f"cannot create history directory {parent}: {exc.strerror or exc}",
+                    f"cannot create history {self.path}: {getattr(exc, 'strerror', None) or exc}",
                     ExitCode.UNKNOWN,
                 ) from None
-        else:
-            self._check_ours()
+        self._check_ours()
         try:
-            with closing(self._open(read_only=not write)) as db:
-                if write:
-                    db.execute("PRAGMA journal_mode=WAL")
-                    if new:
-                        db.executescript(SCHEMA)
-                with db:
-                    yield db
+            with closing(self._open(read_only=not write)) as db, db:
+                yield db
         except sqlite3.Error as exc:
             raise HistoryError(f"history {self.path}: {exc}") from None
 
