@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := iproute2 iperf3 iputils-ping ethtool tmux nftables openssh-server openssh-client
 
-.PHONY: demo test lint unit system-deps install clean completions schema bench
+.PHONY: demo test lint unit system-deps install clean completions schema bench man wheel
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -44,8 +44,15 @@ test: install lint
 completions: install
 	$(BIN)/python -m tcpwizard.completion_gen completions
 
+man: install
+	$(BIN)/python -m tcpwizard.man_gen man/tcpwizard.1
+
+# The wheel and sdist in dist/ (pip install dist/tcpwizard-*.whl, or pipx install .).
+wheel: install
+	$(BIN)/python -m build --outdir dist .
+
 schema: install
 	$(BIN)/python -m tcpwizard.output.schema docs/report.schema.json
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache
