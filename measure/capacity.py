@@ -57,6 +57,8 @@ MIN_MINI = 5  # complete mini-trains needed for an estimate
 # per-packet cost (a third of the service time at 1 Gbit/s), and that must count as a burst.
 CLUSTERED = 0.5
 HEAD_S = 0.002  # the head of a train covers at least this long at the train's rate
+IDLE = 0.2  # this share of the scored packets met an empty queue: a sender-limited train
+IDLE_SLACK_NS = 200_000  # one-way delay this close to its minimum counts as no queue
 # serve's MAX_TRAIN_PACKETS: a longer train goes out as back-to-back segments of this size.
 SEGMENT = 1024
 MAX_SEGMENTS = 4
@@ -88,6 +90,9 @@ class TrainScore:
     # impossible for a bottleneck, so rate_bps was lowered to that bound.
     capped_from_bps: float | None = None
     capped_by: str | None = None  # "sender" or "interface"
+    # Share of the scored arrivals that met an empty bottleneck queue (one-way delay at its
+    # minimum): the sender did not keep the bottleneck busy, so the rate is a lower bound.
+    idle: float = 0.0
 
     @property
     def sender_bps(self) -> float:
@@ -117,13 +122,15 @@ def _half_rate(half: list[tuple[int, int]], wire: int) -> float | None:
 
 
 def envelope_rate(times: list[int], wire: int) -> float | None:
-    """Rate from the lower support line of (arrival index, arrival time) beneath the middle
+    """Rate from the lower convex hull of (arrival index, arrival time), over the middle half
     of the window. Bursty delivery only ever makes a packet late: the first packets of a
     batch waited for the batch, its last ones were released about when they were due. The
-    lower convex hull runs through those least-delayed arrivals, so its slope is the
-    bottleneck's service time whatever the batch sizes; the endpoints of the span, each of
-    which may sit anywhere in a batch, do not decide it."""
-    if len(times) < 4 or times[-1] <= times[0]:
+    lower hull runs through those least-delayed arrivals, so its slope is the bottleneck's
+    service time whatever the batch sizes; the endpoints of the span, each of which may sit
+    anywhere in a batch, do not decide it. The chord from a quarter to three quarters of the
+    window, not one hull edge, so a single catch-up burst cannot set the rate."""
+    n = len(times)
+    if n < 8 or times[-1] <= times[0]:
         return None
     hull: list[tuple[int, int]] = []
     for p in enumerate(times):
@@ -133,13 +140,16 @@ def envelope_rate(times: list[int], wire: int) -> float | None:
                 break
             hull.pop()
         hull.append(p)
-    mid = (len(times) - 1) / 2
-    for (x0, y0), (x1, y1) in itertools.pairwise(hull):
-        if x0 <= mid <= x1:
-            if y1 <= y0:
-                return None
-            return (x1 - x0) * wire * 8 * 1e9 / (y1 - y0)
-    return None
+
+    def at(x: float) -> float:
+        for (x0, y0), (x1, y1) in itertools.pairwise(hull):
+            if x0 <= x <= x1:
+                return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        return float(hull[-1][1])
+
+    lo, hi = (n - 1) / 4, 3 * (n - 1) / 4
+    dt = at(hi) - at(lo)
+    return (hi - lo) * wire * 8 * 1e9 / dt if dt > 0 else None
 
 
 def score_train(
@@ -167,7 +177,22 @@ def score_train(
     rate = _half_rate(second, wire)
     first_rate = _half_rate(first, wire)
     if bursty:
-        rate = envelope_rate([t for _, t in second], wire) or rate
+        # The envelope reads a busy receiver's batches right, but a window dominated by one
+        # stall and its catch-up burst fools it (and the span) in opposite directions; the
+        # median of both, over the second half and the whole train, is what survives.
+        times = [t for _, t in arr]
+        tail = [t for _, t in second]
+        rates = [
+            r
+            for r in (
+                envelope_rate(tail, wire),
+                envelope_rate(times, wire),
+                rate,
+                _span_rate(times, wire),
+            )
+            if r
+        ]
+        rate = statistics.median(rates) if rates else rate
         first_rate = envelope_rate([t for _, t in first], wire) or first_rate
     # A burst's first packets say nothing about a token bucket when every burst is fast,
     # and at high rates HEAD packets pass within one batch: the head covers HEAD_S.
@@ -176,11 +201,13 @@ def score_train(
         _span_rate([t for _, t in arr[:head_n]], wire) if n >= 3 * head_n and not bursty else None
     )
     send_rate = send_peak = None
+    idle = 0.0
     if tx_ns is not None:
         tx = sorted(tx_ns[s] for s, _ in second if s in tx_ns)
         send_rate = _span_rate(tx, wire)
         early = sorted(tx_ns.values())[: max(4, min(16, len(tx_ns) // 4))]
         send_peak = _span_rate(early, wire)
+        idle = _idle_share(tx_ns, arr, second, wire, rate)
     median_rate = None
     if len(gaps) >= 8 and statistics.median(gaps) > 0 and not bursty:
         median_rate = wire * 8 * 1e9 / statistics.median(gaps)
@@ -210,7 +237,26 @@ def score_train(
         span_s=(second[-1][1] - second[0][1]) / 1e9,
         capped_from_bps=capped_from,
         capped_by=capped_by,
+        idle=idle,
     )
+
+
+def _idle_share(
+    tx_ns: Mapping[int, int],
+    arr: list[tuple[int, int]],
+    scored: list[tuple[int, int]],
+    wire: int,
+    rate: float | None,
+) -> float:
+    """Share of the scored arrivals whose one-way delay sat at the train's minimum: they met
+    no queue. (Clock offset between the hosts is the same for every packet.)"""
+    owd = {s: t - tx_ns[s] for s, t in arr if s in tx_ns}
+    if len(owd) < 8 or not rate:
+        return 0.0
+    slack = max(IDLE_SLACK_NS, 5 * wire * 8 * 1e9 / rate)
+    base = min(owd.values())
+    near = [s for s, _ in scored if s in owd and owd[s] - base < slack]
+    return len(near) / len(scored)
 
 
 def score_mini_trains(
@@ -230,11 +276,16 @@ def score_mini_trains(
         groups.setdefault(seq // size, []).append(t)
         got += 1
     rates = []
-    for times in groups.values():
+    for k, times in groups.items():
         if len(times) == size:
             times.sort()
             r = _span_rate(times, wire)
-            if r:
+            sent_span = None
+            if tx_ns is not None:
+                left = [tx_ns[k * size + i] for i in range(size) if k * size + i in tx_ns]
+                sent_span = max(left) - min(left) if len(left) == size else None
+            # Squeezed after the bottleneck (arrived closer than it left): not its speed.
+            if r and not (sent_span and times[-1] - times[0] < 0.9 * sent_span):
                 rates.append(r)
     peak = None
     if tx_ns is not None:
@@ -329,6 +380,12 @@ def combine(
         limited, confidence = "sender", min(confidence, 0.4)
         notes.append(
             f"received as fast as the sender sent ({tm:.0f} Mbit/s): the path is at least this fast"
+        )
+    elif train.idle >= IDLE:
+        limited, confidence = "sender", min(confidence, 0.4)
+        notes.append(
+            f"{train.idle:.0%} of the packets met an empty bottleneck queue: the sender did "
+            f"not keep the path busy, so it is at least {tm:.0f} Mbit/s"
         )
     elif train.bursty:
         limited, confidence = "coalescing", min(confidence, 0.6 if train.span_s < 0.01 else 0.7)
@@ -558,7 +615,8 @@ def measure_upload(
         n_b = MINI * max(MIN_MINI + 3, min(MINI_TRAINS, int(0.5 * left() / per_train_s)))
         tx_b = sender.train(base_id + 2, n_b, MINI_LOAD * rough, wire, MINI)
     else:
-        n_b = train_len(rough, wire)
+        # Bursty arrivals make a 48-packet rough rate a guess: size the train for twice it.
+        n_b = train_len(2 * rough if rough and score_a.bursty else rough, wire)
         tx_b = sender.train(base_id + 2, n_b, None, wire)
     rx_p = _report(client, [base_id + 1], 2 * npairs, min(1.0, left()))
     arrivals_b = _report_train(client, base_id + 2, n_b, min(1.0, left())).items()
