@@ -24,9 +24,12 @@ from tcpwizard.advice.window_law import (
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.handshake import HandshakeFacts
-from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
+from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
 
 HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
+IP_TCP_HEADERS = 52  # IPv4 + TCP with timestamps: goodput to the probes' IP-layer rate
+PROBE_SURE = 0.7  # a capacity estimate at least this confident stands against a slower transfer
+TUNED_MODES = ("static", "overprovisioned", "drs")  # buffers sized for the path
 CHRONO_SHARE = 0.2  # of the busy time: how long a limit must hold to be the limit
 WEAK = 0.4  # a limit named with less confidence loses to "the hosts allow the capacity"
 LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
@@ -135,15 +138,117 @@ def _directions(ev: Evidence) -> list[_Direction]:
     return out
 
 
-def _capacity(ev: Evidence, d: _Direction) -> float | None:
-    """The probe's estimate; without it, what a forced (root what-if) tuned transfer reached."""
+def _probe_capacity(ev: Evidence, d: _Direction) -> CapacityEstimate | None:
     if ev.path and d.name == "down" and ev.path.capacity_down:
-        return ev.path.capacity_down.mbps  # asymmetric paths: the way back has its own
+        return ev.path.capacity_down  # asymmetric paths: the way back has its own
     if ev.path and ev.path.capacity:
-        return ev.path.capacity.mbps
-    if d.best and d.best.forced and d.best.mode != "untuned":
-        return d.best.throughput_mbps
+        return ev.path.capacity
     return None
+
+
+def reached_mbps(m: ModeResult) -> float:
+    """The rate a mode reached once up to speed: its steady goodput, or the sender's
+    TCP_INFO delivery rate (median of the second half) when that is higher. A short test
+    on a fast path ends while goodput, averaged over sampling intervals, still lags what
+    the network delivered per round trip."""
+    rates = [
+        s.tcp_info.delivery_rate_bps / 1e6
+        for s in m.samples[len(m.samples) // 2 :]
+        if s.tcp_info is not None and s.tcp_info.delivery_rate_bps > 0
+    ]
+    delivered = sorted(rates)[len(rates) // 2] if len(rates) >= 3 else 0.0
+    return max(steady_mbps(m), delivered)
+
+
+def _mode_floor_mbps(m: ModeResult) -> float:
+    """What one mode showed the path carries, at the IP layer like the probes."""
+    mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info and s.tcp_info.snd_mss), 1448)
+    return reached_mbps(m) * (mss + IP_TCP_HEADERS) / mss
+
+
+def _transfer_floor(ev: Evidence, d: _Direction) -> tuple[float, ModeResult] | None:
+    """The highest rate any mode of this direction sustained: the path carries at least
+    that much, whatever a probe says. A fixed 64 KB buffer (untuned) shows nothing new."""
+    modes = [
+        m
+        for m in (ev.transfer.modes if ev.transfer else ())
+        if m.error is None and m.direction == d.name and m.mode != "untuned"
+    ]
+    best = max(modes, key=_mode_floor_mbps, default=None)
+    return None if best is None else (_mode_floor_mbps(best), best)
+
+
+def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: float) -> bool:
+    """Nothing of the hosts' held `m` back, so its rate is the path's: windows that allow
+    the probe's claim, no receive-window limit, no ongoing loss under a loss-based sender,
+    a sender that was busy, and a rate that had settled. (Send-buffer-limited time is not
+    held against it: a healthy fast sender fills its buffer.)"""
+    rtt = _rtt_ms(ev, d)
+    if rtt is None:
+        return False
+    rwnd, _, busy = _chrono(m)
+    if (rwnd or 0.0) >= CHRONO_SHARE or (busy if busy is not None else 1.0) < 0.6:
+        return False
+    if d.sender is None or d.receiver is None:
+        # A far end without an audit (iperf3): a mode whose buffers were sized for the
+        # path at both ends (iperf3 -w sets the far end's too) speaks for the path, and so
+        # does one whose sender's kernel saw neither window limit it.
+        measured_free = rwnd is not None and (_chrono(m)[1] or 0.0) < CHRONO_SHARE
+        if m.mode not in TUNED_MODES and not measured_free:
+            return False
+    elif m.mode == "autotune":
+        for w in (max_receive_window(d.receiver), max_send_window(d.sender)):
+            if w is None or window_limit_mbps(w, rtt) < HEALTHY_SHARE * claim_mbps:
+                return False
+    cc = m.congestion_control or (d.sender.congestion_control if d.sender else "")
+    if cc in LOSS_BASED and _late_retransmits(m) >= LATE_LOSS_EVENTS:
+        return False
+    return not (len(m.samples) >= 8 and _still_ramping(m))
+
+
+def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
+    """(capacity, how it was decided) for one direction: the probe's estimate and the
+    transfers' floor combined. A transfer faster than the probe raises the capacity; a
+    probe claiming more than a transfer that ran at the path's rate is overruled."""
+    probe = _probe_capacity(ev, d)
+    floor = _transfer_floor(ev, d)
+    if probe is None:
+        # Without a probe only a forced (root what-if) tuned transfer says what the path
+        # could do; an ordinary transfer's rate is what is being judged.
+        if d.best and d.best.forced and d.best.mode != "untuned":
+            return d.best.throughput_mbps, ""
+        return None, ""
+    if floor is None:
+        return probe.mbps, ""
+    low, mode = floor
+    if low >= probe.mbps:
+        return low, (
+            f"probe said {_fmt(probe.mbps)}, transfers showed the path carries at least "
+            f"{_fmt(low)} ({mode.mode})"
+        )
+    # A probe that flagged its own weakness (bursty arrivals, sender-limited, pairs and
+    # train apart) yields to any transfer that nothing held back; a confident one only to a
+    # transfer within the healthy share of it (a large gap then needs a named cause).
+    weak = probe.confidence < PROBE_SURE or probe.limited_by in ("coalescing", "sender")
+    if not (weak or low >= HEALTHY_SHARE * probe.mbps) or not _ran_at_path_rate(
+        ev, d, mode, probe.mbps
+    ):
+        return probe.mbps, ""
+    return low, (
+        f"probe said {_fmt(probe.mbps)} ({probe.method}), transfers showed the path carries "
+        f"at least {_fmt(low)} ({mode.mode}, held back by neither host): the transfer's rate "
+        "is used"
+    )
+
+
+def _capacity(ev: Evidence, d: _Direction) -> float | None:
+    """The path's capacity this way: probe and transfers combined (_capacity_view)."""
+    return _capacity_view(ev, d)[0]
+
+
+def path_capacity(ev: Evidence) -> dict[str, tuple[float | None, str]]:
+    """Per measured direction: (the capacity the verdict used, how it was decided)."""
+    return {d.name: _capacity_view(ev, d) for d in _directions(ev)}
 
 
 def _rtt_ms(ev: Evidence, d: _Direction) -> float | None:
@@ -186,15 +291,17 @@ def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
     cap, cur = _capacity(ev, d), d.current
     if cap is None or cur is None or cap <= 0:
         return None
-    share = steady_mbps(cur) / cap
+    share = reached_mbps(cur) / cap
     if share < HEALTHY_SHARE:
         return None
     evidence = [
-        f"{cur.mode} moved {_fmt(cur.throughput_mbps)} ({_fmt(steady_mbps(cur))} once up to "
+        f"{cur.mode} moved {_fmt(cur.throughput_mbps)} ({_fmt(reached_mbps(cur))} once up to "
         f"speed) of {_fmt(cap)} capacity"
     ]
     if share > 1.1:
         evidence.append("the capacity probe was the slower one (sender-limited): a lower bound")
+    if note := _capacity_view(ev, d)[1]:
+        evidence.append(note)
     return _Candidate(
         d.name,
         "path-capacity",
@@ -262,11 +369,19 @@ def _chrono(m: ModeResult | None) -> tuple[float | None, float | None, float | N
     return m.rwnd_limited, m.sndbuf_limited, m.busy
 
 
+def _below_path(ev: Evidence, d: _Direction) -> bool:
+    """The rate sits below the path's capacity (a host limit needs one to hold back)."""
+    cap, cur = _capacity(ev, d), d.current
+    return cur is None or cap is None or reached_mbps(cur) < HEALTHY_SHARE * cap
+
+
 def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:
     rwnd, _, _ = _chrono(d.current)
     rtt, cur = _rtt_ms(ev, d), d.current
     evidence: list[str] = []
     confidence = 0.0
+    if not _below_path(ev, d):
+        return None
     if rwnd is not None and rwnd >= CHRONO_SHARE:
         evidence.append(f"sender was receive-window limited {rwnd:.0%} of the time (TCP_INFO)")
         confidence = 0.6 + 0.35 * min(1.0, rwnd)
@@ -285,6 +400,8 @@ def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:
     if confidence == 0.0 or cur is None:
         return None
     evidence.append(f"{cur.mode} moved {_fmt(cur.throughput_mbps)}")
+    if note := _capacity_view(ev, d)[1]:
+        evidence.append(note)
     return _Candidate(
         d.name,
         "receiver-window",
@@ -301,6 +418,8 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
     cur, rtt = d.current, _rtt_ms(ev, d)
     evidence: list[str] = []
     confidence = 0.0
+    if not _below_path(ev, d):
+        return None  # at the path's rate a full send buffer held nothing back
     if snd is not None and snd >= CHRONO_SHARE:
         evidence.append(f"sender was send-buffer limited {snd:.0%} of the time (TCP_INFO)")
         confidence = 0.6 + 0.35 * min(1.0, snd)
@@ -308,6 +427,10 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
     cap = _capacity(ev, d)
     if inflight and rtt and cap:
         limit = window_limit_mbps(inflight, rtt)
+        if limit >= HEALTHY_SHARE * cap and cur is not None and cur.mode == "autotune":
+            # The autotuned buffer allows the path: a fast sender fills its buffer whatever
+            # else holds it back, so the time counter alone does not name the buffer.
+            confidence = min(confidence, WEAK - 0.05)
         if limit < HEALTHY_SHARE * cap:
             evidence.append(
                 f"sender's tcp_wmem max keeps ~{inflight / 1e6:.2f} MB in flight: ~{_fmt(limit)}"
@@ -320,6 +443,8 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
     if confidence == 0.0 or cur is None:
         return None
     evidence.append(f"{cur.mode} moved {_fmt(cur.throughput_mbps)}")
+    if note := _capacity_view(ev, d)[1]:
+        evidence.append(note)
     return _Candidate(
         d.name,
         "sender-buffer",

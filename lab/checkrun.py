@@ -1,0 +1,57 @@
+"""One `check` run inside a lab host for the benchmarks, printed as one JSON line: the verdict,
+the capacity the verdict used per direction (probe and transfers combined) beside the probe's
+own estimates, and every mode's rate.
+
+`python -m tcpwizard.lab.checkrun HOST [--quick]`. The JSON report of `check --json` carries
+the probe's capacity but not the combined one, which is what a right-rate bench must judge.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from tcpwizard.advice.diagnose import Evidence, path_capacity
+from tcpwizard.context import Context
+from tcpwizard.run import CheckRequest, run_check
+
+
+def check_summary(host: str, quick: bool = False) -> dict[str, Any]:
+    t0 = time.monotonic()
+    report = run_check(CheckRequest(host, quick=quick), Context())
+    seconds = time.monotonic() - t0
+    ev = Evidence(report.host, report.peer, report.path, report.transfer)
+    caps = path_capacity(ev)
+    path = report.path
+    v = report.verdict
+    return {
+        "factor": v.limiting_factor,
+        "host": v.host_to_fix,
+        "confidence": v.confidence,
+        "capacity": {k: c for k, (c, _) in caps.items()},
+        "capacity_note": {k: n for k, (_, n) in caps.items() if n},
+        "probe": {
+            "up": path.capacity.mbps if path and path.capacity else None,
+            "up_limited_by": path.capacity.limited_by if path and path.capacity else None,
+            "down": path.capacity_down.mbps if path and path.capacity_down else None,
+        },
+        "modes": [
+            [m.mode, m.direction, round(m.throughput_mbps, 1)]
+            for m in (report.transfer.modes if report.transfer else ())
+            if m.error is None
+        ],
+        "evidence": list(v.evidence),
+        "seconds": round(seconds, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    print(json.dumps(check_summary(args[0], quick="--quick" in args[1:])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
