@@ -23,6 +23,7 @@ from tcpwizard.exitcodes import ExitCode, TcpWizardError
 from tcpwizard.measure import buffers
 from tcpwizard.measure.drs import DrsConfig, DrsReceiverChannel, run_echo
 from tcpwizard.measure.model import TCP_INFO_FIELDS, Mode, TcpInfoSample
+from tcpwizard.measure.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
 
 CHUNK = 1 << 20
@@ -364,15 +365,19 @@ def run_sender(
     stop: threading.Event | None = None,
     on_sample: Sampler | None = None,
     end: Literal["eof", "drain"] = "eof",
+    steady: SteadyStop | None = None,
 ) -> SideReport:
     """Send on every socket until `duration_s` is over or `nbytes` (split over streams)
     have gone, then wait for the receiver to close (so the final TCP_INFO covers the whole
     transfer). With end="drain" (a far end that closes only when told on its own control
     connection, like iperf3) wait instead until every byte is acknowledged, and keep the
-    sockets open. Never raises for peer failures: they land in report.error."""
+    sockets open. With `steady`, sending also ends once the rate has stopped growing
+    (measure/steady.py; the duration is then the cap). Never raises for peer failures:
+    they land in report.error."""
     if duration_s is None and nbytes is None:
         raise TransferError("a transfer needs a duration or a byte count")
     stop = stop or threading.Event()
+    enough = threading.Event()  # the rate is steady: stop sending, drain as usual
     streams = [_Stream(s) for s in socks]
     report = SideReport("sender", len(socks))
     report.congestion_control = congestion_control(socks[0]) if socks else ""
@@ -396,7 +401,7 @@ def run_sender(
         try:
             sock.settimeout(min(stall_timeout, STALL_POLL_S))
             st.first = clock()
-            while not stop.is_set() and clock() < limit_t:
+            while not stop.is_set() and not enough.is_set() and clock() < limit_t:
                 try:
                     if left is not None:
                         if left <= 0:
@@ -445,6 +450,7 @@ def run_sender(
         t.start()
     data_threads = threads[: len(socks)]
     next_sample = start + sample_interval
+    detector = SteadyDetector(steady, start) if steady is not None else None
     # Bounded even if a thread misbehaves: past the drain allowance, or stalled.
     hard_end = min(limit_t, start + 86400.0) + MAX_DRAIN_S + 2 * stall_timeout + 1.0
     while any(t.is_alive() for t in data_threads) and clock() < hard_end:
@@ -457,6 +463,10 @@ def run_sender(
             report.samples.append(_sender_sample(streams, now - start))
             if on_sample:
                 on_sample(report.samples[-1])
+            if detector is not None and not enough.is_set():
+                acked, rtt = _acked(streams)
+                if detector.feed(now, acked, rtt):
+                    enough.set()
             for t in data_threads:
                 if t.is_alive():
                     break
@@ -503,6 +513,26 @@ def _wait_acked(
             raise DrainTooSlow
         watch.check()
         time.sleep(0.005)
+
+
+def _acked(streams: Sequence[_Stream]) -> tuple[int, float | None]:
+    """Bytes the network delivered so far over all streams, and the smallest RTT (TCP_INFO):
+    what the steady-rate test measures. Not what the app wrote, which runs ahead by the
+    send buffer, nor bytes_acked, which jumps when a retransmission fills a hole: delivered
+    segments (SACKed ones included) x MSS, as BBR counts them."""
+    total, rtts = 0, []
+    for st in streams:
+        try:
+            info = read_tcp_info(st.sock)
+        except OSError:
+            continue
+        total += (info.get("delivered") or 0) * (info.get("snd_mss") or 0)
+        # The path's RTT, not the queue's: a round of the inflated RTT would let a
+        # bufferbloated transfer run on for no news.
+        rtt_us = info.get("min_rtt") or info.get("rtt")
+        if rtt_us:
+            rtts.append(rtt_us / 1e6)
+    return total, min(rtts) if rtts else None
 
 
 def _join_any(threads: Sequence[threading.Thread], timeout: float) -> None:

@@ -25,6 +25,7 @@ from tcpwizard.measure.model import (
     TransferSample,
 )
 from tcpwizard.measure.protocol import PeerUnavailable, ProtocolError
+from tcpwizard.measure.steady import SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control
 
 DEFAULT_MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")
@@ -46,6 +47,9 @@ class TransferOptions:
     force: bool = False  # root what-if: SO_RCVBUFFORCE/SO_SNDBUFFORCE
     sample_interval_s: float = engine.DEFAULT_SAMPLE_INTERVAL
     stall_timeout_s: float = engine.DEFAULT_STALL_TIMEOUT
+    # End each transfer once its rate has stopped growing (measure/steady.py), whichever
+    # end sends; duration_s is then the cap. `check` uses it when no length was given.
+    until_steady: bool = False
 
     def directions(self) -> tuple[Direction, ...]:
         return ("up", "down") if self.direction == "both" else (self.direction,)
@@ -177,6 +181,7 @@ def run_mode(
                 "force": options.force,
                 "sample_interval_s": options.sample_interval_s,
                 "stall_timeout_s": stall,
+                "until_steady": options.until_steady and total_s is not None,
             },
         )
     except (PeerUnavailable, ProtocolError) as exc:
@@ -303,6 +308,7 @@ def _run_local(
             stall_timeout=options.stall_timeout_s,
             stop=stop,
             on_sample=on_sample,
+            steady=SteadyStop() if options.until_steady and nbytes is None else None,
         )
     else:
         local = engine.run_receiver(

@@ -4,7 +4,8 @@ One request on the control connection runs one transfer:
 
   client -> {"type":"transfer_start", "mode", "direction":"up"|"down", "streams":1-8,
              "duration_s":float|null, "bytes":int|null, "static_request":int|null,
-             "force":bool, "sample_interval_s":float, "stall_timeout_s":float}
+             "force":bool, "sample_interval_s":float, "stall_timeout_s":float,
+             "until_steady":bool (optional)}
   serve  -> {"type":"transfer_ready", "session", "limits":{rmem_max,...},
              "congestion_control", "max_duration_s", "max_bytes"}
   client opens `streams` attach connections role "data" (and as many role "drs" for DRS)
@@ -30,6 +31,7 @@ from typing import Any
 from tcpwizard.measure import buffers, engine
 from tcpwizard.measure.protocol import ProtocolError, encode, error_msg
 from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.steady import SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control
 
 ATTACH_TIMEOUT = 10.0  # from transfer_ready until every stream has attached
@@ -113,6 +115,8 @@ class TransferService:
                 f"transfer_start: static_request must be 1-{MAX_SOCKET_BUFFER} bytes, not {static}"
             )
         force = bool(req.get("force", False))
+        # Optional (older clients leave it out): end the send once the rate is steady.
+        until_steady = _get(req, "until_steady", bool, required=False) or False
         interval = _get(req, "sample_interval_s", float, required=False) or 0.1
         stall = _get(req, "stall_timeout_s", float, required=False) or engine.DEFAULT_STALL_TIMEOUT
         interval = min(0.25, max(0.02, interval))
@@ -169,6 +173,7 @@ class TransferService:
                     sample_interval=interval,
                     stall_timeout=stall,
                     max_seconds=self.limits.max_duration_s,
+                    steady=SteadyStop() if until_steady and nbytes is None else None,
                 )
             else:
                 report = engine.run_receiver(

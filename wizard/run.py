@@ -50,7 +50,9 @@ DEFAULT_MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")
 # --quick measures only what applications get; a tuned mode needs a few seconds on a long
 # path to mean anything, so the quick gap is predicted from the window law instead.
 QUICK_MODES: tuple[Mode, ...] = ("autotune",)
-DEFAULT_DURATION_S = 3.0
+# Without --duration/--bytes each transfer ends once its rate is steady (measure/steady.py);
+# these are the caps, reached only by a path still ramping up.
+DEFAULT_DURATION_S = 5.0
 QUICK_DURATION_S = 1.5
 # Without --direction, check measures both ways: every mode from here to the far end, and
 # autotune back, which is enough to catch a limit only the way back has (this host's
@@ -152,7 +154,8 @@ def _transfer_options(
     """The transfers to run against `far` (serve's full set of modes when None)."""
     modes, reverse = (req.modes, None) if req.modes else _default_modes(req, far, target)
     duration = req.duration_s
-    if duration is None and req.nbytes is None:
+    steady = duration is None and req.nbytes is None
+    if steady:
         duration = QUICK_DURATION_S if req.quick else DEFAULT_DURATION_S
     return TransferOptions(
         modes=modes,
@@ -163,6 +166,7 @@ def _transfer_options(
         nbytes=req.nbytes,
         static_request=static_request(target.rtt_s, target.rate_bps) if target else None,
         force=req.force_buffers,
+        until_steady=steady,
     )
 
 

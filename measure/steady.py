@@ -1,0 +1,67 @@
+"""When a test transfer has seen enough: its rate has stopped growing.
+
+A fixed length is either too short for a long path (still in slow start when it ends) or
+too long for a short one (seconds of a rate that was clear after a few round trips). The
+sender watches what the network delivered (bytes acknowledged, TCP_INFO) once per round
+trip, as BBR's full-pipe test does: the rate is steady after `rounds` round trips that did
+not bring `growth` more than the best so far. The verdicts read the second half of a
+transfer as its settled part, so the last growth must also lie in the first 60 % of the
+transfer; the caller's duration stays the cap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SteadyStop:
+    rounds: int = 3  # round trips without growth (BBR's full-pipe test: 3)
+    growth: float = 1.25  # more than the best rate by this factor is growth (BBR: 25 %)
+    min_s: float = 0.6  # never before: the verdicts want a few samples after the ramp
+    settled_share: float = 0.6  # the last growth lies within this share of the transfer
+    min_round_s: float = 0.1  # a round is an RTT, but no shorter than this (sampling grid)
+
+
+class SteadyDetector:
+    """Fed (time, bytes acknowledged, RTT) by the sender's sampling loop; says when to end.
+    Free of sockets and clocks."""
+
+    def __init__(self, config: SteadyStop, start: float) -> None:
+        self.config = config
+        self.start = start
+        self._round_t = start
+        self._round_bytes = 0
+        self.best_bps = 0.0
+        self.flat_rounds = 0
+        self.last_growth_s = 0.0  # since start
+        self.rounds_seen = 0
+
+    def feed(self, now: float, acked: int, rtt_s: float | None) -> bool:
+        """True once the transfer may end."""
+        c = self.config
+        span = now - self._round_t
+        # A tenth of slack: samples come on a grid, and a round a hair short of the RTT
+        # would otherwise wait for the next sample and make every round two.
+        if span >= 0.9 * max(c.min_round_s, rtt_s or 0.0):
+            rate = (acked - self._round_bytes) * 8.0 / span
+            self._round_t, self._round_bytes = now, acked
+            self.rounds_seen += 1
+            if rate > c.growth * self.best_bps:
+                self.best_bps = rate
+                self.flat_rounds = 0
+                self.last_growth_s = now - self.start
+            else:
+                # The mark moves only on real growth: a rate that creeps up a tenth per
+                # round passes it within a few rounds and counts as growth then.
+                self.flat_rounds += 1
+        return self.steady(now)
+
+    def steady(self, now: float) -> bool:
+        c = self.config
+        elapsed = now - self.start
+        return (
+            self.flat_rounds >= c.rounds
+            and elapsed >= c.min_s
+            and self.last_growth_s <= c.settled_share * elapsed
+        )

@@ -1,0 +1,77 @@
+"""The steady-rate end of a transfer (measure/steady.py), fed delivered bytes per round."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+from tcpwizard.measure import engine
+from tcpwizard.measure.steady import SteadyDetector, SteadyStop
+
+MBIT = 1e6
+
+
+def _run(rates_mbps: list[float], rtt: float = 0.1, cfg: SteadyStop | None = None) -> float | None:
+    """Feed one round per RTT at the given rates; the time the detector says stop."""
+    det = SteadyDetector(cfg or SteadyStop(), start=0.0)
+    delivered = 0.0
+    for i, r in enumerate(rates_mbps, start=1):
+        delivered += r * MBIT / 8 * rtt
+        if det.feed(i * rtt, int(delivered), rtt):
+            return i * rtt
+    return None
+
+
+def test_slow_start_then_flat_ends_after_three_flat_rounds() -> None:
+    ramp = [1.0 * 2**i for i in range(7)]  # 1 ... 64 Mbit/s, doubling per RTT
+    stop = _run(ramp + [96.0] + [96.0] * 20)
+    # Last growth at 0.8 s (96 > 1.25 x 64); three flat rounds; the growth must lie
+    # within the first 60 % of the transfer: 0.8 / 0.6 = 1.33 s.
+    assert stop is not None and 1.3 <= stop <= 1.45
+
+
+def test_window_limited_rate_ends_at_the_minimum_length() -> None:
+    stop = _run([1.0, 2.0, 4.0, 6.0] + [6.4] * 20)
+    assert stop is not None and abs(stop - 0.7) < 1e-9  # 0.4 / 0.6 = 0.67, flat from 0.5
+
+
+def test_creeping_growth_counts_as_growth() -> None:
+    """12 % more per round never beats the mark by 25 % in one round, but passes it within
+    two: the ramp is not mistaken for a plateau."""
+    rates = [10.0 * 1.12**i for i in range(20)]
+    assert _run(rates) is None
+
+
+def test_a_dip_and_recovery_is_not_growth() -> None:
+    rates = [1.0 * 2**i for i in range(7)] + [90.0, 90.0, 30.0, 90.0, 90.0, 90.0, 90.0] + [90.0] * 5
+    stop = _run(rates)
+    # The same as without the dip: growth last at 0.8 s, so 0.8 / 0.6 -> the 1.4 s round.
+    assert stop is not None and abs(stop - 1.4) < 1e-6
+
+
+def test_short_rtt_rounds_follow_the_sampling_grid() -> None:
+    """At 1 ms RTT a round is the 100 ms sampling interval, not 1 ms."""
+    det = SteadyDetector(SteadyStop(), start=0.0)
+    assert not det.feed(0.05, 1_000_000, 0.001)  # half a round: nothing measured yet
+    assert det.rounds_seen == 0
+    det.feed(0.1, 2_000_000, 0.001)
+    assert det.rounds_seen == 1 and det.best_bps > 0
+
+
+def test_engine_sender_ends_at_a_steady_rate_before_the_cap() -> None:
+    ls = socket.create_server(("127.0.0.1", 0))
+    tx = socket.create_connection(ls.getsockname())
+    rx, _ = ls.accept()
+    out: list[engine.SideReport] = []
+    t = threading.Thread(target=lambda: out.append(engine.run_receiver([rx])), daemon=True)
+    t.start()
+    try:
+        snd = engine.run_sender([tx], duration_s=5.0, nbytes=None, steady=SteadyStop())
+        t.join(timeout=10)
+        assert snd.error is None and out and out[0].error is None
+        # Loopback is at full rate within a round: the minimum length, not the 5 s cap.
+        assert SteadyStop().min_s <= snd.seconds < 2.0
+        assert out[0].bytes == snd.bytes
+    finally:
+        for s in (ls, tx, rx):
+            s.close()
