@@ -180,8 +180,8 @@ def _transfer_floor(ev: Evidence, d: _Direction) -> tuple[float, ModeResult] | N
 
 def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: float) -> bool:
     """Nothing of the hosts' held `m` back, so its rate is the path's: windows that allow
-    the probe's claim, no receive-window limit, no ongoing loss under a loss-based sender,
-    a sender that was busy, and a rate that had settled. (Send-buffer-limited time is not
+    `claim_mbps`, no receive-window limit, no ongoing loss under a loss-based sender, a
+    sender that was busy, and a rate that had settled. (Send-buffer-limited time is not
     held against it: a healthy fast sender fills its buffer.)"""
     rtt = _rtt_ms(ev, d)
     if rtt is None:
@@ -229,9 +229,13 @@ def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
     # A probe that flagged its own weakness (bursty arrivals, sender-limited, pairs and
     # train apart) yields to any transfer that nothing held back; a confident one only to a
     # transfer within the healthy share of it (a large gap then needs a named cause).
+    # Against a weak probe the windows need only allow the transfer's own rate with the
+    # healthy share's headroom: near a window bound a weak probe cannot tell a buffer limit
+    # from the path, and a false alarm on a healthy path is the worse mistake.
     weak = probe.confidence < PROBE_SURE or probe.limited_by in ("coalescing", "sender")
+    need = low / HEALTHY_SHARE if weak else probe.mbps
     if not (weak or low >= HEALTHY_SHARE * probe.mbps) or not _ran_at_path_rate(
-        ev, d, mode, probe.mbps
+        ev, d, mode, need
     ):
         return probe.mbps, ""
     return low, (
@@ -430,7 +434,7 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
         if limit >= HEALTHY_SHARE * cap and cur is not None and cur.mode == "autotune":
             # The autotuned buffer allows the path: a fast sender fills its buffer whatever
             # else holds it back, so the time counter alone does not name the buffer.
-            confidence = min(confidence, WEAK - 0.05)
+            return None
         if limit < HEALTHY_SHARE * cap:
             evidence.append(
                 f"sender's tcp_wmem max keeps ~{inflight / 1e6:.2f} MB in flight: ~{_fmt(limit)}"

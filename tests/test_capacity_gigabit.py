@@ -1,0 +1,134 @@
+"""Capacity estimation at high rates, on synthetic arrival times (no sockets): bursty
+delivery, a sender slower than the path, the interface bound, squeezed pairs, train sizing."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tcpwizard.measure import capacity
+
+WIRE = 1500
+
+
+def _service_ns(rate_bps: float) -> float:
+    return WIRE * 8 * 1e9 / rate_bps
+
+
+def _batched(
+    rate_bps: float, n: int, batch_ns: float, write_ns: float = 4000, seed: int = 1
+) -> list[tuple[int, int]]:
+    """A bottleneck at rate_bps whose output is released in batches: every batch_ns (with
+    random extra stalls) all packets due so far are written back to back, write_ns apart,
+    as a software bottleneck or interrupt coalescing delivers them."""
+    rng = random.Random(seed)
+    due = [i * _service_ns(rate_bps) for i in range(n)]
+    out: list[tuple[int, int]] = []
+    t = 0.0
+    i = 0
+    while i < n:
+        t += batch_ns * (1 + 3 * rng.random() * (rng.random() < 0.2))
+        w = t
+        while i < n and due[i] <= t:
+            out.append((i, round(w)))
+            w += write_ns
+            i += 1
+    return out
+
+
+def test_bursty_arrivals_are_scored_by_their_envelope_not_a_gap_in_a_burst() -> None:
+    # 1 Gbit/s, released in batches every ~150 us (stalls up to 4x), written 4 us apart.
+    arrivals = _batched(1e9, 3000, 150_000)
+    tx = {i: round(i * _service_ns(3e9)) for i in range(3000)}  # the sender was faster
+    score = capacity.score_train(tx, arrivals, 3000, WIRE)
+    assert score.bursty
+    assert score.rate_bps == pytest.approx(1e9, rel=0.05)
+    assert score.median_gap_bps is None  # a gap inside a burst is the receiver's cost
+    est = capacity.combine(None, score)
+    assert est is not None and est.limited_by == "coalescing"
+    assert est.mbps == pytest.approx(1000, rel=0.05)
+    assert "lower envelope" in est.note
+
+
+def test_envelope_rate_ignores_where_the_span_ends_fall_in_a_batch() -> None:
+    arrivals = _batched(500e6, 2000, 400_000, seed=7)
+    times = [t for _, t in arrivals]
+    env = capacity.envelope_rate(times, WIRE)
+    assert env == pytest.approx(500e6, rel=0.03)
+
+
+def test_a_rate_faster_than_the_sender_is_capped_and_called_sender_limited() -> None:
+    # Arrivals compressed at the end of the train claim 2 Gbit/s; we sent at 600 Mbit/s.
+    tx = {i: round(i * _service_ns(600e6)) for i in range(400)}
+    arrivals = [(i, round(10_000_000 + i * _service_ns(2e9))) for i in range(400)]
+    score = capacity.score_train(tx, arrivals, 400, WIRE)
+    assert score.capped_by == "sender"
+    assert score.rate_bps == pytest.approx(600e6 * capacity.SENDER_SLACK, rel=1e-3)
+    assert score.capped_from_bps == pytest.approx(2e9, rel=1e-3)
+    est = capacity.combine(None, score)
+    assert est is not None and est.limited_by == "sender" and est.confidence <= 0.4
+    assert "at least" in est.note
+
+
+def test_no_estimate_exceeds_the_interface_speed() -> None:
+    arrivals = [(i, round(i * _service_ns(4e9))) for i in range(400)]
+    score = capacity.score_train(None, arrivals, 400, WIRE, link_bps=1e9)
+    assert score.capped_by == "interface" and score.rate_bps == pytest.approx(1e9)
+
+
+def test_pairs_faster_than_the_interface_are_dropped_and_the_disagreement_reported() -> None:
+    score = capacity.TrainScore(400, 400, 950e6, 950e6, 3e9, 0.0)
+    est = capacity.combine((2.8e9, 0.0), score, link_bps=1e9)
+    assert est is not None and est.pairs_mbps is None and "not used" in est.note
+    noisy = capacity.combine((500e6, 0.0), score)
+    assert noisy is not None and noisy.confidence <= 0.5 and "disagree" in noisy.note
+
+
+def test_capprobe_skips_pairs_squeezed_after_the_bottleneck() -> None:
+    tx, rx = {}, {}
+    for i in range(8):
+        tx[2 * i], tx[2 * i + 1] = i * 10**7, i * 10**7 + 30_000  # sent 30 us apart
+        rx[2 * i] = tx[2 * i] + 5_000_000
+        # pair 3 crossed the 100 Mbit/s bottleneck (120 us apart); the others were
+        # delivered in one batch, 10 us apart, and have the smaller delay sums
+        rx[2 * i + 1] = rx[2 * i] + (120_000 if i == 3 else 10_000)
+        if i != 3:
+            rx[2 * i] -= 100_000
+            rx[2 * i + 1] -= 100_000
+    got = capacity.capprobe(tx, rx, 8, WIRE)
+    assert got is not None and got[0] == pytest.approx(100e6, rel=1e-3)
+
+
+def test_an_idle_bottleneck_makes_the_train_a_lower_bound() -> None:
+    # The sender paced itself at 300 Mbit/s on a 1 Gbit/s path: no packet ever queued.
+    tx = {i: round(i * _service_ns(300e6)) for i in range(600)}
+    arrivals = [(i, t + 5_000_000) for i, t in tx.items()]
+    score = capacity.score_train(tx, arrivals, 600, WIRE)
+    assert score.idle == pytest.approx(1.0)
+    est = capacity.combine(None, score)
+    assert est is not None and est.limited_by == "sender"
+
+
+def test_trains_last_tens_of_milliseconds_at_high_rates_within_the_segment_limit() -> None:
+    n = capacity.train_len(1e9, WIRE)
+    assert capacity.train_len(100e6, WIRE) == round(capacity.TRAIN_SPAN_S * 100e6 / (WIRE * 8))
+    assert n * WIRE * 8 / 1e9 == pytest.approx(capacity.TRAIN_SPAN_S, rel=0.01)
+    assert capacity.train_len(10e9, WIRE) == capacity.SEGMENT * capacity.MAX_SEGMENTS
+    assert capacity.train_len(10e6, WIRE) <= capacity.TRAIN_LEN  # slow paths stay short
+    assert capacity.segments(2500) == [1024, 1024, 452]
+    assert sum(capacity.segments(capacity.train_len(1e9, WIRE))) == n
+
+
+def test_mini_trains_squeezed_after_the_bottleneck_are_not_used() -> None:
+    service = _service_ns(100e6)
+    arrivals, tx = [], {}
+    for k in range(10):
+        start = k * 1_000_000
+        for i in range(6):
+            tx[k * 6 + i] = start + i * 20_000
+            # half the mini-trains arrive 5 us apart: closer than they were sent
+            gap = 5_000 if k % 2 else service
+            arrivals.append((k * 6 + i, round(start + 3_000_000 + i * gap)))
+    score = capacity.score_mini_trains(tx, arrivals, 60, WIRE)
+    assert score.rate_bps == pytest.approx(100e6, rel=1e-3) and score.mini_trains == 5

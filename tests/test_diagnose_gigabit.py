@@ -1,0 +1,117 @@
+"""Verdicts at gigabit rates on synthetic evidence: transfers bound the capacity from below,
+a weak probe never overrules a transfer that ran at the path's rate, and a full send buffer
+at the path's rate is not a sender-buffer limit."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tcpwizard.advice.diagnose import Evidence, diagnose, path_capacity
+from tcpwizard.advice.window_law import window_limit_mbps
+from tcpwizard.measure.model import (
+    CapacityEstimate,
+    ModeResult,
+    PathEstimate,
+    RttStats,
+    TcpInfoSample,
+    TransferResult,
+    TransferSample,
+)
+from tests.test_diagnose_rules import audit, fixes, mode
+
+STOCK = {  # Linux defaults: 6 MB receive, 4 MB send autotuning maxima
+    "net.ipv4.tcp_rmem": "4096 131072 6291456",
+    "net.ipv4.tcp_wmem": "4096 16384 4194304",
+}
+
+
+def _path(up: CapacityEstimate, down: CapacityEstimate | None = None) -> PathEstimate:
+    rtt = RttStats(20.0, 20.1, 20.5, 20.1, 0.1, 21.0, 0.0, 0.1, 20, "udp-echo")
+    return PathEstimate(rtt, up, None, 1.0, "10.0.0.2", 5301, True, capacity_down=down)
+
+
+def _bursty(mbps: float) -> CapacityEstimate:
+    return CapacityEstimate(mbps, "train", 0.5, None, mbps, "coalescing", "bursts")
+
+
+def _ramp(m: ModeResult, rates: list[float], delivered: float = 0.0) -> ModeResult:
+    """m with one sample per rate (0.1 s apart) and the sender's delivery rate."""
+    samples = tuple(
+        TransferSample(
+            0.1 * (i + 1),
+            r,
+            1 << 22,
+            1 << 22,
+            tcp_info=TcpInfoSample(20_000, 500, 1000, 0, int(delivered * 1e6), 0, 0, 0, 1448),
+        )
+        for i, r in enumerate(rates)
+    )
+    return dataclasses.replace(m, samples=samples)
+
+
+def test_a_bursty_probe_claiming_more_is_overruled_by_a_transfer_at_the_path_rate() -> None:
+    # 1 Gbit/s x 20 ms, stock buffers: the sender fills its buffer 70 % of the time, which
+    # a fast healthy sender does; a bursty probe claimed 2.7 Gbit/s.
+    up = mode(925.0, snd=0.7)
+    ev = Evidence(
+        audit(**STOCK), audit(**STOCK), _path(_bursty(2700)), TransferResult((up,)), fixes()
+    )
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "path-capacity"
+    assert any("probe said 2.70 Gbit/s" in e and "at least 958" in e for e in v.evidence)
+    cap, note = path_capacity(ev)["up"]
+    assert cap == pytest.approx(925 * 1500 / 1448) and "transfers showed" in note
+
+
+def test_a_probe_below_the_transfers_is_raised_to_what_they_carried() -> None:
+    down = mode(900.0, direction="down")
+    ev = Evidence(
+        audit(**STOCK),
+        audit(**STOCK),
+        _path(_bursty(990), CapacityEstimate(300, "train (down)", 0.4, None, 300, "sender")),
+        TransferResult((mode(930.0), down)),
+    )
+    caps = path_capacity(ev)
+    assert caps["down"][0] == pytest.approx(900 * 1500 / 1448)
+    assert "probe said 300.0 Mbit/s" in caps["down"][1]
+    assert diagnose(ev).verdict.limiting_factor == "path-capacity"
+
+
+def test_delivery_rate_shows_the_path_rate_when_a_short_test_ends_ramping() -> None:
+    # Goodput still climbing when the test ended; TCP_INFO delivered ~950 per round trip.
+    up = _ramp(mode(520.0), [20, 250, 450, 480, 540, 620, 680, 715, 700, 760], delivered=950)
+    ev = Evidence(audit(**STOCK), audit(**STOCK), _path(_bursty(1000)), TransferResult((up,)))
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "path-capacity"
+    assert any("950.0 Mbit/s once up to speed" in e for e in v.evidence)
+
+
+def test_a_small_send_buffer_still_names_the_sender_at_high_rates() -> None:
+    small = audit(**{**STOCK, "net.ipv4.tcp_wmem": "4096 16384 1048576"})
+    bound = window_limit_mbps(0.7 * 1048576, 20)  # ~290 Mbit/s
+    up = mode(bound, snd=0.9)
+    ev = Evidence(small, audit(**STOCK), _path(_bursty(1100)), TransferResult((up,)), fixes())
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "local")
+    assert path_capacity(ev)["up"][0] == pytest.approx(1100)  # not overruled: window-limited
+
+
+def test_send_buffer_time_alone_is_weak_when_the_window_law_allows_the_path() -> None:
+    # 700 of a confidently measured 1000: sndbuf-limited time, but 4 MB allows 1.1 Gbit/s.
+    up = mode(700.0, snd=0.8)
+    sure = CapacityEstimate(1000, "capprobe-pairs+train", 0.9, 1000, 1000)
+    ev = Evidence(audit(**STOCK), audit(**STOCK), _path(sure), TransferResult((up,)))
+    v = diagnose(ev).verdict
+    assert v.limiting_factor != "sender-buffer"
+
+
+def test_a_small_receive_window_at_the_far_end_is_named_at_gigabit() -> None:
+    small = audit(**{**STOCK, "net.ipv4.tcp_rmem": "4096 131072 1048576"})
+    got = window_limit_mbps(0.62 * 1048576, 20)
+    ev = Evidence(
+        audit(**STOCK), small, _path(_bursty(950)), TransferResult((mode(got, rwnd=0.8),))
+    )
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer")
