@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -190,6 +191,47 @@ def test_far_end_works_in_a_private_temporary_directory(ssh_lab: SshLab) -> None
     assert far["source"] == "tcpwizard.checks"
     assert Path(far["workdir"]).parent == ssh_lab.far_tmp
     assert far["removed"] and not Path(far["workdir"]).exists()
+
+
+HOLDING_NEAR_END = """
+import json, sys, time
+from tcpwizard.measure.ssh import ssh_serve
+with ssh_serve(sys.argv[1], sys.argv[2:]) as far:
+    print(json.dumps({"port": far.port}), flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "dropped"])
+def test_far_end_goes_when_the_session_goes(ssh_lab: SshLab, how: str) -> None:
+    """Ctrl-C at the near end (SIGINT to its process group, as a terminal sends it), or the
+    near end and its ssh gone at once (SIGKILL: the TCP connection closes under sshd): the
+    far end's process, socket and files are gone within seconds."""
+    lab = ssh_lab.lab
+    pids_before, sockets_before = set(ns_pids(lab.ns_b)), _listening(lab)
+    near = lab.popen(
+        "a",
+        [sys.executable, "-c", HOLDING_NEAR_END, f"root@{lab.addr_b}", *ssh_lab.options],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, like a shell job
+    )
+    try:
+        assert near.stdout is not None
+        port = json.loads(near.stdout.readline())["port"]
+        assert any(s.endswith(f":{port}") for s in _listening(lab))
+        os.killpg(near.pid, signal.SIGINT if how == "ctrl-c" else signal.SIGKILL)
+        near.wait(timeout=20)
+        deadline = time.monotonic() + 15
+        while set(ns_pids(lab.ns_b)) != pids_before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert set(ns_pids(lab.ns_b)) == pids_before, "the far end is still running"
+        assert _listening(lab) == sockets_before
+        assert list(ssh_lab.far_tmp.iterdir()) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(near.pid, signal.SIGKILL)
+        near.wait(timeout=10)
 
 
 def test_a_key_the_far_end_refuses_is_one_line_exit_3(ssh_lab: SshLab, tmp_path: Path) -> None:
