@@ -1,9 +1,11 @@
 """`lab bench --transfer`: every transfer mode against iperf3 on an emulated path.
 
-Runs `tcpwizard transfer` on host a against `tcpwizard serve` on host b, then iperf3 with
-the equivalent buffer setting on the same path in the same run (`-w` for fixed buffers,
-none for autotune; DRS is compared with autotuned iperf3, the best the kernel does alone),
-and prints a table with the ratios the issue's performance targets are stated in.
+Runs `tcpwizard transfer` on host a against `tcpwizard serve` on host b, both directions,
+then iperf3 with the equivalent buffer setting on the same path in the same run (`-w` for
+fixed buffers, none for autotune; DRS is compared with autotuned iperf3, the best the
+kernel does alone; `-R` for the way back), and prints a table with the ratios the
+performance targets are stated in: goodput against the bottleneck, retransmits, and the
+time each mode takes to reach 90 % of the bottleneck.
 
 bench_transfer() runs on a Lab the caller built; run_bench_transfer() builds its own.
 """
@@ -48,6 +50,8 @@ class BenchRow:
     error: str | None = None
     forced: bool = False  # buffers set with SO_*BUFFORCE past rmem_max/wmem_max
     iperf_window: int | None = None  # the -w of the reference run (None: autotuning)
+    direction: str = "up"  # up: a -> b (client sends); down: b -> a
+    t90_s: float | None = None  # time to 90 % of the bottleneck's TCP goodput (None: never)
 
     @property
     def vs_iperf(self) -> float | None:
@@ -56,25 +60,62 @@ class BenchRow:
         return self.mbps / self.iperf_mbps
 
 
-def _iperf3(lab: Lab, seconds: float, streams: int, window: int | None) -> float:
-    """Receiver-side goodput of one iperf3 run a -> b, Mbit/s."""
+def _iperf3(
+    lab: Lab, seconds: float, streams: int, window: int | None, direction: str = "up"
+) -> float:
+    """Receiver-side goodput of one iperf3 run a -> b (down: b -> a, -R), Mbit/s."""
     extra = ("-P", str(streams)) + (("-w", str(window)) if window is not None else ())
+    extra += ("-R",) if direction == "down" else ()
     return iperf3_tcp(lab, "a", seconds, extra).receiver_bps / 1e6
 
 
 def _transfer(
-    lab: Lab, mode: Mode, seconds: float, streams: int, rate_bps: float, force: bool = False
-) -> dict[str, Any]:
+    lab: Lab,
+    mode: Mode,
+    seconds: float,
+    streams: int,
+    rate_bps: float,
+    force: bool = False,
+    directions: Sequence[str] = ("up",),
+) -> dict[str, dict[str, Any]]:
+    """One `tcpwizard transfer` of `mode`, each direction: its JSON mode entry by direction."""
+    both = len(directions) > 1
     argv = [sys.executable, "-m", "tcpwizard", "transfer", lab.addr("b")]
     argv += ["--port", str(SERVE_PORT), "--modes", mode, "--streams", str(streams)]
+    argv += ["--direction", "both" if both else directions[0]]
     argv += ["--duration", f"{seconds:g}s", "--json"] + (["--force-buffers"] if force else [])
     argv += ["--rtt", f"{lab.rtt_s * 1000:g}ms", "--bandwidth", f"{rate_bps:g}"]
-    done = lab.run("a", argv, capture_output=True, text=True, timeout=seconds + 60)
+    done = lab.run("a", argv, capture_output=True, text=True, timeout=2 * seconds + 90)
     try:
-        doc: dict[str, Any] = json.loads(done.stdout)["transfer"]["modes"][0]
-    except (ValueError, KeyError, IndexError):
-        return {"error": done.stderr.strip()[-300:] or "no output"}
-    return doc
+        docs: list[dict[str, Any]] = json.loads(done.stdout)["transfer"]["modes"]
+    except (ValueError, KeyError, TypeError):
+        error = {"error": done.stderr.strip()[-300:] or "no output"}
+        return {d: error for d in directions}
+    missing = {"error": "no result for this direction"}
+    return {d: next((m for m in docs if m.get("direction") == d), missing) for d in directions}
+
+
+def time_to_share(
+    samples: Sequence[dict[str, Any]], target_mbps: float, window_s: float
+) -> float | None:
+    """When the goodput first reached `target_mbps`, taken over a window of at least
+    `window_s` (one interval's burst after a loss recovery is not a rate) and reported at
+    the window's end; None if it never did. Samples are the report's (t_s, goodput_mbps of
+    the interval ending at t_s)."""
+    points: list[tuple[float, float]] = [(0.0, 0.0)]  # (t, megabits so far)
+    for s in samples:
+        t, mbps = s.get("t_s"), s.get("goodput_mbps")
+        if t is None or mbps is None or t <= points[-1][0]:
+            continue
+        points.append((float(t), points[-1][1] + float(mbps) * (float(t) - points[-1][0])))
+    start = 0
+    for j in range(1, len(points)):
+        while start + 1 < j and points[j][0] - points[start + 1][0] >= window_s:
+            start += 1
+        span = points[j][0] - points[start][0]
+        if span >= window_s and (points[j][1] - points[start][1]) / span >= target_mbps:
+            return points[j][0]
+    return None
 
 
 def iperf_window(
@@ -125,72 +166,93 @@ def bench_transfer(
     seconds: float = 15.0,
     iperf: bool = True,
     out: TextIO | None = None,
+    directions: Sequence[str] = ("up", "down"),
+    force_drs: bool = False,
 ) -> list[BenchRow]:
-    """Run the matrix modes x streams from a to b; print the table to `out`."""
+    """Run the matrix modes x streams x directions between a and b; print the table to
+    `out`. `force_drs`: DRS with --force-buffers, for paths whose BDP the host's rmem_max
+    (global, read-only in the lab) would cap."""
     rate = lab.spec.forward.rate_bps
     rtt = lab.rtt_s
     limits = lab_limits(lab)
     force_over = force_overprovisioned(limits) and buffers.can_force()
+    tcp_max = rate / 1e6 * TCP_GOODPUT_SHARE
     rows: list[BenchRow] = []
-    iperf_cache: dict[tuple[int | None, int], float] = {}
+    iperf_cache: dict[tuple[int | None, int, str], float] = {}
     with serving(lab, "b", SERVE_PORT, "--max-duration", str(seconds + 5)):
         for n in streams:
             for mode in modes:
-                doc = _transfer(
-                    lab, mode, seconds, n, rate, mode == "overprovisioned" and force_over
-                )
+                force = (mode == "overprovisioned" and force_over) or (mode == "drs" and force_drs)
+                docs = _transfer(lab, mode, seconds, n, rate, force, directions)
                 window = iperf_window(mode, rtt, rate, limits)
-                ref: float | None = None
-                if iperf:
-                    key = (window, n)
-                    if key not in iperf_cache:
-                        iperf_cache[key] = _iperf3(lab, seconds, n, window)
-                    ref = iperf_cache[key]
-                rows.append(
-                    BenchRow(
-                        mode=mode,
-                        streams=n,
-                        mbps=float(doc.get("throughput_mbps") or 0.0),
-                        max_buffer_bytes=int(doc.get("max_buffer_bytes") or 0),
-                        mbps_per_mb=float(doc.get("mbps_per_mb") or 0.0),
-                        retransmits=int(doc.get("retransmits") or 0),
-                        iperf_mbps=ref,
-                        iperf_setting="no -w" if window is None else f"-w {window}",
-                        error=doc.get("error"),
-                        forced=bool(doc.get("forced")),
-                        iperf_window=window,
+                for d in directions:
+                    doc = docs[d]
+                    ref: float | None = None
+                    if iperf:
+                        key = (window, n, d)
+                        if key not in iperf_cache:
+                            iperf_cache[key] = _iperf3(lab, seconds, n, window, d)
+                        ref = iperf_cache[key]
+                    rows.append(
+                        BenchRow(
+                            mode=mode,
+                            streams=n,
+                            mbps=float(doc.get("throughput_mbps") or 0.0),
+                            max_buffer_bytes=int(doc.get("max_buffer_bytes") or 0),
+                            mbps_per_mb=float(doc.get("mbps_per_mb") or 0.0),
+                            retransmits=int(doc.get("retransmits") or 0),
+                            iperf_mbps=ref,
+                            iperf_setting="no -w" if window is None else f"-w {window}",
+                            error=doc.get("error"),
+                            forced=bool(doc.get("forced")),
+                            iperf_window=window,
+                            direction=d,
+                            t90_s=time_to_share(
+                                doc.get("samples") or [], 0.9 * tcp_max, max(rtt, T90_WINDOW_S)
+                            ),
+                        )
                     )
-                )
     if out is not None:
         out.write(render_table(rows, rate, rtt) + "\n")
     return rows
 
 
+T90_WINDOW_S = 0.3  # the time-to-90 % rate is taken over at least this (or an RTT)
+
+
+def _t90(r: BenchRow | None) -> str:
+    if r is None:
+        return "-"
+    return "never" if r.t90_s is None else f"{r.t90_s:.2f} s"
+
+
 def render_table(rows: Sequence[BenchRow], rate_bps: float, rtt_s: float) -> str:
-    """Markdown: one line per mode and stream count, then the targets of issue 5."""
+    """Markdown: one line per mode, direction and stream count, then the targets."""
     bdp = rate_bps / 8 * rtt_s
     lines = [
         f"Path {rate_bps / 1e6:g} Mbit/s x {rtt_s * 1e3:g} ms (BDP {bdp / 1e3:.0f} kB)",
         "",
-        "| mode | streams | Mbit/s | iperf3 Mbit/s (setting) | ratio | max buffer | "
-        "buffer/BDP | Mbit/s per MB | retrans |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
+        "| mode | dir | streams | Mbit/s | iperf3 Mbit/s (setting) | ratio | max buffer | "
+        "buffer/BDP | Mbit/s per MB | retrans | time to 90 % |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         ref = "-" if r.iperf_mbps is None else f"{r.iperf_mbps:.1f} ({r.iperf_setting})"
         ratio = "-" if r.vs_iperf is None else f"{r.vs_iperf:.2f}"
         lines.append(
-            f"| {r.mode}{'*' if r.forced else ''} | {r.streams} | {r.mbps:.1f} | {ref} | {ratio} | "
-            f"{r.max_buffer_bytes / 1e6:.2f} MB | {r.max_buffer_bytes / bdp:.1f} | "
-            f"{r.mbps_per_mb:.1f} | {r.retransmits} |" + (f" error: {r.error}" if r.error else "")
+            f"| {r.mode}{'*' if r.forced else ''} | {r.direction} | {r.streams} | {r.mbps:.1f} | "
+            f"{ref} | {ratio} | {r.max_buffer_bytes / 1e6:.2f} MB | "
+            f"{r.max_buffer_bytes / bdp:.1f} | {r.mbps_per_mb:.1f} | {r.retransmits} | "
+            f"{_t90(r)} |" + (f" error: {r.error}" if r.error else "")
         )
-    by = {(r.mode, r.streams): r for r in rows}
-    drs, untuned, over = by.get(("drs", 1)), by.get(("untuned", 1)), by.get(("overprovisioned", 1))
+    # TCP over the bottleneck carries at most (MTU - 52) / MTU of its IP rate as goodput
+    # (headers with timestamps; MTU 1500 assumed, as the lab uses).
+    tcp_max = rate_bps / 1e6 * TCP_GOODPUT_SHARE
+    by = {(r.mode, r.streams, r.direction): r for r in rows}
+    drs = by.get(("drs", 1, "up"))
+    untuned, over = by.get(("untuned", 1, "up")), by.get(("overprovisioned", 1, "up"))
     if drs is not None:
         lines.append("")
-        # TCP over the bottleneck carries at most (MTU - 52) / MTU of its IP rate as goodput
-        # (headers with timestamps; MTU 1500 assumed, as the lab uses).
-        tcp_max = rate_bps / 1e6 * TCP_GOODPUT_SHARE
         lines.append(f"- DRS goodput / the bottleneck's TCP goodput: {drs.mbps / tcp_max:.2f}")
         lines.append(f"- DRS max buffer / BDP: {drs.max_buffer_bytes / bdp:.2f}")
         if untuned is not None and untuned.mbps > 0:
@@ -212,14 +274,40 @@ def render_table(rows: Sequence[BenchRow], rate_bps: float, rtt_s: float) -> str
                 f"reaches without force (iperf3 {over.iperf_setting}): "
                 f"{drs.mbps_per_mb / capped:.1f}x"
             )
+    for d in ("up", "down"):
+        line = drs_vs_autotune(by.get(("drs", 1, d)), by.get(("autotune", 1, d)), tcp_max)
+        if line:
+            lines.append(f"- {d}: {line}")
     if any(r.forced for r in rows):
         lines += [
             "",
-            "\\* forced (SO_RCVBUFFORCE/SO_SNDBUFFORCE) to the receiver's tcp_rmem max, the "
-            "paper's 'OS allows up to 16 MB': net.core.rmem_max is global on this kernel and "
-            "cannot be raised inside the lab; iperf3 -w stays capped at rmem_max.",
+            "\\* forced (SO_RCVBUFFORCE/SO_SNDBUFFORCE) past net.core.rmem_max/wmem_max, which "
+            "are global on this kernel and cannot be raised inside the lab (overprovisioned: to "
+            "the receiver's tcp_rmem max, the paper's 'OS allows up to 16 MB'; DRS: free to "
+            "size itself); iperf3 -w stays capped at rmem_max.",
         ]
     return "\n".join(lines)
+
+
+def drs_vs_autotune(drs: BenchRow | None, auto: BenchRow | None, tcp_max: float) -> str | None:
+    """The targets in one line: DRS >= 0.90 of the bottleneck's TCP goodput, retransmits no
+    more than autotune's, time to 90 % <= 1.2 x autotune's."""
+    if drs is None or auto is None:
+        return None
+    parts = [
+        f"DRS {drs.mbps / tcp_max:.2f} of the bottleneck (autotune {auto.mbps / tcp_max:.2f}; "
+        f"target >= 0.90)",
+        f"retransmits {drs.retransmits} vs autotune's {auto.retransmits} "
+        f"({'ok' if drs.retransmits <= auto.retransmits else 'more'})",
+    ]
+    if drs.t90_s is not None and auto.t90_s is not None and auto.t90_s > 0:
+        parts.append(
+            f"time to 90 % {drs.t90_s:.2f} s vs {auto.t90_s:.2f} s = "
+            f"{drs.t90_s / auto.t90_s:.2f}x (target <= 1.2)"
+        )
+    else:
+        parts.append(f"time to 90 % {_t90(drs)} vs autotune's {_t90(auto)}")
+    return "; ".join(parts)
 
 
 # ---------------------------------------------------------------------------- the benchmark
@@ -228,8 +316,19 @@ BIG_BUFFERS = (
     ("net.ipv4.tcp_rmem", "4096 131072 16777216"),
     ("net.ipv4.tcp_wmem", "4096 16384 16777216"),
 )
+# The matrix reaches 12.5 MB of BDP (500 Mbit/s x 200 ms): autotuning needs room for it.
+HUGE_BUFFERS = (
+    ("net.ipv4.tcp_rmem", "4096 131072 67108864"),
+    ("net.ipv4.tcp_wmem", "4096 16384 67108864"),
+)
 # (rate bit/s, RTT s): the paper's emulated set-up, then the issue's second path.
 PATHS = ((100e6, 0.100), (50e6, 0.050))
+# The DRS targets' paths (issue 14): every mode both ways, against iperf3.
+TARGET_PATHS = ((60e6, 0.080), (100e6, 0.100))
+# The short-test target: a 3 s transfer at 180 ms x 200 Mbit/s, DRS against autotune.
+SHORT_TEST = (200e6, 0.180, 3.0)
+MATRIX_RTTS = (0.050, 0.100, 0.200)
+MATRIX_RATES = (100e6, 200e6, 500e6)
 PAPER_STREAMS = (1, 2, 4, 8)
 
 
@@ -281,18 +380,25 @@ def loopback_vs_iperf3(seconds: float = 3.0) -> tuple[float, float]:
 def run_bench_transfer(
     quick: bool, out_dir: str, progress: Callable[[str], None] | None = None
 ) -> str:
-    """The whole `lab bench --transfer`: loopback against iperf3, every mode on both paths
-    against iperf3, and the paper's matrix (modes x streams 1/2/4/8) at 50 ms. Builds and
-    removes its own labs (root). Returns the Markdown it also writes to out_dir."""
+    """The whole `lab bench --transfer`: loopback against iperf3; every mode both ways
+    against iperf3 on the paper's and the DRS targets' paths; the 3 s short test at
+    180 ms x 200 Mbit/s; the matrix 50/100/200 ms x 100/200/500 Mbit/s with each mode's
+    time to 90 %; and (full run) the paper's modes x streams 1/2/4/8 at 50 ms. Builds and
+    removes its own labs (root). Returns the Markdown it also writes to out_dir.
+    --quick: autotune and DRS only, shorter runs, no paper matrix."""
     say: Callable[[str], None] = progress or (lambda _m: None)
     seconds = 8.0 if quick else 15.0
+    matrix_seconds = 5.0 if quick else 8.0
+    modes: Sequence[Mode] = ("autotune", "drs") if quick else ALL_MODES
     run_id = uuid.uuid4().hex[:6]
     parts = [
         "# Transfer modes against iperf3 (`tcpwizard lab bench --transfer`)",
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; kernel {platform.release()}, "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; "
-        f"{seconds:g} s per run; receiver tcp_rmem max 16 MB.",
+        f"{seconds:g} s per run, both directions (up: a -> b, down: b -> a); receiver "
+        "tcp_rmem max 16 MB (64 MB in the matrix). Time to 90 %: when the goodput over an RTT "
+        "(at least 0.3 s) first reached 90 % of the bottleneck's TCP goodput.",
         "",
     ]
     say("loopback: autotune against iperf3 ...")
@@ -302,23 +408,144 @@ def run_bench_transfer(
         f"(ratio {ours / theirs:.2f}; target >= 0.9).",
         "",
     ]
-    for i, (rate, rtt) in enumerate(PATHS):
+    paths = TARGET_PATHS if quick else PATHS + TARGET_PATHS
+    for i, (rate, rtt) in enumerate(paths):
         spec = LabSpec.symmetric(
             rate, rtt, sysctls_a=BIG_BUFFERS, sysctls_b=BIG_BUFFERS, name=f"twtb-{run_id}-{i}"
         )
-        say(f"lab {rate / 1e6:g} Mbit/s x {rtt * 1e3:g} ms: every mode and iperf3 ...")
+        say(f"lab {rate / 1e6:g} Mbit/s x {rtt * 1e3:g} ms: every mode both ways and iperf3 ...")
         with Lab(spec, owner_pid=os.getpid()) as lab:
-            rows = bench_transfer(lab, seconds=seconds)
-            parts += [render_table(rows, rate, rtt), ""]
-            if i == len(PATHS) - 1 and not quick:
+            rows = bench_transfer(lab, modes=modes, seconds=seconds)
+            parts += [render_table(rows, rate, rtt), f"(load average {_load()})", ""]
+            if (rate, rtt) == PATHS[-1] and not quick:
                 say("the paper's matrix: modes x streams 1, 2, 4, 8 ...")
-                matrix = bench_transfer(lab, streams=PAPER_STREAMS, seconds=seconds, iperf=False)
+                matrix = bench_transfer(
+                    lab, streams=PAPER_STREAMS, seconds=seconds, iperf=False, directions=("up",)
+                )
                 parts += ["## The paper's experiment in miniature", "", _matrix(matrix), ""]
+    rate, rtt, short = SHORT_TEST
+    say(f"short test: {short:g} s at {rate / 1e6:g} Mbit/s x {rtt * 1e3:g} ms ...")
+    spec = LabSpec.symmetric(
+        rate, rtt, sysctls_a=HUGE_BUFFERS, sysctls_b=HUGE_BUFFERS, name=f"twtb-{run_id}-s"
+    )
+    with Lab(spec, owner_pid=os.getpid()) as lab:
+        runs = [
+            bench_transfer(
+                lab, modes=("autotune", "drs"), seconds=short, iperf=False, force_drs=True
+            )
+            for _ in range(1 if quick else 3)
+        ]
+    parts += [short_test_table(runs, rate, rtt, short), f"(load average {_load()})", ""]
+    say("the matrix: 50/100/200 ms x 100/200/500 Mbit/s ...")
+    cells: list[tuple[float, float, list[BenchRow]]] = []
+    for rtt in MATRIX_RTTS:
+        for rate in MATRIX_RATES:
+            say(f"  {rate / 1e6:g} Mbit/s x {rtt * 1e3:g} ms ...")
+            spec = LabSpec.symmetric(
+                rate,
+                rtt,
+                sysctls_a=HUGE_BUFFERS,
+                sysctls_b=HUGE_BUFFERS,
+                name=f"twtm-{run_id}-{len(cells)}",
+            )
+            with Lab(spec, owner_pid=os.getpid()) as lab:
+                limits = lab_limits(lab)
+                rows = bench_transfer(
+                    lab,
+                    modes=modes,
+                    seconds=matrix_seconds,
+                    iperf=False,
+                    force_drs=drs_needs_force(limits, rate, rtt) and buffers.can_force(),
+                )
+            cells.append((rate, rtt, rows))
+    parts += [
+        f"## Time to 90 % of the bottleneck ({matrix_seconds:g} s per run)",
+        "",
+        matrix_table(cells),
+        f"(load average {_load()} at the end)",
+        "",
+    ]
     text = "\n".join(parts)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "bench-transfer.md"), "w") as f:
         f.write(text)
     return text
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def drs_needs_force(limits: buffers.HostBufferLimits, rate_bps: float, rtt_s: float) -> bool:
+    """Whether DRS needs --force-buffers to size itself on this path: its startup may ask
+    for ~3 x BDP, and plain setsockopt stops at rmem_max/wmem_max (global on this kernel,
+    read-only in the lab)."""
+    return 3 * rate_bps / 8 * rtt_s > min(limits.rmem_max, limits.wmem_max)
+
+
+def short_test_table(
+    runs: Sequence[Sequence[BenchRow]], rate_bps: float, rtt_s: float, seconds: float
+) -> str:
+    """The short-test target: DRS moves >= 0.95 x what autotune moves, each direction."""
+    lines = [
+        f"## A {seconds:g} s test at {rate_bps / 1e6:g} Mbit/s x {rtt_s * 1e3:g} ms "
+        f"({len(runs)} run{'s' if len(runs) > 1 else ''})",
+        "",
+        "| dir | autotune Mbit/s | DRS Mbit/s | DRS / autotune | autotune time to 90 % | "
+        "DRS time to 90 % | retrans autotune / DRS |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for d in ("up", "down"):
+        auto = [r for rows in runs for r in rows if r.mode == "autotune" and r.direction == d]
+        drs = [r for rows in runs for r in rows if r.mode == "drs" and r.direction == d]
+        if not auto or not drs:
+            continue
+        a = sum(r.mbps for r in auto) / len(auto)
+        b = sum(r.mbps for r in drs) / len(drs)
+        lines.append(
+            f"| {d} | {a:.1f} | {b:.1f} | {b / a if a else 0:.2f} (target >= 0.95) | "
+            f"{' / '.join(_t90(r) for r in auto)} | {' / '.join(_t90(r) for r in drs)} | "
+            f"{sum(r.retransmits for r in auto)} / {sum(r.retransmits for r in drs)} |"
+        )
+    return "\n".join(lines)
+
+
+def matrix_table(cells: Sequence[tuple[float, float, Sequence[BenchRow]]]) -> str:
+    """One line per path and direction; per mode: goodput, time to 90 %, retransmits. The
+    lab column: the best goodput any mode reached, against the bottleneck's TCP goodput
+    (the user-space delay line runs out of CPU before 500 Mbit/s)."""
+    modes = [m for m in ALL_MODES if any(r.mode == m for _, _, rows in cells for r in rows)]
+    lines = [
+        "| path | dir | lab reached | "
+        + " | ".join(f"{m}: Mbit/s, to 90 %, retr" for m in modes)
+        + " |",
+        "|---|---|---:|" + "---|" * len(modes),
+    ]
+    for rate, rtt, rows in cells:
+        tcp_max = rate / 1e6 * TCP_GOODPUT_SHARE
+        for d in ("up", "down"):
+            mine = {r.mode: r for r in rows if r.direction == d}
+            if not mine:
+                continue
+            best = max(r.mbps for r in mine.values())
+            cells_txt = [
+                "-"
+                if (r := mine.get(m)) is None
+                else f"{r.mbps:.1f}{'*' if r.forced else ''}, {_t90(r)}, {r.retransmits}"
+                for m in modes
+            ]
+            lines.append(
+                f"| {rate / 1e6:g} Mbit/s x {rtt * 1e3:g} ms | {d} | {best / tcp_max:.2f} | "
+                + " | ".join(cells_txt)
+                + " |"
+            )
+    lines += [
+        "",
+        "\\* DRS forced (SO_RCVBUFFORCE/SO_SNDBUFFORCE): 3 x BDP is past this host's "
+        "net.core.rmem_max, which the lab cannot raise. 'never': 90 % was not reached in the "
+        "run (the lab's own ceiling where 'lab reached' is below 0.9).",
+    ]
+    return "\n".join(lines)
 
 
 def _matrix(rows: Sequence[BenchRow]) -> str:

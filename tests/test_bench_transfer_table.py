@@ -3,11 +3,17 @@ forced to reach the host's TCP ceiling, and what the summary lines compute."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tcpwizard.measure.bench_transfer import (
     BenchRow,
+    drs_needs_force,
     force_overprovisioned,
     iperf_window,
+    matrix_table,
     render_table,
+    short_test_table,
+    time_to_share,
 )
 from tcpwizard.measure.buffers import HostBufferLimits
 
@@ -62,7 +68,7 @@ def test_summary_ratios_and_forced_footnote() -> None:
         _row("drs", 87.0, 3_600_000),
     ]
     text = render_table(rows, 100e6, 0.1)
-    assert "| overprovisioned* | 1 | 90.0 |" in text
+    assert "| overprovisioned* | up | 1 | 90.0 |" in text
     # 100 Mbit/s carries 96.5 Mbit/s of TCP goodput: 16.1x untuned is the ceiling
     assert "DRS / untuned goodput: 14.5x (no mode can exceed" in text
     assert "untuned = 16.1x here)" in text
@@ -80,3 +86,50 @@ def test_unforced_table_has_no_footnote() -> None:
     )
     assert "*" not in text.replace("**", "")
     assert "without force" not in text
+
+
+def _samples(rates: list[float], dt: float = 0.1) -> list[dict[str, Any]]:
+    return [{"t_s": round((i + 1) * dt, 3), "goodput_mbps": r} for i, r in enumerate(rates)]
+
+
+def test_time_to_90_percent_is_a_rate_over_a_window_not_one_burst() -> None:
+    # A 150 Mbit/s interval (a hole filled after a loss) alone does not count; the rate
+    # is 90 in the intervals ending at 0.7 s and on: the 0.3 s window ending at 0.9 s.
+    rates = [10.0, 20.0, 0.0, 150.0, 30.0, 60.0, 90.0, 90.0, 90.0, 90.0]
+    assert time_to_share(_samples(rates), 90.0, 0.3) == 0.9
+    assert time_to_share(_samples([10.0] * 10), 90.0, 0.3) is None
+    assert time_to_share([], 90.0, 0.3) is None
+
+
+def test_drs_against_autotune_lines_per_direction() -> None:
+    rows = [
+        _row("autotune", 89.0, 16_000_000, direction="up", t90_s=0.8),
+        _row("drs", 88.0, 3_000_000, direction="up", t90_s=0.9),
+        _row("autotune", 89.0, 16_000_000, direction="down", t90_s=0.8),
+        _row("drs", 60.0, 3_000_000, direction="down", t90_s=None),
+    ]
+    text = render_table(rows, 100e6, 0.1)
+    # 88 / 96.5 = 0.91; 0.9 / 0.8 = 1.12
+    assert "- up: DRS 0.91 of the bottleneck" in text
+    assert "time to 90 % 0.90 s vs 0.80 s = 1.12x (target <= 1.2)" in text
+    assert "- down: DRS 0.62 of the bottleneck" in text
+    assert "time to 90 % never vs autotune's 0.80 s" in text
+    assert "| drs | down | 1 | 60.0 |" in text and text.count("| never |") == 1
+
+
+def test_short_test_and_matrix_tables() -> None:
+    runs = [
+        [_row("autotune", 100.0, 8_000_000, direction=d, t90_s=1.5) for d in ("up", "down")]
+        + [_row("drs", 97.0, 8_000_000, direction=d, t90_s=1.6) for d in ("up", "down")]
+    ]
+    short = short_test_table(runs, 200e6, 0.18, 3.0)
+    assert "| up | 100.0 | 97.0 | 0.97 (target >= 0.95) |" in short
+    matrix = matrix_table([(500e6, 0.2, runs[0])])
+    # The lab carried at most 100 of 500 Mbit/s (482.7 of TCP goodput): 0.21.
+    assert "| 500 Mbit/s x 200 ms | up | 0.21 | 100.0, 1.50 s, 0 | 97.0, 1.60 s, 0 |" in matrix
+
+
+def test_drs_is_forced_only_where_rmem_max_would_cap_it() -> None:
+    lim = _limits(4 * MB, 64 * MB)
+    assert not drs_needs_force(lim, 100e6, 0.1)  # 3 x 1.25 MB < 4 MiB
+    assert drs_needs_force(lim, 200e6, 0.1)  # 3 x 2.5 MB > 4 MiB
