@@ -174,3 +174,28 @@ def test_history_json_error_document(tmp_path: Path) -> None:
     assert_clean_failure(o, 3)
     assert o.json()["error"].startswith("no history at")
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_exporter_survives_slow_and_garbage_clients() -> None:
+    """Clients that trickle half a request or send garbage do not stop /metrics for others."""
+    import urllib.request
+
+    from tcpwizard.exporter import Exporter, Target, serve_exporter
+
+    exporter = Exporter([Target("h", None)], 900.0, lambda t: {"exit_code": 0})
+    server, _worker = serve_exporter(exporter, "127.0.0.1:0")
+    port = server.server_address[1]
+    junk: list[socket.socket] = []
+    try:
+        for payload in (b"GET /metr", b"\x00\xff" * 5000, b"POST / HTTP/1.1\r\nContent-Length: 9"):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(payload)
+            junk.append(s)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            body = r.read().decode()
+        assert "tcpwizard" in body
+    finally:
+        for s in junk:
+            s.close()
+        exporter.stop()
+        server.shutdown()

@@ -36,10 +36,10 @@ class Target:
         return f"{host}:{self.port}" if self.port else host
 
 
-def _split_host_port(text: str, where: str) -> tuple[str, int | None]:
+def _split_host_port(text: str, where: str, listen: bool = False) -> tuple[str, int | None]:
     """The same host and port rules as every command's HOST and --port."""
     try:
-        return split_host_port(text, where)
+        return split_host_port(text, where, listen)
     except InputError as exc:
         raise UsageError(str(exc)) from None
 
@@ -165,7 +165,7 @@ class Exporter(Collector):
 
 
 def serve_exporter(exporter: Exporter, listen: str) -> tuple[Any, threading.Thread]:
-    host, port = _split_host_port(listen, "--listen")
+    host, port = _split_host_port(listen, "--listen", listen=True)
     if port is None:
         raise UsageError("--listen needs ADDR:PORT")
     registry = CollectorRegistry()

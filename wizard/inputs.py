@@ -185,8 +185,8 @@ def check_host(text: str, what: str = "host") -> str:
     return host
 
 
-def split_host_port(text: str, what: str) -> tuple[str, int | None]:
-    """HOST, HOST:PORT, [V6]:PORT or a bare IPv6 literal."""
+def split_host_port(text: str, what: str, listen: bool = False) -> tuple[str, int | None]:
+    """HOST, HOST:PORT, [V6]:PORT or a bare IPv6 literal (port 0 only when `listen`)."""
     value = text.strip()
     if "://" in value:
         raise InputError(
@@ -205,7 +205,9 @@ def split_host_port(text: str, what: str) -> tuple[str, int | None]:
     else:
         host, port = value, ""
     clean = check_host(host, what)
-    return clean, check_port(port, f"{what}: port") if port or value.endswith(":") else None
+    if not port and not value.endswith(":"):
+        return clean, None
+    return clean, check_port(port, f"{what}: port", listen=listen)
 
 
 def check_finite_positive(value: float, text: str, what: str) -> float:
