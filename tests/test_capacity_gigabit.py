@@ -132,3 +132,23 @@ def test_mini_trains_squeezed_after_the_bottleneck_are_not_used() -> None:
             arrivals.append((k * 6 + i, round(start + 3_000_000 + i * gap)))
     score = capacity.score_mini_trains(tx, arrivals, 60, WIRE)
     assert score.rate_bps == pytest.approx(100e6, rel=1e-3) and score.mini_trains == 5
+
+
+def test_bench_probes_judges_gigabit_rows_by_ten_percent_and_never_one_and_a_half() -> None:
+    from tcpwizard.lab import bench_probes as bp
+
+    case = bp.Case(0.020, 1e9, "gigabit")
+    good = bp.Run(20.1, 960.0, 930.0, "coalescing", 1.0)
+    low = bp.Run(20.1, 700.0, 930.0, "coalescing", 1.0)  # CPU-starved: out of 10 %
+    wild = bp.Run(20.1, 1600.0, 930.0, None, 1.0)  # a false claim
+    assert bp.Row(case, (good,) * 20, 20.1).passed is True
+    assert bp.Row(case, (good,) * 19 + (low,), 20.1).passed is True  # 95 %
+    assert bp.Row(case, (good,) * 18 + (low,) * 2, 20.1).passed is False
+    assert bp.Row(case, (good,) * 19 + (wild,), 20.1).over() == 1
+    rows = [bp.Row(case, (good,) * 19 + (wild,), 20.1, (1.0, 2.0))]
+    s = bp.summarize(rows)
+    assert (s.gigabit_runs, s.gigabit_over, s.clean_runs, s.other_runs) == (20, 1, 0, 0)
+    assert not s.passed
+    table = bp.markdown(rows)
+    assert "1600 (1.60)" in table and "1.0 / 2.0" in table
+    assert [c.rate_bps for c in bp.matrix(False, ("gigabit",))] == [200e6, 500e6, 1e9]

@@ -132,10 +132,16 @@ def _bench_calibrate(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _bench_probes(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.measure.bench_probes import run_bench
+    from tcpwizard.lab.bench_probes import run_bench
 
     require_root()
-    return run_bench(args.quick, args.out, stdout=ctx.stdout, progress=ctx.progress)
+    return run_bench(
+        args.quick,
+        args.out,
+        stdout=ctx.stdout,
+        progress=ctx.progress,
+        only=tuple(args.only or ()),
+    )
 
 
 def _bench_paper(args: argparse.Namespace, ctx: Context) -> int:
