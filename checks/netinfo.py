@@ -7,6 +7,8 @@ virtual NIC without speed); gathering returns a reason instead of raising."""
 from __future__ import annotations
 
 import ipaddress
+import json
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -99,8 +101,8 @@ def lookup_egress(target: str | None, sys_root: str = "/sys") -> tuple[Interface
     interface of the default route. Returns (info, reason-if-None)."""
     try:
         from pyroute2 import IPRoute
-    except ImportError:  # pragma: no cover - a dependency, but fail soft
-        return None, "pyroute2 is not installed"
+    except ImportError:  # a far end running the zipapp has the standard library only
+        return lookup_egress_with_ip(target, sys_root)
     try:
         with IPRoute() as ipr:
             if target is None:
@@ -154,6 +156,102 @@ def lookup_egress(target: str | None, sys_root: str = "/sys") -> tuple[Interface
             tx_errors=_counter(sysp, name, "tx_errors"),
             source_address=str(source) if source else None,
             route=route_info,
+        ),
+        "",
+    )
+
+
+def _ip_json(*args: str) -> Any:
+    out = subprocess.run(
+        ["ip", "-j", *args], capture_output=True, text=True, timeout=5, check=False
+    )
+    if out.returncode != 0:
+        raise OSError(out.stderr.strip() or f"ip {' '.join(args)} failed")
+    return json.loads(out.stdout or "[]")
+
+
+def _ip_prefix(address: str, family: str) -> str:
+    """The longest-prefix route of `address` in the main table, as _matching_prefix."""
+    addr = ipaddress.ip_address(address)
+    best: tuple[int, str] | None = None
+    for r in _ip_json(family, "route", "show"):
+        dst = str(r.get("dst", ""))
+        if dst == "default":
+            net = ipaddress.ip_network("0.0.0.0/0" if addr.version == 4 else "::/0")
+            name = "default"
+        else:
+            try:
+                net = ipaddress.ip_network(dst, strict=False)
+            except ValueError:
+                continue
+            name = dst if "/" in dst else f"{dst}/{net.prefixlen}"
+        if addr in net and (best is None or net.prefixlen > best[0]):
+            best = (net.prefixlen, name)
+    return best[1] if best else address
+
+
+def lookup_egress_with_ip(
+    target: str | None, sys_root: str = "/sys"
+) -> tuple[InterfaceInfo | None, str]:
+    """lookup_egress from iproute2's JSON output (`ip -j`), for hosts without pyroute2: the
+    same facts, read from the same netlink replies by `ip` instead of by us."""
+    try:
+        if target is None:
+            routes = _ip_json("route", "show", "default") or _ip_json(
+                "-6", "route", "show", "default"
+            )
+            if not routes:
+                return None, "no default route (pass a HOST to audit its route)"
+            prefix = "default"
+        else:
+            family = "-6" if ipaddress.ip_address(target).version == 6 else "-4"
+            routes = _ip_json(family, "route", "get", target)
+            prefix = _ip_prefix(target, family)
+        route = routes[0]
+        name = route.get("dev")
+        if not name:
+            return None, "the route has no output interface"
+        link = _ip_json("link", "show", "dev", str(name))[0]
+    except FileNotFoundError:
+        return None, "neither pyroute2 nor iproute2 (ip) is installed"
+    except (OSError, ValueError, IndexError, KeyError, subprocess.SubprocessError) as exc:
+        return None, f"route lookup failed: {exc}"
+    metrics: dict[str, Any] = {}
+    for entry in route.get("metrics", []):
+        if isinstance(entry, dict):
+            metrics.update(entry)
+    sysp = Path(sys_root)
+    speed, duplex = _speed_duplex(sysp, name)
+    qdisc = link.get("qdisc")
+
+    def number(key: str) -> int | None:
+        value = metrics.get(key)
+        return int(value) if isinstance(value, int | float) else None
+
+    return (
+        InterfaceInfo(
+            name=str(name),
+            mtu=int(link.get("mtu") or 0),
+            txqueuelen=int(link.get("txqlen") or 0),
+            qdisc=str(qdisc) if qdisc else None,
+            speed_mbps=speed,
+            duplex=duplex,
+            is_loopback="LOOPBACK" in link.get("flags", []),
+            rx_packets=_counter(sysp, name, "rx_packets"),
+            tx_packets=_counter(sysp, name, "tx_packets"),
+            rx_dropped=_counter(sysp, name, "rx_dropped"),
+            tx_dropped=_counter(sysp, name, "tx_dropped"),
+            rx_errors=_counter(sysp, name, "rx_errors"),
+            tx_errors=_counter(sysp, name, "tx_errors"),
+            source_address=route.get("prefsrc"),
+            route=RouteInfo(
+                destination=prefix,
+                gateway=route.get("gateway"),
+                window=number("window"),
+                rtt_ms=number("rtt"),  # ip prints milliseconds (it undoes the << 3)
+                initcwnd=number("initcwnd"),
+                initrwnd=number("initrwnd"),
+            ),
         ),
         "",
     )
