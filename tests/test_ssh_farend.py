@@ -6,6 +6,7 @@ the lab: tests/test_ssh_lab.py."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import sys
 import textwrap
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,6 +149,23 @@ def test_for_python39_rewrites_what_39_does_differently() -> None:
     )
     unchanged = "x = 1\n"
     assert zipapp.for_python39(unchanged) is unchanged
+
+
+def test_zipapp_needs_no_python_newer_than_3_9(tmp_path: Path) -> None:
+    """Static, so it holds on machines without a 3.9 interpreter (vermin reads the syntax
+    and the standard-library names each module uses)."""
+    beside = Path(sys.executable).parent / "vermin"
+    vermin = str(beside) if beside.exists() else shutil.which("vermin")
+    if vermin is None:
+        pytest.skip("vermin is not installed (pip install -e '.[dev]')")
+    with zipfile.ZipFile(io.BytesIO(zipapp.build())) as zf:
+        zf.extractall(tmp_path)
+    out = subprocess.run(
+        [vermin, "-t=3.9-", "--no-tips", "--violations", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout[-2000:]
 
 
 def test_zipapp_is_the_same_bytes_each_time() -> None:
