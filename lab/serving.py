@@ -37,12 +37,35 @@ def serving(
         stop(proc)
 
 
-def _wait_listening(proc: subprocess.Popen[str], timeout_s: float) -> None:
+IPERF3_PORT = 5201
+
+
+@contextlib.contextmanager
+def iperf3_serving(
+    lab: Lab, side: Side = "b", port: int = IPERF3_PORT, *extra: str, timeout_s: float = 15.0
+) -> Iterator[subprocess.Popen[str]]:
+    """A stock `iperf3 -s` (Debian's binary) in `side`, for far-end tests; `extra` may be
+    `-1` (one test, then exit) or `-J`. Waits until it listens; stops it afterwards."""
+    argv = ["iperf3", "-s", "-p", str(port), "--forceflush", *extra]
+    proc = lab.popen(side, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_listening(proc, timeout_s, stream_name="stdout", marker="Server listening")
+        yield proc
+    finally:
+        stop(proc)
+
+
+def _wait_listening(
+    proc: subprocess.Popen[str],
+    timeout_s: float,
+    stream_name: str = "stderr",
+    marker: str = "listening on",
+) -> None:
     """Read serve's stderr in a thread (select() on a buffered pipe can miss a line already
     read into Python's buffer) until it says it listens; keep draining after that, since
     serve logs every client and a full pipe would block it mid-test."""
-    assert proc.stderr is not None
-    stream = proc.stderr
+    stream = proc.stderr if stream_name == "stderr" else proc.stdout
+    assert stream is not None
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -63,6 +86,6 @@ def _wait_listening(proc: subprocess.Popen[str], timeout_s: float) -> None:
             proc.wait(timeout=5)
             raise RuntimeError(f"serve exited ({proc.returncode}): {''.join(seen)}".strip())
         seen.append(line)
-        if "listening on" in line:
+        if marker in line:
             return
     raise RuntimeError(f"serve did not start within {timeout_s:g} s: {''.join(seen)}")

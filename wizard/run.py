@@ -7,6 +7,7 @@ callback, so the CLI can draw bars and the TUI can post messages from its worker
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from tcpwizard.measure.far_end import (
 )
 from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.iperf3 import Iperf3Error
-from tcpwizard.measure.model import Mode, PathEstimate, TransferResult
+from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
 from tcpwizard.measure.transfer import Progress as TransferProgress
 from tcpwizard.measure.transfer import TransferOptions, static_request
@@ -289,17 +290,103 @@ def _stage_transfer(
         return
     stage("transfer", f"test transfers with the {run.far.describe()}")
     options = _transfer_options(run.req, run.target, run.far)
-    try:
-        run.transfer = run.far.transfer(
-            options,
+
+    def go(opts: TransferOptions) -> TransferResult:
+        return run.far.transfer(
+            opts,
             progress=lambda p: emit(Event("transfer", p.mode, transfer=p)),
             sysctl_root=run.ctx.sysctl_root,
             cancel=cancel,
         )
+
+    try:
+        if _size_from_transfers(run, options):
+            run.transfer = _two_phases(run, options, go)
+        else:
+            run.transfer = go(options)
     except Iperf3Error as exc:
         _iperf3_failed(run, exc)
     except PeerUnavailable as exc:
         run.notes.append(f"test transfer failed: {exc}")
+
+
+# A peerless capacity estimate below this confidence does not size a static buffer.
+SURE_ENOUGH = 0.5
+
+
+def _size_from_transfers(run: _Run, options: TransferOptions) -> bool:
+    """Whether the static mode should be sized from an autotune transfer run first: the
+    far end reflects no probe, so the capacity is a peerless guess (or none), and a static
+    buffer sized from a wrong guess would measure nothing."""
+    if run.far.abilities.reflector or run.req.bdp_hint is not None:
+        return False
+    wants_static = "static" in options.modes or "static" in (options.reverse_modes or ())
+    if not wants_static or run.path is None:
+        return wants_static and run.path is None
+    cap = run.path.capacity
+    return cap is None or (not run.path.peer and cap.confidence < SURE_ENOUGH)
+
+
+def _two_phases(
+    run: _Run, options: TransferOptions, go: Callable[[TransferOptions], TransferResult]
+) -> TransferResult:
+    """Autotune first (both ways, as asked), then the other modes with the static buffer
+    sized from the fastest rate autotune reached and the RTT it saw."""
+    first_modes = tuple(m for m in options.modes if m == "autotune") or ("autotune",)
+    back = options.reverse_modes
+    first = go(
+        dataclasses.replace(
+            options,
+            modes=first_modes,
+            reverse_modes=tuple(m for m in back if m == "autotune") or None if back else None,
+        )
+    )
+    target = _target_from(first, run.path) or run.target
+    rest = dataclasses.replace(
+        options,
+        modes=tuple(m for m in options.modes if m != "autotune"),
+        reverse_modes=tuple(m for m in back if m != "autotune") or None if back else None,
+        static_request=static_request(target.rtt_s, target.rate_bps) if target else None,
+    )
+    if target is not None:
+        run.notes.append(
+            f"static buffers sized from the autotune transfers: {target.rate_bps / 1e6:.1f} "
+            f"Mbit/s x {target.rtt_s * 1e3:.1f} ms"
+        )
+    if not rest.modes and not rest.reverse_modes:
+        return first
+    try:
+        second = go(rest)
+    except Iperf3Error as exc:
+        failed = [
+            ModeResult(m, d, options.streams, 0, 0.0, 0.0, 0, 0, (), error=f"{exc} ({_ONE_OFF})")
+            for d in rest.directions()
+            for m in rest.modes_for(d)
+        ]
+        second = dataclasses.replace(first, modes=tuple(failed))
+    order = {d: i for i, d in enumerate(("up", "down"))}
+    modes = sorted((*first.modes, *second.modes), key=lambda m: order[m.direction])
+    return dataclasses.replace(first, modes=tuple(modes))
+
+
+_ONE_OFF = "a one-off server, iperf3 -s -1, runs a single test"
+
+
+def _target_from(result: TransferResult, path: PathEstimate | None) -> BdpTarget | None:
+    """The path as the transfers showed it: the best rate any of them moved (a floor of
+    the capacity, with a quarter of headroom), over the RTT (the probe's minimum, or
+    the smallest TCP_INFO RTT the transfers saw)."""
+    rates = [m.throughput_mbps for m in result.modes if m.error is None and m.bytes > 0]
+    rtts = [
+        s.tcp_info.rtt_us / 1e6
+        for m in result.modes
+        for s in m.samples
+        if s.tcp_info is not None and s.tcp_info.rtt_us > 0
+    ]
+    rtt = path.rtt.min / 1e3 if path is not None and path.rtt.min > 0 else min(rtts, default=0)
+    if not rates or rtt <= 0:
+        return None
+    return BdpTarget(rtt, max(rates) * 1.25e6, "measured")
 
 
 def _iperf3_failed(run: _Run, exc: Iperf3Error) -> None:
