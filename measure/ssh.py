@@ -135,6 +135,7 @@ class _Session:
         self.stderr: deque[str] = deque(maxlen=20)
         self.stdin_lock = threading.Lock()
         self.closed = threading.Event()
+        self.payload: threading.Thread | None = None
         # Same process group as us: Ctrl-C reaches ssh too, and its password prompt keeps
         # the terminal. ssh then closes the session and the far end stops on EOF.
         self.proc = subprocess.Popen(
@@ -149,6 +150,20 @@ class _Session:
             self.stderr.append(line)
             if self.log is not None:
                 self.log(line)
+
+    def send_payload(self, data: bytes) -> None:
+        """In a thread: ssh may sit at a password prompt, and the ready timeout must still
+        run. The heartbeat starts only after the far end is ready, so nothing interleaves."""
+
+        def write() -> None:
+            stdin = self.proc.stdin
+            with contextlib.suppress(OSError, ValueError):
+                assert stdin is not None
+                stdin.write(data)
+                stdin.flush()
+
+        self.payload = threading.Thread(target=write, name="ssh-payload", daemon=True)
+        self.payload.start()
 
     def send(self, data: bytes) -> bool:
         with self.stdin_lock:
@@ -176,6 +191,8 @@ class _Session:
 
     def close(self) -> int | None:
         """EOF to the far end (it stops and exits), then wait; kill if it will not end."""
+        if self.payload is not None and self.payload.is_alive():
+            self.proc.terminate()  # a write stuck in a full pipe would hold stdin open
         with self.stdin_lock:
             self.closed.set()
             if self.proc.stdin is not None:
@@ -257,7 +274,7 @@ def ssh_serve(
     ]
     session = _Session(argv, log)
     try:
-        session.send(_payload(secret, port))
+        session.send_payload(_payload(secret, port))
         ready = _wait_ready(session, ready_timeout_s)
         threading.Thread(target=session.heartbeat, name="ssh-heartbeat", daemon=True).start()
         yield RemoteServe(

@@ -221,6 +221,7 @@ FAKE_SSH = """#!/bin/sh
 for a in "$@"; do last="$a"; done
 case " $* " in *" -G "*) echo "hostname 127.0.0.1"; echo "port 22"; exit 0;; esac
 if [ -n "$FAKE_SSH_FAIL" ]; then echo "$FAKE_SSH_FAIL" >&2; exit 255; fi
+if [ -n "$FAKE_SSH_HANG" ]; then exec sleep 60; fi  # a prompt nobody answers
 if [ -n "$FAKE_SSH_PATH" ]; then PATH="$FAKE_SSH_PATH"; export PATH; fi
 exec $FAKE_SSH_AS /bin/sh -c "$last"
 """
@@ -234,7 +235,7 @@ def fake_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     ssh.write_text(FAKE_SSH)
     ssh.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    for var in ("FAKE_SSH_FAIL", "FAKE_SSH_PATH", "FAKE_SSH_AS"):
+    for var in ("FAKE_SSH_FAIL", "FAKE_SSH_PATH", "FAKE_SSH_AS", "FAKE_SSH_HANG"):
         monkeypatch.delenv(var, raising=False)
     setpriv = shutil.which("setpriv")
     if os.geteuid() == 0 and setpriv:
@@ -293,6 +294,21 @@ def test_ssh_failure_says_why(fake_ssh: str, monkeypatch: pytest.MonkeyPatch) ->
         ssh_serve("alice@far", ssh=fake_ssh),
     ):
         pass
+
+
+def test_a_far_end_that_never_answers_times_out(
+    fake_ssh: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ssh that reads nothing (a prompt nobody answers): the 80 KB payload fills the pipe,
+    yet the ready timeout holds and ssh is ended."""
+    monkeypatch.setenv("FAKE_SSH_HANG", "1")
+    started = time.monotonic()
+    with (
+        pytest.raises(SshFailed, match="did not start within 1 s"),
+        ssh_serve("far", ssh=fake_ssh, ready_timeout_s=1.0),
+    ):
+        pass
+    assert time.monotonic() - started < 10
 
 
 NEAR_END = """
