@@ -52,7 +52,8 @@ def _mode(doc: Any, mode: str, direction: str) -> dict[str, Any]:
         if m["mode"] == mode and m["direction"] == direction and m["error"] is None
     ]
     assert found, f"no measured {mode} {direction}: {doc['transfer']['modes']}"
-    return found[0]
+    first: dict[str, Any] = found[0]
+    return first
 
 
 def test_small_receive_buffer_at_an_iperf3_far_end(lab_factory: LabFactory) -> None:
