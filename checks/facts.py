@@ -119,9 +119,7 @@ def clean_text(value: Any, what: str) -> str:
 
 def _typed(value: Any, hint: Any, what: str) -> Any:
     """`value` if it has the type `hint` names (int, float, str, bool, Literal, X | None)."""
-    options = (
-        typing.get_args(hint) if typing.get_origin(hint) in _UNION_ORIGINS else (hint,)
-    )
+    options = typing.get_args(hint) if typing.get_origin(hint) in _UNION_ORIGINS else (hint,)
     if value is None and type(None) in options:
         return None
     number = isinstance(value, int | float) and not isinstance(value, bool)
