@@ -18,7 +18,11 @@ def _make_lab(spec: LabSpec) -> Lab:
     return Lab(spec.with_name(f"twsc-{uuid.uuid4().hex[:6]}"))
 
 
-def run_scenarios(out_dir: str, only: tuple[str, ...], ctx: Context) -> int:
+def run_scenarios(out_dir: str, only: tuple[str, ...], ctx: Context, quick: bool = False) -> int:
+    if any(o.startswith("gigabit") for o in only):
+        from tcpwizard.lab.bench_gigabit import run_gigabit
+
+        return run_gigabit(only, out_dir, quick, stdout=ctx.stdout, progress=ctx.progress)
     unknown = set(only) - {s.name for s in SCENARIOS}
     if unknown:
         raise UsageError(f"unknown scenario {sorted(unknown)[0]!r}")

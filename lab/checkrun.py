@@ -36,6 +36,8 @@ def check_summary(host: str, quick: bool = False) -> dict[str, Any]:
             "up": path.capacity.mbps if path and path.capacity else None,
             "up_limited_by": path.capacity.limited_by if path and path.capacity else None,
             "down": path.capacity_down.mbps if path and path.capacity_down else None,
+            "up_method": path.capacity.method if path and path.capacity else None,
+            "up_note": path.capacity.note if path and path.capacity else None,
         },
         "modes": [
             [m.mode, m.direction, round(m.throughput_mbps, 1)]

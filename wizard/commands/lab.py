@@ -163,7 +163,7 @@ def _bench_scenarios(args: argparse.Namespace, ctx: Context) -> int:
     from tcpwizard.lab.bench_scenarios import run_scenarios
 
     require_root()
-    return run_scenarios(args.out, tuple(args.only or ()), ctx)
+    return run_scenarios(args.out, tuple(args.only or ()), ctx, quick=args.quick)
 
 
 # Other benchmarks plug in here: flag name (as in cli.py) -> runner.
