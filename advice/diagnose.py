@@ -234,9 +234,7 @@ def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
     # from the path, and a false alarm on a healthy path is the worse mistake.
     weak = probe.confidence < PROBE_SURE or probe.limited_by in ("coalescing", "sender")
     need = low / HEALTHY_SHARE if weak else probe.mbps
-    if not (weak or low >= HEALTHY_SHARE * probe.mbps) or not _ran_at_path_rate(
-        ev, d, mode, need
-    ):
+    if not (weak or low >= HEALTHY_SHARE * probe.mbps) or not _ran_at_path_rate(ev, d, mode, need):
         return probe.mbps, ""
     return low, (
         f"probe said {_fmt(probe.mbps)} ({probe.method}), transfers showed the path carries "
@@ -248,6 +246,19 @@ def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
 def _capacity(ev: Evidence, d: _Direction) -> float | None:
     """The path's capacity this way: probe and transfers combined (_capacity_view)."""
     return _capacity_view(ev, d)[0]
+
+
+def _own_rate_only(ev: Evidence, d: _Direction) -> bool:
+    """The capacity is nothing but the judged transfer's own rate (the probe said less, no
+    other mode went faster) and a host's window may have held that transfer: then it is a
+    lower bound that proves nothing about the path, neither healthy nor at the path."""
+    cur, probe, floor = d.current, _probe_capacity(ev, d), _transfer_floor(ev, d)
+    if cur is None or probe is None or floor is None:
+        return False
+    low, mode = floor
+    if low < probe.mbps or mode is not cur:
+        return False
+    return not _ran_at_path_rate(ev, d, cur, low)
 
 
 def path_capacity(ev: Evidence) -> dict[str, tuple[float | None, str]]:
@@ -293,7 +304,7 @@ def steady_mbps(m: ModeResult) -> float:
 
 def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
     cap, cur = _capacity(ev, d), d.current
-    if cap is None or cur is None or cap <= 0:
+    if cap is None or cur is None or cap <= 0 or _own_rate_only(ev, d):
         return None
     share = reached_mbps(cur) / cap
     if share < HEALTHY_SHARE:
@@ -376,7 +387,9 @@ def _chrono(m: ModeResult | None) -> tuple[float | None, float | None, float | N
 def _below_path(ev: Evidence, d: _Direction) -> bool:
     """The rate sits below the path's capacity (a host limit needs one to hold back)."""
     cap, cur = _capacity(ev, d), d.current
-    return cur is None or cap is None or reached_mbps(cur) < HEALTHY_SHARE * cap
+    if cur is None or cap is None or _own_rate_only(ev, d):
+        return True
+    return reached_mbps(cur) < HEALTHY_SHARE * cap
 
 
 def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:

@@ -115,3 +115,19 @@ def test_a_small_receive_window_at_the_far_end_is_named_at_gigabit() -> None:
     )
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer")
+
+
+def test_a_transfer_at_its_own_window_bound_is_no_capacity_even_above_a_weak_probe() -> None:
+    # This host's 256 KB receive buffer holds downloads at ~26 Mbit/s; the download probe
+    # came out lower still (sender-limited), so the transfer is the fastest evidence, but
+    # it sat at its window: a lower bound, not the path.
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
+    got = window_limit_mbps(0.62 * 262144, 50)
+    rtt = RttStats(50.0, 50.1, 50.5, 50.1, 0.1, 51.0, 0.0, 0.1, 20, "udp-echo")
+    slow_probe = CapacityEstimate(20, "train (down)", 0.4, None, 20, "sender")
+    p = PathEstimate(rtt, CapacityEstimate(100, "train", 0.9), None, 1.0, "10.0.0.2", 5301, True)
+    p = dataclasses.replace(p, capacity_down=slow_probe)
+    down = mode(got, direction="down", rwnd=0.3)
+    ev = Evidence(small, audit(), p, TransferResult((mode(95.0), down)))
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "local")
