@@ -7,19 +7,23 @@ Shared by the end-to-end tests (which assert) and `lab bench --scenarios` (which
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tcpwizard.lab.lab import Lab
-from tcpwizard.lab.serving import SERVE_PORT, serving, tcpwizard_argv
+from tcpwizard.lab.netns import stop
+from tcpwizard.lab.serving import SERVE_PORT, iperf3_serving, serving, tcpwizard_argv
 from tcpwizard.lab.spec import LabSpec, LinkSpec, Side
+from tcpwizard.measure.far_end import FarEndKind
 
 RATE = 100e6
 RTT = 0.050
@@ -83,13 +87,16 @@ class Scenario:
     recheck_modes: str = "autotune"
     recheck_direction: str = "up"  # the way the limit shows (down: into host a)
     applies_automatically: bool = True  # False: a setsockopt fix the application makes
+    # What runs on host b during the check: tcpwizard serve, a stock `iperf3 -s`, or only
+    # a plain TCP port (a web server). The re-measure after the fix always uses serve.
+    far_end: FarEndKind = "serve"
 
 
 def _spec(**kw: Any) -> LabSpec:
     return LabSpec.symmetric(RATE, RTT, **kw)
 
 
-SCENARIOS: tuple[Scenario, ...] = (
+SERVE_SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "healthy",
         "a well-tuned path (kernel defaults are enough at 100 Mbit/s x 50 ms)",
@@ -191,6 +198,77 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 
+PORT_ONLY = 8080  # the plain TCP port of "port" scenarios (Python's http.server)
+
+FAR_END_SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "iperf3-receiver-rmem",
+        "the far end runs iperf3 -s; its net.ipv4.tcp_rmem max is 256 KB",
+        _spec(sysctls_b=(("net.ipv4.tcp_rmem", "4096 65536 262144"),)),
+        "receiver-window",
+        "peer",
+        far_end="iperf3",
+    ),
+    Scenario(
+        "iperf3-healthy",
+        "the far end runs iperf3 -s on a well-tuned path",
+        _spec(),
+        "path-capacity",
+        None,
+        fix_side=None,
+        far_end="iperf3",
+    ),
+    Scenario(
+        "iperf3-window-scaling-off",
+        "the far end runs iperf3 -s with window scaling off",
+        _spec(sysctls_b=(("net.ipv4.tcp_window_scaling", "0"),)),
+        "window-scaling",
+        "peer",
+        far_end="iperf3",
+    ),
+    Scenario(
+        "port-window-scaling-off",
+        "only a web server answers (no serve, no iperf3); window scaling off there",
+        _spec(sysctls_b=(("net.ipv4.tcp_window_scaling", "0"),)),
+        "window-scaling",
+        "peer",
+        check_args=("--tcp-port", str(PORT_ONLY), "--allow-predicted"),
+        far_end="tcp-port",
+    ),
+)
+# Every row: serve on the far end first, then the far ends that do not run serve.
+SCENARIOS = SERVE_SCENARIOS + FAR_END_SCENARIOS
+
+
+@contextlib.contextmanager
+def _far_end(lab: Lab, kind: FarEndKind) -> Iterator[None]:
+    """Host b runs what the scenario says during the check."""
+    if kind == "serve":
+        with serving(lab, "b"):
+            yield
+    elif kind == "iperf3":
+        with iperf3_serving(lab, "b"):
+            yield
+    else:
+        argv = [sys.executable, "-m", "http.server", "--bind", lab.addr_b, str(PORT_ONLY)]
+        web = lab.popen("b", argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_port(lab, PORT_ONLY)
+            yield
+        finally:
+            stop(web)
+
+
+def _wait_port(lab: Lab, port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = lab.run("b", ["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True)
+        if out.stdout.strip():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} in host b")
+
+
 @dataclass(frozen=True)
 class ScenarioResult:
     name: str
@@ -207,6 +285,8 @@ class ScenarioResult:
     applied: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    far_end: str = "serve"
+    measured: bool = True
 
     @property
     def verdict_ok(self) -> bool:
@@ -243,7 +323,7 @@ def run_scenario(sc: Scenario, lab: Lab) -> ScenarioResult:
             "TCPWIZARD_STATE_DIR": str(Path(tmp, "state")),
             "TCPWIZARD_HISTORY": str(Path(tmp, "history.sqlite3")),
         }
-        with serving(lab, "b"):
+        with _far_end(lab, sc.far_end):
             if sc.setup is not None:
                 sc.setup(lab)
             t0 = time.monotonic()
@@ -251,7 +331,8 @@ def run_scenario(sc: Scenario, lab: Lab) -> ScenarioResult:
                 lab, "a", tcpwizard_argv("check", lab.addr_b, "--json", *sc.check_args), env
             )
             check_s = time.monotonic() - t0
-            verdict = doc["verdict"]
+        verdict = doc["verdict"]
+        with serving(lab, "b"):
             plan = Path(tmp, "report.json")
             plan.write_text(json.dumps(doc))
             applied: list[str] = []
@@ -287,14 +368,16 @@ def run_scenario(sc: Scenario, lab: Lab) -> ScenarioResult:
             check_s=check_s,
             applied=tuple(applied),
             skipped=tuple(skipped),
+            far_end=sc.far_end,
+            measured=bool(doc.get("measured", True)),
         )
 
 
 def results_table(results: list[ScenarioResult]) -> str:
     rows = [
-        "| scenario | cause | verdict (host) | expected | conf. | before Mbit/s | "
+        "| scenario | far end | cause | verdict (host) | expected | conf. | before Mbit/s | "
         "after fix Mbit/s | after / rate | check s | fixes printed |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---|",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         ok = "✅" if r.verdict_ok else "❌"
@@ -304,7 +387,8 @@ def results_table(results: list[ScenarioResult]) -> str:
         after = "-" if r.after_mbps is None else f"{r.after_mbps:.1f}"
         fixes = "<br>".join(f"`{c}`" for c in r.fixes) or "none"
         rows.append(
-            f"| {r.name} | {r.cause} | {ok} {r.factor} ({r.host or '-'}) | {r.expect} | "
+            f"| {r.name} | {r.far_end}{'' if r.measured else ' (predicted)'} | {r.cause} | "
+            f"{ok} {r.factor} ({r.host or '-'}) | {r.expect} | "
             f"{r.confidence:.2f} | {before} | {after} | {fixed} | {r.check_s:.1f} | {fixes} |"
         )
     return "\n".join(rows) + "\n"
