@@ -385,11 +385,11 @@ def run_bench_transfer(
     180 ms x 200 Mbit/s; the matrix 50/100/200 ms x 100/200/500 Mbit/s with each mode's
     time to 90 %; and (full run) the paper's modes x streams 1/2/4/8 at 50 ms. Builds and
     removes its own labs (root). Returns the Markdown it also writes to out_dir.
-    --quick: autotune and DRS only, shorter runs, no paper matrix."""
+    --quick: shorter runs, only the DRS targets' paths and one short test, no paper matrix."""
     say: Callable[[str], None] = progress or (lambda _m: None)
     seconds = 8.0 if quick else 15.0
     matrix_seconds = 5.0 if quick else 8.0
-    modes: Sequence[Mode] = ("autotune", "drs") if quick else ALL_MODES
+    modes: Sequence[Mode] = ALL_MODES
     run_id = uuid.uuid4().hex[:6]
     parts = [
         "# Transfer modes against iperf3 (`tcpwizard lab bench --transfer`)",

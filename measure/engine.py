@@ -450,7 +450,9 @@ def run_sender(
         t.start()
     data_threads = threads[: len(socks)]
     next_sample = start + sample_interval
-    detector = SteadyDetector(steady, start) if steady is not None else None
+    detector = None
+    if steady is not None:
+        detector = SteadyDetector(steady.for_congestion_control(report.congestion_control), start)
     # Bounded even if a thread misbehaves: past the drain allowance, or stalled.
     hard_end = min(limit_t, start + 86400.0) + MAX_DRAIN_S + 2 * stall_timeout + 1.0
     while any(t.is_alive() for t in data_threads) and clock() < hard_end:

@@ -5,13 +5,13 @@ too long for a short one (seconds of a rate that was clear after a few round tri
 sender watches what the network delivered (bytes acknowledged, TCP_INFO) once per round
 trip, as BBR's full-pipe test does: the rate is steady after `rounds` round trips that did
 not bring `growth` more than the best so far. The verdicts read the second half of a
-transfer as its settled part, so the last growth must also lie in the first 60 % of the
+transfer as its settled part, so the last growth must also lie in the first 75 % of the
 transfer; the caller's duration stays the cap.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -19,8 +19,19 @@ class SteadyStop:
     rounds: int = 3  # round trips without growth (BBR's full-pipe test: 3)
     growth: float = 1.25  # more than the best rate by this factor is growth (BBR: 25 %)
     min_s: float = 0.6  # never before: the verdicts want a few samples after the ramp
-    settled_share: float = 0.6  # the last growth lies within this share of the transfer
+    settled_share: float = 0.75  # the last growth lies within this share of the transfer
     min_round_s: float = 0.1  # a round is an RTT, but no shorter than this (sampling grid)
+    # A loss-based sender (Reno, CUBIC) grows its window by a segment per RTT once out of
+    # slow start, and its rate under loss saws over many RTTs: "no growth by a quarter for
+    # three rounds" says nothing there, and a loss verdict needs several loss events. Those
+    # transfers keep the fixed length check used before (3 s).
+    loss_based_min_s: float = 3.0
+
+    def for_congestion_control(self, cc: str) -> SteadyStop:
+        """The rule for a sender running `cc` (model-based BBR: as configured)."""
+        if not cc or cc.startswith("bbr"):
+            return self
+        return replace(self, min_s=max(self.min_s, self.loss_based_min_s))
 
 
 class SteadyDetector:

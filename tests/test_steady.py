@@ -25,14 +25,14 @@ def _run(rates_mbps: list[float], rtt: float = 0.1, cfg: SteadyStop | None = Non
 def test_slow_start_then_flat_ends_after_three_flat_rounds() -> None:
     ramp = [1.0 * 2**i for i in range(7)]  # 1 ... 64 Mbit/s, doubling per RTT
     stop = _run(ramp + [96.0] + [96.0] * 20)
-    # Last growth at 0.8 s (96 > 1.25 x 64); three flat rounds; the growth must lie
-    # within the first 60 % of the transfer: 0.8 / 0.6 = 1.33 s.
-    assert stop is not None and 1.3 <= stop <= 1.45
+    # Last growth at 0.8 s (96 > 1.25 x 64); three flat rounds make 1.1 s, and the growth
+    # lies within the first 75 % of it (0.8 <= 0.825).
+    assert stop is not None and abs(stop - 1.1) < 1e-6
 
 
 def test_window_limited_rate_ends_at_the_minimum_length() -> None:
     stop = _run([1.0, 2.0, 4.0, 6.0] + [6.4] * 20)
-    assert stop is not None and abs(stop - 0.7) < 1e-9  # 0.4 / 0.6 = 0.67, flat from 0.5
+    assert stop is not None and abs(stop - 0.7) < 1e-9  # growth last at 0.4, flat from 0.5
 
 
 def test_creeping_growth_counts_as_growth() -> None:
@@ -45,8 +45,8 @@ def test_creeping_growth_counts_as_growth() -> None:
 def test_a_dip_and_recovery_is_not_growth() -> None:
     rates = [1.0 * 2**i for i in range(7)] + [90.0, 90.0, 30.0, 90.0, 90.0, 90.0, 90.0] + [90.0] * 5
     stop = _run(rates)
-    # The same as without the dip: growth last at 0.8 s, so 0.8 / 0.6 -> the 1.4 s round.
-    assert stop is not None and abs(stop - 1.4) < 1e-6
+    # The same as without the dip: growth last at 0.8 s, three flat rounds: 1.1 s.
+    assert stop is not None and abs(stop - 1.1) < 1e-6
 
 
 def test_short_rtt_rounds_follow_the_sampling_grid() -> None:
@@ -75,3 +75,16 @@ def test_engine_sender_ends_at_a_steady_rate_before_the_cap() -> None:
     finally:
         for s in (ls, tx, rx):
             s.close()
+
+
+def test_loss_based_senders_keep_the_fixed_length() -> None:
+    """Reno's window grows a segment per RTT after slow start: three rounds without 25 %
+    more are not a settled rate, so such transfers run the old 3 s."""
+    cfg = SteadyStop()
+    assert cfg.for_congestion_control("bbr") == cfg
+    assert cfg.for_congestion_control("") == cfg
+    reno = cfg.for_congestion_control("reno")
+    assert reno.min_s == 3.0 and cfg.for_congestion_control("cubic").min_s == 3.0
+    flat = [1.0, 2.0, 4.0] + [4.0] * 40
+    early, late = _run(flat, cfg=cfg), _run(flat, cfg=reno)
+    assert early is not None and late is not None and early < 1.0 and abs(late - 3.0) < 1e-6
