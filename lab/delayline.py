@@ -172,15 +172,17 @@ class DelayLine:
 
     def _alive(self) -> bool:
         a = self.args
-        for ns in (a.ns_a, a.ns_b):
-            if not os.path.exists(os.path.join(NETNS_RUN_DIR, ns)):
-                self.stop_reason = f"namespace {ns} is gone"
-                return False
+        # The owner first: on a multi-hop lab another line may already be removing the
+        # namespaces, and every line should still clean up its own.
         if a.owner_pid and (
             not pid_alive(a.owner_pid) or start_time(a.owner_pid) != self.owner_started
         ):
             self.stop_reason = "owner"
             return False
+        for ns in (a.ns_a, a.ns_b):
+            if not os.path.exists(os.path.join(NETNS_RUN_DIR, ns)):
+                self.stop_reason = f"namespace {ns} is gone"
+                return False
         return True
 
     def write_stats(self) -> None:
@@ -249,7 +251,7 @@ class DelayLine:
 
 def _self_destruct(args: argparse.Namespace) -> None:
     """The owner died without tearing us down: remove what we belong to."""
-    for ns in (args.ns_a, args.ns_b):
+    for ns in (args.ns_a, args.ns_b, *args.extra_ns):
         pids = subprocess.run(
             ["ip", "netns", "pids", ns], capture_output=True, text=True, check=False
         ).stdout.split()
@@ -287,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--owner-pid", type=int, default=0, help="tear the lab down when it exits")
     p.add_argument("--state-file", default="")
     p.add_argument("--stats-file", default="")
+    p.add_argument("--extra-ns", action="append", default=[],
+                   help="another namespace of the lab (routers, b) to remove with it")  # fmt: skip
     args = p.parse_args(argv)
     line = DelayLine(args)
     try:

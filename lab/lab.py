@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import IO, Any, cast
 
 from tcpwizard.exitcodes import PermissionRequired, UsageError
-from tcpwizard.lab import netns
+from tcpwizard.lab import hops, netns
 from tcpwizard.lab.netem import build_netem, netem_available
 from tcpwizard.lab.netns import LabError
 from tcpwizard.lab.spec import SIDES, Addresses, LabSpec, LinkSpec, Side, addresses_for
@@ -67,7 +67,7 @@ class Lab:
         self.backend = spec.backend
         self.pid = 0
         self._proc: subprocess.Popen[bytes] | None = None
-        self._addrs: Addresses = addresses_for(spec.name)
+        self._addrs: Addresses = hops.addresses(spec) if spec.hops else addresses_for(spec.name)
 
     # -- addresses and namespaces -------------------------------------------------------
     @property
@@ -182,7 +182,7 @@ class Lab:
                         f"delay line carries on this machine ({self.max_rate_bps / 1e6:g} "
                         "Mbit/s); it would be the bottleneck itself"
                     )
-        for ns in (self.ns_a, self.ns_b):
+        for ns in (self.ns_a, self.ns_b, *hops.routers(self.spec)):
             if netns.ns_exists(ns):
                 raise UsageError(f"network namespace {ns} already exists; pick another --name")
         created: list[str] = []
@@ -194,12 +194,16 @@ class Lab:
             created.append(self.ns_b)
             for ns in (self.ns_a, self.ns_b):
                 netns.ip("link", "set", "lo", "up", ns=ns)
+            if self.spec.hops:
+                hops.create(self)
             if self.backend == "delayline":
                 self._start_delayline()
             else:
                 build_netem(self.spec, self.ns_a, self.ns_b, self.ifname)
             self.state.write(self._record())
             self._configure()
+            if self.spec.hops:
+                hops.configure(self)
             self._wait_reachable()
         except BaseException:
             if len(created) == 2:
@@ -227,7 +231,7 @@ class Lab:
 
         argv = [
             sys.executable, "-m", "tcpwizard.lab.delayline",
-            "--name", self.name, "--ns-a", self.ns_a, "--ns-b", self.ns_b,
+            "--name", self.name, "--ns-a", self.ns_a, "--ns-b", hops.first_peer(self),
             "--ifname", self.ifname, "--mtu", str(self.spec.mtu),
             "--forward", params(self.spec.forward), "--reverse", params(self.spec.reverse),
             "--state-file", self.state.file(self.name),
@@ -237,6 +241,8 @@ class Lab:
             argv += ["--seed", str(self.seed)]
         if self.owner_pid:
             argv += ["--owner-pid", str(self.owner_pid)]
+        for ns in hops.routers(self.spec) + ([self.ns_b] if self.spec.hops else []):
+            argv += ["--extra-ns", ns]  # removed with the lab when its owner is gone
         with open(self.state.file(self.name, ".log"), "ab") as log:
             # Own session: survives the CLI that started it and its terminal's ^C.
             self._proc = subprocess.Popen(
@@ -284,7 +290,8 @@ class Lab:
             )  # fmt: skip
             if proc.returncode == 0:
                 return
-            if self.spec.forward.loss == 0 and self.spec.reverse.loss == 0:
+            lossless = not any(h.loss for h in self.spec.hops)
+            if self.spec.forward.loss == 0 and self.spec.reverse.loss == 0 and lossless:
                 break
         raise LabError(f"lab {self.name}: b ({self.addr_b}) does not answer ping from a")
 
@@ -305,6 +312,7 @@ class Lab:
         for ns in (self.ns_a, self.ns_b):
             netns.kill_ns_processes(ns)
             netns.ns_del(ns)
+        hops.teardown(self)
         self.state.remove(self.name)
         self.pid = 0
 

@@ -55,8 +55,56 @@ class LinkSpec:
 
 
 @dataclass(frozen=True)
+class HopSpec:
+    """One router namespace on a multi-hop path (lab/hops.py builds them).
+
+    The router forwards with the real kernel. Its fields describe the link that leads *into*
+    it from the previous node (a, or the router before it) and the router's own ICMP:
+    rtt_s is added to the round trip of every later hop (split evenly per direction),
+    rate_bps None means no shaping on that link, loss drops that share of the packets
+    travelling toward b on it, mtu None means the lab's MTU. icmp_ratelimit_ms sets the
+    router's net.ipv4.icmp_ratelimit / net.ipv6.icmp.ratelimit (0: answer every probe; the
+    kernel allows a burst of 6 then one per interval); drop_frag_needed makes the router
+    silently drop the "fragmentation needed" / "packet too big" messages it would send: a
+    PMTU black hole when the link after it is narrower.
+    """
+
+    rtt_s: float = 0.0
+    rate_bps: float | None = None
+    loss: float = 0.0
+    mtu: int | None = None
+    icmp_ratelimit_ms: int = 0
+    drop_frag_needed: bool = False
+
+    def validate(self, what: str) -> None:
+        if not 0.0 <= self.rtt_s <= 10.0:
+            raise UsageError(f"{what}: rtt must be between 0 and 10 s")
+        if self.rate_bps is not None and not self.rate_bps > 0:
+            raise UsageError(f"{what}: rate must be positive")
+        if not 0.0 <= self.loss < 1.0:
+            raise UsageError(f"{what}: loss must be a fraction in [0, 1)")
+        if self.mtu is not None and not 1280 <= self.mtu <= 9000:
+            raise UsageError(f"{what}: mtu {self.mtu}: use 1280-9000 (IPv6 needs 1280)")
+        if not 0 <= self.icmp_ratelimit_ms <= 60000:
+            raise UsageError(f"{what}: icmp rate limit must be 0-60000 ms")
+
+    @property
+    def emulated(self) -> bool:
+        """The link into this router needs the delay line (delay, rate or loss)."""
+        return self.rtt_s > 0 or self.rate_bps is not None or self.loss > 0
+
+
+MAX_HOPS = 16
+
+
+@dataclass(frozen=True)
 class LabSpec:
-    """A lab. name "" means: let the caller (fixture, CLI) choose a unique one."""
+    """A lab. name "" means: let the caller (fixture, CLI) choose a unique one.
+
+    hops () is the classic two-host lab (a and b joined by the bottleneck). With hops, a
+    router namespace per HopSpec sits between them: a -[bottleneck]- r1 - r2 ... rN - b,
+    the bottleneck (forward/reverse) on the first link.
+    """
 
     forward: LinkSpec  # a -> b
     reverse: LinkSpec  # b -> a
@@ -65,6 +113,7 @@ class LabSpec:
     sysctls_a: tuple[tuple[str, str], ...] = ()
     sysctls_b: tuple[tuple[str, str], ...] = ()
     backend: str = "auto"
+    hops: tuple[HopSpec, ...] = ()
 
     @classmethod
     def symmetric(
@@ -80,14 +129,16 @@ class LabSpec:
         sysctls_a: tuple[tuple[str, str], ...] = (),
         sysctls_b: tuple[tuple[str, str], ...] = (),
         backend: str = "auto",
+        hops: tuple[HopSpec, ...] = (),
     ) -> LabSpec:
         """The same link both ways; RTT split evenly, loss applied in each direction."""
         link = LinkSpec(rate_bps, rtt_s / 2, jitter_s, loss, queue_bytes)
-        return cls(link, link, name, mtu, sysctls_a, sysctls_b, backend)
+        return cls(link, link, name, mtu, sysctls_a, sysctls_b, backend, hops)
 
     @property
     def rtt_s(self) -> float:
-        return self.forward.delay_s + self.reverse.delay_s
+        """Round trip a <-> b: the bottleneck's plus every hop's."""
+        return self.forward.delay_s + self.reverse.delay_s + sum(h.rtt_s for h in self.hops)
 
     def queue_bytes(self, link: LinkSpec) -> int:
         """Drop-tail limit of `link`: as given, or 1 BDP of the round trip (floored)."""
@@ -109,6 +160,17 @@ class LabSpec:
             raise UsageError(f"backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
         self.forward.validate("a->b", self.mtu)
         self.reverse.validate("b->a", self.mtu)
+        if len(self.hops) > MAX_HOPS:
+            raise UsageError(f"{len(self.hops)} hops: use at most {MAX_HOPS}")
+        if self.hops and self.backend == "netem":
+            raise UsageError("a lab with hops uses the delay line; use --backend delayline")
+        for i, hop in enumerate(self.hops, 1):
+            hop.validate(f"hop {i}")
+        if self.hops and (self.hops[0].emulated or self.hops[0].mtu is not None):
+            raise UsageError(
+                "hop 1's link is the lab's bottleneck: set its rate, RTT, loss and MTU with "
+                "the lab's own options"
+            )
         for side in SIDES:
             for key, _ in self.sysctls(side):
                 check_sysctl_key(key)
@@ -129,6 +191,7 @@ class LabSpec:
             sysctls_a=pairs(data.get("sysctls_a", ())),
             sysctls_b=pairs(data.get("sysctls_b", ())),
             backend=str(data.get("backend", "auto")),
+            hops=tuple(HopSpec(**h) for h in data.get("hops", ())),
         )
 
     def with_name(self, name: str) -> LabSpec:
