@@ -1,0 +1,113 @@
+"""Every output format against a committed golden file, for a measured check (serve far end)
+and a prediction (only a plain port answered, window scaling refused in the handshake).
+A change in any format shows here as a diff; regenerate on purpose with
+`TCPWIZARD_UPDATE_GOLDEN=1 pytest tests/test_golden_formats.py`."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tcpwizard.advice.handshake_findings import handshake_findings
+from tcpwizard.advice.model import Verdict, WizardGap
+from tcpwizard.exitcodes import ExitCode
+from tcpwizard.measure.handshake import HandshakeFacts
+from tcpwizard.output import render_report
+from tcpwizard.report import FarEndInfo, Report
+from tests import tui_data
+
+GOLDEN = Path(__file__).parent / "golden"
+SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
+FORMATS = {"text": "txt", "json": "json", "prometheus": "prom", "nagios": "nagios"}
+
+
+def measured(tmp: Path) -> Report:
+    base = tui_data.report(tmp)
+    hs = HandshakeFacts(True, 7, True, True, 1448, 50_100, port=5301)
+    return dataclasses.replace(
+        base,
+        measured=True,
+        far_end=FarEndInfo("serve", 5301, "tcpwizard serve at port 5301"),
+        peer_handshake=hs,
+        peer_handshake_findings=handshake_findings(hs, 0.05),
+    )
+
+
+def predicted(tmp: Path) -> Report:
+    base = tui_data.report(tmp)
+    hs = HandshakeFacts(False, None, True, True, 1448, 50_100, port=22)
+    found = handshake_findings(hs, 0.05)
+    verdict = Verdict(
+        "window-scaling",
+        0.39,
+        "peer",
+        "up: TCP window scaling (RFC 7323) is off on the peer host, so the window cannot "
+        "exceed 64 KB whatever the buffers are; turn it on at both ends.",
+        (
+            "the peer host did not agree to window scaling in the TCP handshake",
+            "64 KB / 50.1 ms = 10.5 Mbit/s at most",
+            "missing: no peer audit (the far end does not run `tcpwizard serve`)",
+            "missing: no test transfer",
+        ),
+        WizardGap(10.5, 100.1, False),
+    )
+    return dataclasses.replace(
+        base,
+        verdict=verdict,
+        fixes=tuple(f for x in found for f in x.fixes),
+        exit_code=ExitCode.UNKNOWN,
+        peer=None,
+        transfer=None,
+        path=dataclasses.replace(tui_data.path_estimate(), peer=False, port=22),
+        notes=("not measured: no transfer: the far end runs neither tcpwizard serve nor iperf3",),
+        measured=False,
+        far_end=FarEndInfo(
+            "tcp-port",
+            22,
+            "TCP port 22 (open); no serve, no iperf3",
+            ("no test transfer: the far end runs neither tcpwizard serve nor iperf3",),
+        ),
+        peer_handshake=hs,
+        peer_handshake_findings=found,
+    )
+
+
+CASES = {"measured": measured, "predicted": predicted}
+
+
+def _render(report: Report, fmt: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = render_report(report, fmt, out, color=False)
+    return code, out.getvalue()
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("case", list(CASES))
+def test_format_matches_golden(case: str, fmt: str, tmp_path: Path) -> None:
+    report = CASES[case](tmp_path)
+    code, text = _render(report, fmt)
+    path = GOLDEN / f"{case}.{FORMATS[fmt]}"
+    if os.environ.get("TCPWIZARD_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{path.name} changed (TCPWIZARD_UPDATE_GOLDEN=1 to accept)"
+    if fmt == "json":
+        jsonschema.validate(json.loads(text), SCHEMA)
+    if fmt == "nagios":
+        assert code == int(report.exit_code)
+
+
+def test_prediction_leads_with_what_was_not_measured(tmp_path: Path) -> None:
+    _, text = _render(predicted(tmp_path), "text")
+    assert text.splitlines()[1].startswith("PREDICTED — not measured: no transfer")
+    _, line = _render(predicted(tmp_path), "nagios")
+    assert line.startswith("TCPWIZARD UNKNOWN - dtn1.example: no transfer")
+    doc = json.loads(_render(predicted(tmp_path), "json")[1])
+    assert doc["measured"] is False and doc["peer_handshake"]["window_scaling"] is False
+    assert doc["fixes"][0]["host"] == "peer"
