@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := iproute2 iperf3 iputils-ping ethtool tmux nftables openssh-server openssh-client
+APT_PACKAGES := iproute2 iperf3 iputils-ping ethtool tmux nftables openssh-server openssh-client nginx-light tcpdump curl
 
 .PHONY: demo test lint unit system-deps install clean completions schema bench man wheel
 
@@ -53,6 +53,7 @@ wheel: install
 
 schema: install
 	$(BIN)/python -m tcpwizard.output.schema docs/report.schema.json
+	$(BIN)/python -m tcpwizard.output.conns_json docs/conns.schema.json
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache

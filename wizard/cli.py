@@ -168,6 +168,37 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
     )
 
 
+def _add_conns(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser(
+        "conns", help="why each live TCP connection of this host is as fast as it is"
+    )
+    p.add_argument(
+        "--port", type=argtypes.port, help="only connections with this port (either end)"
+    )
+    p.add_argument("--address", help="only connections with this address or prefix (either end)")
+    p.add_argument("--process", help="only connections of this process (pid or part of its name)")
+    p.add_argument("--busy", action="store_true", help="only connections that moved data")
+    p.add_argument(
+        "--interval",
+        type=argtypes.duration("s"),
+        default="1s",
+        help="how long each connection is watched for its verdict (1s)",
+    )
+    p.add_argument(
+        "--bandwidth",
+        type=argtypes.rate,
+        help="size the buffer fixes for this rate at each connection's RTT (1gbit)",
+    )
+    p.add_argument("--watch", action="store_true", help="refresh every interval until Ctrl-C")
+    p.add_argument(
+        "--count",
+        type=argtypes.int_range(0, 1_000_000),
+        default=0,
+        help="with --watch: stop after this many rounds (0: never)",
+    )
+    _add_output_flags(p)
+
+
 def _add_calc(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("calc", help="bandwidth-delay product and recommended buffer sizes")
     p.add_argument(
@@ -346,6 +377,7 @@ def build_parser() -> Parser:
     sub.required = True
     for add in (
         _add_check,
+        _add_conns,
         _add_calc,
         _add_probe,
         _add_transfer,

@@ -1,0 +1,369 @@
+"""The verdict for one live connection, from what its TCP_INFO said over an interval.
+
+The same vocabulary as `check`, read the way a wizard reads `ss -ti`:
+
+* this host sends: the chrono counters say what stalled the sender. Receive-window limited
+  with the peer's window closing to zero (or opening far wider than the data in flight) is
+  the receiving *application* not reading; with a steady window filled every RTT it is the
+  peer's receive buffer (`receiver-window`, fix the peer). Send-buffer limited is
+  `sender-buffer` here. A sender that is mostly not busy has nothing to send
+  (`application`, here). Busy, with losses at the Mathis bound of a loss-based sender, is
+  `congestion`; busy and cwnd-limited at its delivery rate is `path-capacity`.
+* this host receives: unread bytes piling up in our queue is our `application`; the window
+  we offer filled every RTT is our `receiver-window`; otherwise the sender or the path sets
+  the rate (only the sender's TCP_INFO can tell which, so the confidence is low).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.snippets import setsockopt_fix
+from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
+from tcpwizard.checks.base import sysctl_fix
+from tcpwizard.checks.model import BdpTarget, Fix, HostRole
+from tcpwizard.checks.window import recommended_buffer
+from tcpwizard.measure.conns import ConnObservation
+from tcpwizard.units import format_bytes
+
+BUSY_MBPS = 0.1  # below this a connection is idle: nothing to judge
+LIMITED_SHARE = 0.2  # of the busy time: a stall this long is the limit
+IDLE_SENDER = 0.5  # busy less than this share of the interval: the application is slow
+WINDOW_FILLED = 0.6  # rate x RTT at least this share of the window: the window is the limit
+LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
+DEFAULT_RATE_BPS = 1e9  # fixes are sized for this rate at the connection's RTT unless told
+GUIDE = "Tierney, 'TCP Buffer Tuning'; NDT web100 heuristics (rwnd/sndbuf-limited time)"
+Role = str  # "sending" | "receiving" | "idle"
+
+
+@dataclass(frozen=True)
+class ConnDiagnosis:
+    role: Role
+    verdict: Verdict | None  # None: idle, nothing to judge
+    fixes: tuple[Fix, ...] = ()
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f}%"
+
+
+def _rtt(obs: ConnObservation) -> float:
+    return obs.rtt_ms or obs.min_rtt_ms or obs.rcv_rtt_ms
+
+
+def _target(obs: ConnObservation, rate_bps: float) -> BdpTarget:
+    rtt_ms = obs.min_rtt_ms or _rtt(obs) or 100.0
+    return BdpTarget(rtt_ms / 1e3, rate_bps, "measured")
+
+
+def _triple(sysctls: Mapping[str, str], key: str) -> tuple[int, int, int] | None:
+    try:
+        lo, mid, hi = (int(x) for x in sysctls.get(key, "").split())
+    except ValueError:
+        return None
+    return lo, mid, hi
+
+
+def _buffer_fix(
+    key: str, size: int, host: HostRole, sysctls: Mapping[str, str] | None, why: str
+) -> Fix:
+    """tcp_rmem/tcp_wmem with the max raised to `size` (this host's min and default kept;
+    Linux's defaults for a peer we cannot read)."""
+    base = {"net.ipv4.tcp_rmem": "4096 131072", "net.ipv4.tcp_wmem": "4096 16384"}[key]
+    current = _triple(sysctls or {}, key)
+    if current is not None:
+        base = f"{current[0]} {current[1]}"
+        size = max(size, current[2])
+    fix = sysctl_fix(key.rsplit(".", 1)[1], key, f"{base} {size}", why, GUIDE)
+    return Fix(fix.id, fix.kind, host, fix.key, fix.value, fix.command, fix.why, fix.guideline)
+
+
+def _verdict(
+    factor: LimitingFactor,
+    confidence: float,
+    host: HostRole | None,
+    explanation: str,
+    evidence: list[str],
+    current: float,
+    tuned: float | None = None,
+) -> Verdict:
+    return Verdict(
+        factor, confidence, host, explanation, tuple(evidence), WizardGap(current, tuned, False)
+    )
+
+
+def _common_evidence(obs: ConnObservation) -> list[str]:
+    if not obs.sending:
+        return [
+            f"RTT seen by this receiver {obs.rcv_rtt_ms:.1f} ms (min {obs.min_rtt_ms:.1f}), "
+            f"receive buffer {format_bytes(obs.rcvbuf or 0)}, {obs.ooo_packets} segments "
+            "out of order"
+        ]
+    return [
+        f"RTT {_rtt(obs):.1f} ms (min {obs.min_rtt_ms:.1f}), cwnd {obs.snd_cwnd} x "
+        f"{obs.snd_mss} B, delivery rate {obs.delivery_rate_mbps:.1f} Mbit/s"
+    ]
+
+
+def judge(
+    obs: ConnObservation,
+    sysctls: Mapping[str, str] | None = None,
+    rate_bps: float = DEFAULT_RATE_BPS,
+    ram_bytes: int | None = None,
+) -> ConnDiagnosis:
+    """The one factor that held `obs` back during its interval, and the fix.
+    `sysctls` are this host's (tcp_rmem, tcp_wmem: current values kept in the fixes);
+    fixes are sized for `rate_bps` at the connection's RTT."""
+    if obs.rate_mbps < BUSY_MBPS:
+        return ConnDiagnosis("idle", None)
+    size = recommended_buffer(_target(obs, rate_bps), ram_bytes)
+    if obs.sending:
+        return ConnDiagnosis("sending", *_judge_sender(obs, sysctls, size))
+    return ConnDiagnosis("receiving", *_judge_receiver(obs, sysctls, size))
+
+
+def _judge_sender(
+    obs: ConnObservation, sysctls: Mapping[str, str] | None, size: int
+) -> tuple[Verdict, tuple[Fix, ...]]:
+    rate, rtt = obs.send_mbps, _rtt(obs)
+    ev = [
+        f"sent {rate:.1f} Mbit/s; busy {_pct(obs.busy)}, receive-window limited "
+        f"{_pct(obs.rwnd_limited)}, send-buffer limited {_pct(obs.sndbuf_limited)} of "
+        f"{obs.seconds:.1f} s (TCP_INFO)",
+        *_common_evidence(obs),
+    ]
+    window_mbps = window_limit_mbps(obs.snd_wnd_max, rtt) if rtt > 0 else 0.0
+    if obs.snd_wnd_max:
+        ev.append(
+            f"peer's window {format_bytes(obs.snd_wnd_min)}-{format_bytes(obs.snd_wnd_max)}: "
+            f"{format_bytes(obs.snd_wnd_max)} / {rtt:.1f} ms = {window_mbps:.1f} Mbit/s"
+        )
+    busy = max(obs.busy, 1e-9)
+    if obs.rwnd_limited / busy >= LIMITED_SHARE:
+        unused = window_mbps > 0 and rate < 0.5 * window_mbps
+        closing = obs.snd_wnd_min < 0.5 * obs.snd_wnd_max
+        if obs.zero_window or (unused and closing):
+            ev.append(
+                "the peer's window closed to zero (zero-window probes)"
+                if obs.zero_window
+                else "the peer's window opens far wider than the data sent per RTT, then closes"
+            )
+            return _verdict(
+                "application",
+                0.75 if obs.zero_window else 0.6,
+                "peer",
+                "the receiving application does not read fast enough: its socket buffer is "
+                "full, the window it offers closes, and the sender waits (a buffer change "
+                "does not help; look at the reader: disk, CPU, a rate limit)",
+                ev,
+                rate,
+            ), ()
+        if not obs.window_scaling and obs.snd_wnd_max <= 65535:
+            ev.append("window scaling is off on this connection (no wscale in the SYNs)")
+            fix = sysctl_fix(
+                "tcp_window_scaling",
+                "net.ipv4.tcp_window_scaling",
+                "1",
+                "Without window scaling no window exceeds 64 KB.",
+                "RFC 7323",
+            )
+            return _verdict(
+                "window-scaling",
+                0.9,
+                "both",
+                "window scaling was not agreed in the handshake: the window stops at 64 KB",
+                ev,
+                rate,
+            ), (Fix(fix.id, fix.kind, "both", fix.key, fix.value, fix.command, fix.why),)
+        fixes = (
+            _buffer_fix(
+                "net.ipv4.tcp_rmem",
+                size,
+                "peer",
+                None,
+                "The receive window, and so the rate per RTT, is bounded by the receiver's "
+                "tcp_rmem max (the peer's current value is not readable from here).",
+            ),
+            setsockopt_fix("SO_RCVBUF", size // 2, "peer"),
+        )
+        return _verdict(
+            "receiver-window",
+            0.8 if rate >= WINDOW_FILLED * window_mbps else 0.65,
+            "peer",
+            "the receiver (peer) does not offer a window as large as the path's "
+            "bandwidth-delay product, so this sender idles waiting for window updates",
+            ev,
+            rate,
+            None,
+        ), fixes
+    if obs.sndbuf_limited / busy >= LIMITED_SHARE:
+        return _sender_buffer(obs, sysctls, size, ev, rate)
+    if obs.busy < IDLE_SENDER:
+        ev.append(f"the sender had data in flight only {_pct(obs.busy)} of the time")
+        return _verdict(
+            "application",
+            0.7,
+            "local",
+            "the sending application does not supply data fast enough (TCP had nothing to "
+            "send most of the time): look at its disk, CPU or its own rate limit",
+            ev,
+            rate,
+        ), ()
+    loss = obs.retransmits / obs.segs_out if obs.segs_out else 0.0
+    bound = mathis_mbps(obs.snd_mss or 1448, rtt, loss) if rtt > 0 else None
+    cc = obs.congestion_control.lower()
+    if loss > 0 and bound is not None and cc in LOSS_BASED and rate <= 1.5 * bound:
+        ev.append(
+            f"{obs.retransmits} retransmits of {obs.segs_out} segments ({loss:.2%}): "
+            f"{cc} is bounded at {bound:.1f} Mbit/s (Mathis)"
+        )
+        fix = sysctl_fix(
+            "tcp_congestion_control",
+            "net.ipv4.tcp_congestion_control",
+            "bbr",
+            "BBR does not treat random loss as congestion (new connections only).",
+            "Cardwell et al., BBR (2016)",
+        )
+        return _verdict(
+            "congestion",
+            0.65,
+            "local",
+            f"losses hold the loss-based congestion control ({cc}) down",
+            ev,
+            rate,
+        ), (fix,)
+    ev.append(
+        f"busy {_pct(obs.busy)} and neither window limited it: cwnd-limited at the rate "
+        f"the path delivers ({obs.delivery_rate_mbps:.1f} Mbit/s)"
+    )
+    return _verdict(
+        "path-capacity",
+        0.7,
+        None,
+        "healthy: the connection runs at what the path gives it (its congestion window, "
+        "not a buffer, sets the rate)",
+        ev,
+        rate,
+    ), ()
+
+
+def _sender_buffer(
+    obs: ConnObservation,
+    sysctls: Mapping[str, str] | None,
+    size: int,
+    ev: list[str],
+    rate: float,
+) -> tuple[Verdict, tuple[Fix, ...]]:
+    wmem = _triple(sysctls or {}, "net.ipv4.tcp_wmem")
+    locked = obs.sndbuf is not None and wmem is not None and obs.sndbuf < 0.9 * wmem[2]
+    if obs.sndbuf is not None:
+        ev.append(
+            f"send buffer {format_bytes(obs.sndbuf)}"
+            + (f" of tcp_wmem max {format_bytes(wmem[2])}" if wmem else "")
+            + (" (the application fixed SO_SNDBUF: autotuning is off)" if locked else "")
+        )
+    fixes: tuple[Fix, ...] = (
+        (setsockopt_fix("SO_SNDBUF", size // 2, "local"),)
+        if locked
+        else (
+            _buffer_fix(
+                "net.ipv4.tcp_wmem",
+                size,
+                "local",
+                sysctls,
+                "Unacknowledged data stays in the send buffer: tcp_wmem max bounds the rate.",
+            ),
+            setsockopt_fix("SO_SNDBUF", size // 2, "local"),
+        )
+    )
+    return _verdict(
+        "sender-buffer",
+        0.8,
+        "local",
+        "this host's send buffer is smaller than the path's bandwidth-delay product: the "
+        "sender stops with the window still open",
+        ev,
+        rate,
+    ), fixes
+
+
+def _judge_receiver(
+    obs: ConnObservation, sysctls: Mapping[str, str] | None, size: int
+) -> tuple[Verdict, tuple[Fix, ...]]:
+    rate = obs.recv_mbps
+    rtt = obs.rcv_rtt_ms or obs.min_rtt_ms or obs.rtt_ms
+    ev = [f"received {rate:.1f} Mbit/s over {obs.seconds:.1f} s", *_common_evidence(obs)]
+    if obs.rcvbuf and obs.rqueue_max >= 0.25 * obs.rcvbuf:
+        ev.append(
+            f"up to {format_bytes(obs.rqueue_max)} received and not yet read "
+            f"(receive buffer {format_bytes(obs.rcvbuf)})"
+        )
+        return _verdict(
+            "application",
+            0.7,
+            "local",
+            "the application here does not read fast enough: its unread data fills the "
+            "receive buffer and the window it offers closes",
+            ev,
+            rate,
+        ), ()
+    window_mbps = window_limit_mbps(obs.rcv_wnd_max, rtt) if rtt > 0 else 0.0
+    if obs.rcv_wnd_max:
+        ev.append(
+            f"window offered {format_bytes(obs.rcv_wnd_max)} / {rtt:.1f} ms = "
+            f"{window_mbps:.1f} Mbit/s"
+        )
+    if window_mbps > 0 and rate >= WINDOW_FILLED * window_mbps:
+        rmem = _triple(sysctls or {}, "net.ipv4.tcp_rmem")
+        locked = obs.rcvbuf is not None and rmem is not None and obs.rcvbuf < 0.5 * rmem[2]
+        if obs.rcvbuf is not None:
+            ev.append(
+                f"receive buffer {format_bytes(obs.rcvbuf)}"
+                + (f" of tcp_rmem max {format_bytes(rmem[2])}" if rmem else "")
+                + (" (the application fixed SO_RCVBUF: autotuning is off)" if locked else "")
+            )
+        fixes: tuple[Fix, ...] = (setsockopt_fix("SO_RCVBUF", size // 2, "local"),)
+        if not locked:
+            fixes = (
+                _buffer_fix(
+                    "net.ipv4.tcp_rmem",
+                    size,
+                    "local",
+                    sysctls,
+                    "The receive window, and so the rate per RTT, is bounded by tcp_rmem max.",
+                ),
+                *fixes,
+            )
+        return _verdict(
+            "receiver-window",
+            0.75,
+            "local",
+            "this host (the receiver) does not offer a window as large as the path's "
+            "bandwidth-delay product: the data of each window arrives, then the sender waits",
+            ev,
+            rate,
+        ), fixes
+    if obs.ooo_packets:
+        ev.append(f"{obs.ooo_packets} segments arrived out of order (losses upstream)")
+        return _verdict(
+            "congestion",
+            0.4,
+            "peer",
+            "segments are lost on the way here; the far end's congestion control sets the "
+            "rate (only its TCP_INFO tells by how much)",
+            ev,
+            rate,
+        ), ()
+    ev.append("the window we offer is not filled: the far end's sender or the path sets the rate")
+    return _verdict(
+        "path-capacity",
+        0.45,
+        None,
+        "this host's receive window is not the limit; seen from the receiver the sender or "
+        "the path sets the rate (`tcpwizard conns` on the sender, or `tcpwizard check`, "
+        "tells which)",
+        ev,
+        rate,
+    ), ()

@@ -1,0 +1,234 @@
+"""`conns` without a network: the verdict rules over constructed TCP_INFO observations,
+the sampling arithmetic, filters, and the text/JSON formats against golden files."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tcpwizard.advice.conns import judge
+from tcpwizard.conns_report import ConnFilter, OwnerKey, connections_report
+from tcpwizard.context import Context
+from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.main import main
+from tcpwizard.measure.conns import ConnKey, ConnObservation, DiagRecord, Owner, observe
+from tcpwizard.measure.tcpinfo import TcpInfo
+from tcpwizard.output import conns_json, conns_text
+from tests.conns_data import IPERF3, SYSCTLS, obs, report
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).parent / "golden"
+SCHEMA_FILE = ROOT / "docs" / "conns.schema.json"
+
+
+def _factor(o: ConnObservation) -> tuple[str | None, str | None]:
+    v = judge(o, SYSCTLS).verdict
+    return (v.limiting_factor, v.host_to_fix) if v else (None, None)
+
+
+def test_idle_connection_has_no_verdict() -> None:
+    d = judge(obs(send_mbps=0.0, recv_mbps=0.0))
+    assert d.role == "idle" and d.verdict is None and d.fixes == ()
+
+
+def test_steady_window_filled_each_rtt_is_the_peers_receive_window() -> None:
+    d = judge(obs(rwnd_limited=0.3, busy=0.9), SYSCTLS)
+    assert d.verdict is not None
+    assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("receiver-window", "peer")
+    keys = {(f.key, f.host) for f in d.fixes}
+    assert ("net.ipv4.tcp_rmem", "peer") in keys and ("setsockopt:SO_RCVBUF", "peer") in keys
+    # Sized for 1 Gbit/s at the 50 ms RTT: 2 x 6.3 MB rounded to a power of two.
+    rmem = next(f for f in d.fixes if f.key == "net.ipv4.tcp_rmem")
+    assert rmem.value == "4096 131072 16777216"
+
+
+def test_zero_window_is_the_receiving_application() -> None:
+    assert _factor(obs(rwnd_limited=0.6, busy=0.8, zero_window=True)) == ("application", "peer")
+
+
+def test_window_opening_wider_than_used_is_a_slow_reader() -> None:
+    o = obs(rwnd_limited=0.5, busy=0.7, send_mbps=4.0, snd_wnd_min=8_000, snd_wnd_max=3_000_000)
+    assert _factor(o) == ("application", "peer")
+
+
+def test_unscaled_window_is_window_scaling() -> None:
+    o = obs(rwnd_limited=0.5, snd_wnd_max=65_535, snd_wnd_min=65_535, window_scaling=False)
+    assert _factor(o) == ("window-scaling", "both")
+
+
+def test_send_buffer_stalls_are_sender_buffer_here() -> None:
+    d = judge(obs(sndbuf_limited=0.5, busy=0.8, sndbuf=4_194_304), SYSCTLS)
+    assert d.verdict is not None and d.verdict.limiting_factor == "sender-buffer"
+    assert d.fixes[0].key == "net.ipv4.tcp_wmem" and d.fixes[0].host == "local"
+    assert d.fixes[0].value == "4096 16384 16777216"
+
+
+def test_fixed_small_send_buffer_is_the_applications_setsockopt() -> None:
+    d = judge(obs(sndbuf_limited=0.5, busy=0.8, sndbuf=131_072), SYSCTLS)
+    assert [f.key for f in d.fixes] == ["setsockopt:SO_SNDBUF"]
+    assert any("fixed SO_SNDBUF" in e for e in d.verdict.evidence)  # type: ignore[union-attr]
+
+
+def test_sender_with_nothing_to_send_is_the_application() -> None:
+    assert _factor(obs(busy=0.2)) == ("application", "local")
+
+
+def test_reno_at_the_mathis_bound_is_congestion() -> None:
+    o = obs(congestion_control="reno", retransmits=20, segs_out=2000, send_mbps=3.0)
+    d = judge(o, SYSCTLS)
+    assert d.verdict is not None and d.verdict.limiting_factor == "congestion"
+    assert d.fixes[0].value == "bbr"
+
+
+def test_busy_unlimited_sender_is_path_capacity() -> None:
+    o = obs(send_mbps=94.0, busy=0.99, delivery_rate_mbps=95.0, snd_wnd_max=20_000_000)
+    assert _factor(o) == ("path-capacity", None)
+
+
+def test_receiver_window_filled_is_this_hosts_rmem() -> None:
+    o = obs(send_mbps=0.0, recv_mbps=20.9, rcv_rtt_ms=50.0, rcv_wnd_max=162_000, rcvbuf=262_144)
+    d = judge(o, {"net.ipv4.tcp_rmem": "4096 65536 262144"})
+    assert d.role == "receiving" and d.verdict is not None
+    assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("receiver-window", "local")
+    assert d.fixes[0].value == "4096 65536 16777216"
+
+
+def test_receiver_with_unread_data_is_the_local_application() -> None:
+    o = obs(send_mbps=0.0, recv_mbps=5.0, rqueue_max=2_000_000, rcvbuf=4_000_000)
+    assert _factor(o) == ("application", "local")
+
+
+def test_receiver_not_window_limited_is_a_weak_path_capacity() -> None:
+    o = obs(send_mbps=0.0, recv_mbps=90.0, rcv_rtt_ms=50.0, rcv_wnd_max=3_000_000)
+    d = judge(o, SYSCTLS)
+    assert d.verdict is not None and d.verdict.limiting_factor == "path-capacity"
+    assert d.verdict.confidence < 0.5
+
+
+def _rec(t: int, acked: int, busy: int, rwnd: int, snd_wnd: int, timer: int = 0) -> DiagRecord:
+    info = TcpInfo(
+        280,
+        {
+            "bytes_acked": acked,
+            "busy_time": busy,
+            "rwnd_limited": rwnd,
+            "sndbuf_limited": 0,
+            "snd_wnd": snd_wnd,
+            "rtt": 50_000,
+            "min_rtt": 50_000,
+            "options": 4,
+            "wscale": 0x77,
+        },
+    )
+    key = ConnKey("10.0.0.1", 1, "10.0.0.2", 2)
+    return DiagRecord(key, 5, 0, timer, 0, 1000, "bbr", 100, 200, info)
+
+
+def test_observe_turns_counter_deltas_into_rates_and_shares() -> None:
+    now = [0.0]
+    calls = iter(
+        [
+            [_rec(0, 0, 0, 0, 100_000)],
+            [_rec(1, 1_250_000, 400_000, 100_000, 0, timer=4)],
+            [_rec(2, 2_500_000, 800_000, 200_000, 50_000)],
+        ]
+    )
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    (o,) = observe(1.0, 3, reader=lambda: next(calls), clock=lambda: now[0], sleep=sleep)
+    assert o.seconds == pytest.approx(1.0)
+    assert o.send_mbps == pytest.approx(20.0)
+    assert o.busy == pytest.approx(0.8) and o.rwnd_limited == pytest.approx(0.2)
+    assert (o.snd_wnd_min, o.snd_wnd_max, o.zero_window) == (0, 100_000, True)
+    assert (o.snd_wscale, o.rcv_wscale, o.window_scaling) == (7, 7, True)
+
+
+def test_connection_opened_mid_interval_is_not_judged() -> None:
+    calls = iter([[], [_rec(1, 10, 0, 0, 1)]])
+    assert observe(0.0, 2, reader=lambda: next(calls), sleep=lambda _s: None) == ()
+
+
+def _fake_report(flt: ConnFilter) -> list[int]:
+    up = obs(rwnd_limited=0.4)
+    other = obs(key=ConnKey("192.168.1.5", 22, "192.168.1.9", 50000), inode=2)
+    owners: Mapping[OwnerKey, Owner] = {("10.0.0.1", 43210, "10.0.0.2", 5201): IPERF3}
+    rep = connections_report(
+        flt, 1.0, "/nonexistent", observer=lambda _i: (up, other), owner_fn=lambda: owners
+    )
+    return [e.observation.inode for e in rep.entries]
+
+
+@pytest.mark.parametrize(
+    ("flt", "kept"),
+    [
+        (ConnFilter(), [1234, 2]),
+        (ConnFilter(port=5201), [1234]),
+        (ConnFilter(port=22), [2]),
+        (ConnFilter(address="192.168.0.0/16"), [2]),
+        (ConnFilter(address="10.0.0.2"), [1234]),
+        (ConnFilter(process="iperf"), [1234]),
+        (ConnFilter(process="4242"), [1234]),
+        (ConnFilter(process="nginx"), []),
+    ],
+)
+def test_filters(flt: ConnFilter, kept: list[int]) -> None:
+    assert _fake_report(flt) == kept
+
+
+def test_bad_address_filter_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="not an IP address"):
+        ConnFilter(address="nope").network()
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("TCPWIZARD_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed (TCPWIZARD_UPDATE_GOLDEN=1 to accept)"
+
+
+def test_text_matches_golden() -> None:
+    out = io.StringIO()
+    conns_text.render(report(), out)
+    _golden("conns.txt", out.getvalue())
+    assert "receiver-window — fix the far end" in out.getvalue()
+
+
+def test_json_matches_golden_and_schema() -> None:
+    out = io.StringIO()
+    conns_json.render(report(), out)
+    _golden("conns.json", out.getvalue())
+    doc = json.loads(out.getvalue())
+    jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text()))
+    factors = [c["verdict"] and c["verdict"]["limiting_factor"] for c in doc["connections"]]
+    assert factors == ["receiver-window", "application", None]
+
+
+def test_schema_file_is_current() -> None:
+    assert SCHEMA_FILE.read_text() == conns_json.schema_text(), (
+        "run `python -m tcpwizard.output.conns_json docs/conns.schema.json` and commit"
+    )
+
+
+def test_cli_bad_interval_is_usage() -> None:
+    err = io.StringIO()
+    code = main(["conns", "--interval", "100s"], Context(stdout=io.StringIO(), stderr=err))
+    assert code == ExitCode.USAGE and "--interval" in err.getvalue()
+
+
+def test_cli_json_on_this_host_validates() -> None:
+    """The real inet_diag of this namespace (whatever runs here); the document validates."""
+    out = io.StringIO()
+    code = main(["conns", "--json", "--interval", "0.2s"], Context(stdout=out))
+    doc = json.loads(out.getvalue())
+    jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text()))
+    assert code == doc["exit_code"] and doc["total"] >= len(doc["connections"])

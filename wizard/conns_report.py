@@ -1,0 +1,142 @@
+"""One round of `tcpwizard conns`: observe the live connections, keep those the filters
+name, judge each busy one. Used by the CLI (`conns`, `--watch`) and the TUI's connections
+screen (one implementation)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tcpwizard.advice.conns import DEFAULT_RATE_BPS, ConnDiagnosis, judge
+from tcpwizard.checks.sysctl import SysctlReader
+from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.measure.conns import ConnObservation, Owner, observe, owners
+
+SYSCTLS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.core.rmem_max", "net.core.wmem_max")
+OwnerKey = tuple[str, int, str, int]
+
+
+@dataclass(frozen=True)
+class ConnFilter:
+    port: int | None = None  # local or remote
+    address: str | None = None  # an address or a prefix (local or remote)
+    process: str | None = None  # a pid, or part of the process name
+    busy_only: bool = False
+
+    def describe(self) -> tuple[str, ...]:
+        out = []
+        if self.port is not None:
+            out.append(f"port {self.port}")
+        if self.address:
+            out.append(f"address {self.address}")
+        if self.process:
+            out.append(f"process {self.process}")
+        if self.busy_only:
+            out.append("busy only")
+        return tuple(out)
+
+    def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+        if not self.address:
+            return None
+        try:
+            return ipaddress.ip_network(self.address, strict=False)
+        except ValueError:
+            raise UsageError(
+                f"--address: {self.address!r} is not an IP address or prefix"
+            ) from None
+
+    def keeps(
+        self, obs: ConnObservation, owner: Owner | None, diag: ConnDiagnosis, net: object
+    ) -> bool:
+        k = obs.key
+        if self.port is not None and self.port not in (k.local_port, k.remote_port):
+            return False
+        if net is not None and not any(
+            ipaddress.ip_address(a) in net  # type: ignore[operator]
+            for a in (k.local, k.remote)
+        ):
+            return False
+        if self.process:
+            if owner is None:
+                return False
+            wanted = self.process
+            if not (str(owner.pid) == wanted or wanted.lower() in owner.name.lower()):
+                return False
+        return not (self.busy_only and diag.verdict is None)
+
+
+@dataclass(frozen=True)
+class ConnEntry:
+    observation: ConnObservation
+    owner: Owner | None
+    diagnosis: ConnDiagnosis
+
+
+@dataclass(frozen=True)
+class ConnsReport:
+    hostname: str
+    interval_s: float
+    total: int  # established connections seen (before filters)
+    entries: tuple[ConnEntry, ...]
+    filters: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    exit_code: ExitCode = ExitCode.OK
+
+    @property
+    def busy(self) -> tuple[ConnEntry, ...]:
+        return tuple(e for e in self.entries if e.diagnosis.verdict is not None)
+
+
+Observer = Callable[[float], tuple[ConnObservation, ...]]
+OwnerFn = Callable[[], Mapping[OwnerKey, Owner]]
+
+
+def _observe(interval_s: float) -> tuple[ConnObservation, ...]:
+    return observe(interval_s, samples=max(2, round(interval_s * 10) + 1))
+
+
+def conns_exit_code(entries: tuple[ConnEntry, ...]) -> ExitCode:
+    """0: no busy connection is held back by something fixable; 1: one is."""
+    for e in entries:
+        v = e.diagnosis.verdict
+        if v is not None and v.limiting_factor not in ("path-capacity", "unknown"):
+            return ExitCode.WARNING
+    return ExitCode.OK
+
+
+def connections_report(
+    flt: ConnFilter,
+    interval_s: float = 1.0,
+    sysctl_root: str = "/proc/sys",
+    rate_bps: float = DEFAULT_RATE_BPS,
+    observer: Observer = _observe,
+    owner_fn: OwnerFn = owners,
+) -> ConnsReport:
+    net = flt.network()
+    reader = SysctlReader(sysctl_root)
+    sysctls = {k: v for k in SYSCTLS if (v := reader.read_optional(k)) is not None}
+    observed = observer(interval_s)
+    who = owner_fn()
+    entries: list[ConnEntry] = []
+    for obs in observed:
+        k = obs.key
+        owner = who.get((k.local, k.local_port, k.remote, k.remote_port))
+        diag = judge(obs, sysctls, rate_bps)
+        if flt.keeps(obs, owner, diag, net):
+            entries.append(ConnEntry(obs, owner, diag))
+    # Busy first, fastest first; idle ones after, in address order.
+    entries.sort(key=lambda e: (e.diagnosis.verdict is None, -e.observation.rate_mbps))
+    notes: list[str] = []
+    if observed and not who:
+        notes.append("no process owners visible (other users' sockets need root)")
+    return ConnsReport(
+        hostname=socket.gethostname(),
+        interval_s=interval_s,
+        total=len(observed),
+        entries=tuple(entries),
+        filters=flt.describe(),
+        notes=tuple(notes),
+        exit_code=conns_exit_code(tuple(entries)),
+    )

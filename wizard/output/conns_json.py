@@ -1,0 +1,202 @@
+"""`tcpwizard conns --json`: the document and its JSON Schema (draft 2020-12), built here
+from the frozen ConnsReport. `python -m tcpwizard.output.conns_json docs/conns.schema.json`
+writes the committed schema; a test fails when it is stale."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from tcpwizard import TOOL_NAME, __version__
+from tcpwizard.advice.model import LIMITING_FACTORS
+from tcpwizard.conns_report import ConnEntry, ConnsReport
+from tcpwizard.output.json_format import fix_json
+from tcpwizard.output.schema import BOOL, FIX, INT, NUM, STR, Schema, _arr, _nullable, _obj
+
+CONNS_SCHEMA_VERSION = 1
+Json = dict[str, Any]
+
+
+def _r(x: float, digits: int = 3) -> float:
+    return round(x, digits)
+
+
+def entry_json(e: ConnEntry) -> Json:
+    o, d = e.observation, e.diagnosis
+    v = d.verdict
+    return {
+        "local": {"address": o.key.local, "port": o.key.local_port},
+        "remote": {"address": o.key.remote, "port": o.key.remote_port},
+        "process": None
+        if e.owner is None
+        else {
+            "pid": e.owner.pid,
+            "name": e.owner.name,
+            "cmdline": e.owner.cmdline,
+            "user": e.owner.user,
+        },
+        "role": d.role,
+        "send_mbps": _r(o.send_mbps),
+        "recv_mbps": _r(o.recv_mbps),
+        "tcp_info": {
+            "busy": _r(o.busy),
+            "rwnd_limited": _r(o.rwnd_limited),
+            "sndbuf_limited": _r(o.sndbuf_limited),
+            "rtt_ms": _r(o.rtt_ms),
+            "min_rtt_ms": _r(o.min_rtt_ms),
+            "rcv_rtt_ms": _r(o.rcv_rtt_ms),
+            "snd_cwnd": o.snd_cwnd,
+            "snd_mss": o.snd_mss,
+            "snd_wnd_max": o.snd_wnd_max,
+            "snd_wnd_min": o.snd_wnd_min,
+            "rcv_wnd_max": o.rcv_wnd_max,
+            "zero_window": o.zero_window,
+            "retransmits": o.retransmits,
+            "segs_out": o.segs_out,
+            "ooo_packets": o.ooo_packets,
+            "delivery_rate_mbps": _r(o.delivery_rate_mbps),
+            "rqueue_max": o.rqueue_max,
+            "rcvbuf": o.rcvbuf,
+            "sndbuf": o.sndbuf,
+            "congestion_control": o.congestion_control,
+            "window_scaling": o.window_scaling,
+            "snd_wscale": o.snd_wscale,
+            "rcv_wscale": o.rcv_wscale,
+        },
+        "verdict": None
+        if v is None
+        else {
+            "limiting_factor": v.limiting_factor,
+            "confidence": _r(v.confidence, 2),
+            "host_to_fix": v.host_to_fix,
+            "explanation": v.explanation,
+            "evidence": list(v.evidence),
+        },
+        "fixes": [fix_json(f) for f in d.fixes],
+    }
+
+
+def conns_json(report: ConnsReport) -> Json:
+    return {
+        "schema_version": CONNS_SCHEMA_VERSION,
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "hostname": report.hostname,
+        "interval_s": _r(report.interval_s),
+        "total": report.total,
+        "filters": list(report.filters),
+        "connections": [entry_json(e) for e in report.entries],
+        "notes": list(report.notes),
+        "exit_code": int(report.exit_code),
+    }
+
+
+def render(report: ConnsReport, stream: TextIO, lines: bool = False) -> None:
+    """One document (indented), or one line per round with --watch (JSON lines)."""
+    doc = conns_json(report)
+    stream.write(json.dumps(doc) + "\n" if lines else json.dumps(doc, indent=2) + "\n")
+    stream.flush()
+
+
+_ENDPOINT = _obj({"address": STR, "port": INT})
+_PROCESS = _obj({"pid": INT, "name": STR, "cmdline": STR, "user": STR})
+_TCP_INFO = _obj(
+    {
+        **{
+            k: NUM
+            for k in (
+                "busy",
+                "rwnd_limited",
+                "sndbuf_limited",
+                "rtt_ms",
+                "min_rtt_ms",
+                "rcv_rtt_ms",
+                "delivery_rate_mbps",
+            )
+        },
+        **{
+            k: INT
+            for k in (
+                "snd_cwnd",
+                "snd_mss",
+                "snd_wnd_max",
+                "snd_wnd_min",
+                "rcv_wnd_max",
+                "retransmits",
+                "segs_out",
+                "ooo_packets",
+                "rqueue_max",
+            )
+        },
+        "rcvbuf": _nullable(INT),
+        "sndbuf": _nullable(INT),
+        "zero_window": BOOL,
+        "congestion_control": STR,
+        "window_scaling": BOOL,
+        "snd_wscale": _nullable(INT),
+        "rcv_wscale": _nullable(INT),
+    }
+)
+_VERDICT = _obj(
+    {
+        "limiting_factor": {"enum": list(LIMITING_FACTORS)},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "host_to_fix": {"enum": ["local", "peer", "both", None]},
+        "explanation": STR,
+        "evidence": _arr(STR),
+    }
+)
+CONNECTION = _obj(
+    {
+        "local": _ENDPOINT,
+        "remote": _ENDPOINT,
+        "process": _nullable(_PROCESS),
+        "role": {"enum": ["sending", "receiving", "idle"]},
+        "send_mbps": NUM,
+        "recv_mbps": NUM,
+        "tcp_info": _TCP_INFO,
+        "verdict": _nullable(_VERDICT),
+        "fixes": _arr(FIX),
+    }
+)
+
+
+def conns_schema() -> Schema:
+    body = _obj(
+        {
+            "schema_version": {"const": CONNS_SCHEMA_VERSION},
+            "tool": _obj({"name": {"const": "tcpwizard"}, "version": STR}),
+            "hostname": STR,
+            "interval_s": NUM,
+            "total": INT,
+            "filters": _arr(STR),
+            "connections": _arr(CONNECTION),
+            "notes": _arr(STR),
+            "exit_code": INT,
+        }
+    )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://tcpwizard.invalid/conns.schema.json",
+        "title": "tcpwizard conns",
+        "description": "Output of `tcpwizard conns --json` (one document per round with "
+        f"--watch; schema_version {CONNS_SCHEMA_VERSION}).",
+        **body,
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(conns_schema(), indent=2) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tcpwizard.output.conns_json OUTPUT.json", file=sys.stderr)
+        return 64
+    with open(argv[0], "w", encoding="utf-8") as fh:
+        fh.write(schema_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
