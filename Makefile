@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := iproute2 iperf3 iputils-ping ethtool tmux nftables openssh-server openssh-client nginx-light tcpdump curl
+APT_PACKAGES := iproute2 iperf3 iputils-ping ethtool tmux nftables openssh-server openssh-client prometheus nginx-light tcpdump curl
 
 .PHONY: demo test lint unit system-deps install clean completions schema bench man wheel
 

@@ -6,13 +6,14 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_tcpwizard_lab_subparsers=(up status exec down demo bench)
-_shtab_tcpwizard_subparsers=(check calc probe transfer serve fix lab exporter history tui)
+_shtab_tcpwizard_subparsers=(check conns calc probe transfer serve fix lab exporter history tui)
 
 _shtab_tcpwizard_check_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color --iperf3-port --allow-predicted --quick --fix --yes --warning --critical --no-history --ssh --ssh-option)
+_shtab_tcpwizard_conns_option_strings=(-h --help --port --address --process --busy --interval --bandwidth --watch --count --format --json --no-color)
 _shtab_tcpwizard_calc_option_strings=(-h --help --rtt --bandwidth --format --json --no-color)
 _shtab_tcpwizard_probe_option_strings=(-h --help --port --secret-file --tcp-port --budget --format --json --no-color)
 _shtab_tcpwizard_transfer_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color)
-_shtab_tcpwizard_serve_option_strings=(-h --help --bind --port --secret-file --max-duration --max-bytes --max-clients --once)
+_shtab_tcpwizard_serve_option_strings=(-h --help --bind --port --secret-file --max-duration --max-bytes --max-clients --once --lock)
 _shtab_tcpwizard_fix_option_strings=(-h --help --rollback --yes --plan --for --format --json --no-color)
 _shtab_tcpwizard_lab_up_option_strings=(-h --help --name --rtt --rate --loss --jitter --queue --mtu --reverse --sysctl --backend)
 _shtab_tcpwizard_lab_status_option_strings=(-h --help)
@@ -21,7 +22,7 @@ _shtab_tcpwizard_lab_down_option_strings=(-h --help --name --all)
 _shtab_tcpwizard_lab_demo_option_strings=(-h --help)
 _shtab_tcpwizard_lab_bench_option_strings=(-h --help --calibrate --probes --transfer --paper --scenarios --only --rtt --quick --out)
 _shtab_tcpwizard_lab_option_strings=(-h --help)
-_shtab_tcpwizard_exporter_option_strings=(-h --help --listen --targets --interval --quick --secret-file --no-history)
+_shtab_tcpwizard_exporter_option_strings=(-h --help --listen --targets --mesh --self --lock --interval --quick --direction --secret-file --no-history)
 _shtab_tcpwizard_history_option_strings=(-h --help --since --db --no-plot --format --json --no-color)
 _shtab_tcpwizard_tui_option_strings=(-h --help --port --secret-file --quick)
 _shtab_tcpwizard_option_strings=(-h --help --version)
@@ -30,6 +31,7 @@ _shtab_tcpwizard_option_strings=(-h --help --version)
 
 _shtab_tcpwizard_check___direction_choices=(up down both)
 _shtab_tcpwizard_check___format_choices=(text json prometheus nagios)
+_shtab_tcpwizard_conns___format_choices=(text json prometheus nagios)
 _shtab_tcpwizard_calc___format_choices=(text json prometheus nagios)
 _shtab_tcpwizard_probe___format_choices=(text json prometheus nagios)
 _shtab_tcpwizard_transfer___direction_choices=(up down both)
@@ -39,8 +41,9 @@ _shtab_tcpwizard_fix___format_choices=(text json prometheus nagios)
 _shtab_tcpwizard_lab_up___backend_choices=(auto netem delayline)
 _shtab_tcpwizard_lab_exec_pos_0_choices=(a b)
 _shtab_tcpwizard_lab_pos_0_choices=(up status exec down demo bench)
+_shtab_tcpwizard_exporter___direction_choices=(up down both)
 _shtab_tcpwizard_history___format_choices=(text json prometheus nagios)
-_shtab_tcpwizard_pos_0_choices=(check calc probe transfer serve fix lab exporter history tui)
+_shtab_tcpwizard_pos_0_choices=(check conns calc probe transfer serve fix lab exporter history tui)
 
 _shtab_tcpwizard_check__h_nargs=0
 _shtab_tcpwizard_check___help_nargs=0
@@ -53,6 +56,12 @@ _shtab_tcpwizard_check___fix_nargs=0
 _shtab_tcpwizard_check___yes_nargs=0
 _shtab_tcpwizard_check___no_history_nargs=0
 _shtab_tcpwizard_check___ssh_nargs=0
+_shtab_tcpwizard_conns__h_nargs=0
+_shtab_tcpwizard_conns___help_nargs=0
+_shtab_tcpwizard_conns___busy_nargs=0
+_shtab_tcpwizard_conns___watch_nargs=0
+_shtab_tcpwizard_conns___json_nargs=0
+_shtab_tcpwizard_conns___no_color_nargs=0
 _shtab_tcpwizard_calc__h_nargs=0
 _shtab_tcpwizard_calc___help_nargs=0
 _shtab_tcpwizard_calc___json_nargs=0

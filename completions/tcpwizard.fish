@@ -50,8 +50,8 @@ function _shtab_tcpwizard_using
   test "$_shtab_tcpwizard_cmdpath" = "$argv"
 end
 
-set -g _shtab_tcpwizard_commands check calc probe transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
-set -g _shtab_tcpwizard_opts_with_value --backend --bandwidth --bind --budget --bytes --critical --db --direction --duration --for --format --interval --iperf3-port --jitter --listen --loss --max-bytes --max-clients --max-duration --modes --mtu --name --only --out --plan --port --queue --rate --reverse --rtt --secret-file --since --ssh-option --streams --sysctl --targets --tcp-port --warning
+set -g _shtab_tcpwizard_commands check conns calc probe transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
+set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --mesh --modes --mtu --name --only --out --plan --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -84,6 +84,19 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l critical -x -d 'Nagio
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l no-history -d 'do not record this run'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l ssh -d 'HOST is [user@]host: start a one-time serve there over SSH for this check (needs python3 >= 3.9 there; no root, nothing left behind)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l ssh-option -x -d 'with --ssh, passed to ssh: Key=Value as -o Key=Value, '"'"'-i FILE'"'"' as it is (repeatable)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a conns -d 'why each live TCP connection of this host is as fast as it is'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -s h -l help -d 'show this help message and exit'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l port -x -d 'only connections with this port (either end)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l address -x -d 'only connections with this address or prefix (either end)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l process -x -d 'only connections of this process (pid or part of its name)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l busy -d 'only connections that moved data'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l interval -x -d 'how long each connection is watched for its verdict (1s)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l bandwidth -x -d 'size the buffer fixes for this rate at each connection'"'"'s RTT (1gbit)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l watch -d 'refresh every interval until Ctrl-C'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l count -x -d 'with --watch: stop after this many rounds (0: never)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l format -xka "text json prometheus nagios" -d 'output format'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l json -d 'same as --format json'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l no-color -d 'plain text without colours'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a calc -d 'bandwidth-delay product and recommended buffer sizes'
 complete -c tcpwizard -n '_shtab_tcpwizard_using calc' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using calc' -l rtt -x -d 'round-trip time, e.g. 150ms, 800us, 0.2s'
@@ -125,6 +138,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using serve' -l max-duration -x -d 'l
 complete -c tcpwizard -n '_shtab_tcpwizard_using serve' -l max-bytes -x -d 'most bytes one test may move'
 complete -c tcpwizard -n '_shtab_tcpwizard_using serve' -l max-clients -x -d 'concurrent clients'
 complete -c tcpwizard -n '_shtab_tcpwizard_using serve' -l once -d 'exit after the first client'
+complete -c tcpwizard -n '_shtab_tcpwizard_using serve' -l lock -x -d 'one measurement at a time on this host: hold this lock file during a client'"'"'s check and answer others '"'"'busy, retry after N s'"'"' (exporter --lock shares it)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a fix -d 'apply the fixes of the last check, or roll them back'
 complete -c tcpwizard -n '_shtab_tcpwizard_using fix' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using fix' -l rollback -d 'restore the values saved by --fix'
@@ -175,8 +189,12 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npo
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l listen -x -d 'ADDR:PORT for /metrics'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l targets -x -d 'file: one '"'"'host[:port] [key=value...]'"'"' a line'
+complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l mesh -x -d 'site mesh file (same format): check every other host in it, each in its own slot of the interval, so no two checks run through one host at once'
+complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l self -x -d 'with --mesh: this host'"'"'s line in the file'
+complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l lock -x -d 'one measurement at a time on this host: the lock file serve --lock also uses (a busy host or far end means: wait and try again)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l interval -x -d 'how often each target is checked'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l quick -d 'the short check for each target'
+complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l direction -xka "up down both" -d 'up: to each target only (a full mesh still covers both ways); default both'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l secret-file -x -d 'shared secret of the targets'"'"' serve'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l no-history -d 'do not record checks'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a history -d 'the trend of a path: RTT, capacity, throughput, verdict'

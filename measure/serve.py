@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from tcpwizard import __version__
 from tcpwizard.measure import auth, udpwire
+from tcpwizard.measure.hostlock import HostLock
 from tcpwizard.measure.peer_audit import host_audit
 from tcpwizard.measure.protocol import (
     MAX_MESSAGE,
@@ -40,6 +41,11 @@ Log = Callable[[str], None]
 MAX_TRAINS_PER_SESSION = 16
 MAX_ARRIVALS_PER_TRAIN = 1024
 MAX_TRAIN_PACKETS = 1024
+# With a host lock (serve --lock), the client that measures keeps serve to itself this long
+# after its last control connection closes: a check opens several in a row.
+RESERVATION_GRACE_S = 5.0
+# What a holder expects to need, written in the lock file for refused clients to read.
+RESERVATION_EXPECT_S = 20.0
 # Open connections per allowed control client: a DRS transfer with 8 streams uses 16 attach
 # connections (data + DRS channel each) besides its control connection.
 CONNECTIONS_PER_CLIENT = 20  # 8 streams x (data + DRS) + control + slack
@@ -77,8 +83,15 @@ class Server:
         log: Log | None = None,
         transfer: TransferHandler | None = None,
         sysctl_root: str = "/proc/sys",
+        host_lock: HostLock | None = None,
     ) -> None:
         self.limits = limits or ServeLimits()
+        # One measurement at a time on this host (a mesh): the client holding it, its open
+        # control sessions, and the timer that lets go after its last one.
+        self.host_lock = host_lock
+        self._holder: str | None = None
+        self._holder_sessions = 0
+        self._release_timer: threading.Timer | None = None
         self.secret = secret
         self.once = once
         self.log: Log = log or (lambda m: print(m, file=sys.stderr, flush=True))
@@ -125,6 +138,11 @@ class Server:
 
     def _shutdown(self) -> None:
         self.stop_event.set()
+        with self._lock:
+            if self._release_timer is not None:
+                self._release_timer.cancel()
+            if self.host_lock is not None:
+                self.host_lock.release()
         for s in (self.tcp, self.udp):
             with contextlib.suppress(OSError):
                 s.close()
@@ -246,6 +264,21 @@ class Server:
                 "(serve --max-clients); try again later",
             )
             return
+        client = _client_host(conn)
+        retry_after = self._reserve(client)
+        if retry_after is not None:
+            with self._lock:
+                self._controls -= 1
+            self.log(f"{peer}: refused, this host is measuring (retry after {retry_after:.0f} s)")
+            with contextlib.suppress(OSError):
+                msg = error_msg(
+                    "busy",
+                    f"server busy: this host is in another measurement; "
+                    f"try again in {retry_after:.0f} s",
+                )
+                msg["retry_after_s"] = round(retry_after, 1)
+                conn.sendall(encode(msg))
+            return
         token = secrets.token_bytes(udpwire.TOKEN_LEN)
         session = UdpSession(token, peer)
         reader = LineReader(conn, partial_timeout=self.limits.slow_client_timeout_s)
@@ -287,9 +320,55 @@ class Server:
                 self._readers.pop(conn, None)
                 self._controls -= 1
                 self._served_one = True
+            self._unreserve(client)
             self.log(f"{peer}: control connection closed")
             if self.once:
                 self.stop()
+
+    def _reserve(self, client: str) -> float | None:
+        """None when `client` may measure now (it holds the host lock from here on), else
+        the seconds it should wait. Without a host lock every client may."""
+        lock = self.host_lock
+        if lock is None:
+            return None
+        with self._lock:
+            if self._holder not in (None, client):
+                return lock.retry_after()
+            if self._holder is None and not lock.try_acquire(client, RESERVATION_EXPECT_S):
+                return lock.retry_after()  # this host's own exporter is measuring
+            lock.extend(client, RESERVATION_EXPECT_S)
+            self._holder = client
+            self._holder_sessions += 1
+            if self._release_timer is not None:
+                self._release_timer.cancel()
+                self._release_timer = None
+        return None
+
+    def _unreserve(self, client: str) -> None:
+        """The client's session ended: keep the host for it a little (its next connection of
+        the same check), then let go."""
+        if self.host_lock is None:
+            return
+        with self._lock:
+            if self._holder != client:
+                return
+            self._holder_sessions -= 1
+            if self._holder_sessions > 0:
+                return
+            self.host_lock.extend(client, RESERVATION_GRACE_S)
+            timer = threading.Timer(RESERVATION_GRACE_S, self._release_if_idle, args=(client,))
+            timer.daemon = True
+            self._release_timer = timer
+        timer.start()
+
+    def _release_if_idle(self, client: str) -> None:
+        with self._lock:
+            if self._holder != client or self._holder_sessions > 0:
+                return
+            self._holder = None
+            self._release_timer = None
+            if self.host_lock is not None:
+                self.host_lock.release()
 
     def _take_control_slot(self) -> bool:
         """A control slot; when all are taken, the session stalled longest in the middle of
@@ -622,6 +701,15 @@ def _try_bind(host: str, port: int) -> tuple[socket.socket, socket.socket]:
         tcp.close()
         raise
     return tcp, udp
+
+
+def _client_host(conn: socket.socket) -> str:
+    """The client's address without its port (IPv4-mapped IPv6 as IPv4)."""
+    try:
+        host = str(conn.getpeername()[0])
+    except OSError:
+        return "?"
+    return host[7:] if host.startswith("::ffff:") else host
 
 
 def _fmt_addr(addr: Any) -> str:

@@ -236,6 +236,11 @@ def _add_serve(sub: argparse._SubParsersAction[Parser]) -> None:
         "--max-clients", type=argtypes.int_range(1, 256), default=4, help="concurrent clients"
     )
     p.add_argument("--once", action="store_true", help="exit after the first client")
+    p.add_argument(
+        "--lock",
+        help="one measurement at a time on this host: hold this lock file during a client's "
+        "check and answer others 'busy, retry after N s' (exporter --lock shares it)",
+    )
 
 
 def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -346,7 +351,18 @@ def _add_tui(sub: argparse._SubParsersAction[Parser]) -> None:
 def _add_exporter(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("exporter", help="serve Prometheus /metrics for a list of targets")
     p.add_argument("--listen", default="127.0.0.1:9788", help="ADDR:PORT for /metrics")
-    p.add_argument("--targets", required=True, help="file: one 'host[:port] [key=value...]' a line")
+    p.add_argument("--targets", help="file: one 'host[:port] [key=value...]' a line")
+    p.add_argument(
+        "--mesh",
+        help="site mesh file (same format): check every other host in it, each in its own "
+        "slot of the interval, so no two checks run through one host at once",
+    )
+    p.add_argument("--self", dest="self_host", help="with --mesh: this host's line in the file")
+    p.add_argument(
+        "--lock",
+        help="one measurement at a time on this host: the lock file serve --lock also uses "
+        "(a busy host or far end means: wait and try again)",
+    )
     p.add_argument(
         "--interval",
         type=argtypes.duration("s"),
@@ -354,6 +370,11 @@ def _add_exporter(sub: argparse._SubParsersAction[Parser]) -> None:
         help="how often each target is checked",
     )
     p.add_argument("--quick", action="store_true", help="the short check for each target")
+    p.add_argument(
+        "--direction",
+        choices=("up", "down", "both"),
+        help="up: to each target only (a full mesh still covers both ways); default both",
+    )
     p.add_argument("--secret-file", help="shared secret of the targets' serve")
     p.add_argument("--no-history", action="store_true", help="do not record checks")
 

@@ -1,7 +1,9 @@
 """`tcpwizard exporter`: check a list of targets on a schedule and serve /metrics.
 
 Checks run one at a time (two test transfers at once would measure each other) and are spread
-evenly over the interval, so N targets are not all tested at the top of the hour. A scrape
+evenly over the interval, so N targets are not all tested at the top of the hour. In a mesh
+(wizard/mesh.py) each target has its own slot in the interval instead, aligned on the wall
+clock, so the exporters of a site never check through the same host at once. A scrape
 never waits for a check: it reads the last result of each target. A target whose check failed
 keeps answering with `tcpwizard_up 0`.
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tcpwizard.exitcodes import ExitCode, Unavailable, UsageError
@@ -101,6 +103,11 @@ class _Last:
     up: bool
     duration_s: float
     finished: float
+    streak: int = 0  # completed checks in a row whose verdict was not path-capacity
+    busy_waits: int = 0  # times the far end said "busy, come back later", all checks
+
+
+HEALTHY = "path-capacity"
 
 
 @dataclass(eq=False)  # the registry keeps collectors in a set: identity hashing
@@ -109,6 +116,10 @@ class Exporter(Collector):
     interval_s: float
     check: CheckFn
     clock: Callable[[], float] = time.monotonic
+    # Mesh: seconds after the start of each interval (wall clock, a multiple of the interval
+    # since the epoch) at which a target's check starts; targets not in it are spread evenly.
+    offsets: Mapping[str, float] | None = None
+    wall: Callable[[], float] = time.time
     _last: dict[str, _Last] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -116,7 +127,17 @@ class Exporter(Collector):
     def schedule(self, start: float) -> list[tuple[float, Target]]:
         """First run of each target: evenly spread over one interval."""
         step = self.interval_s / len(self.targets)
-        return [(start + i * step, t) for i, t in enumerate(self.targets)]
+        if not self.offsets:
+            return [(start + i * step, t) for i, t in enumerate(self.targets)]
+        into = self.wall() % self.interval_s  # where in the interval we are now
+        due = []
+        for i, t in enumerate(self.targets):
+            offset = self.offsets.get(t.name)
+            if offset is None:
+                due.append((start + i * step, t))
+            else:
+                due.append((start + (offset - into) % self.interval_s, t))
+        return due
 
     def run_one(self, target: Target) -> None:
         t0 = self.clock()
@@ -126,8 +147,18 @@ class Exporter(Collector):
         except Exception as exc:  # a failing target must never stop the exporter
             report = {"exit_code": 3, "error": f"{type(exc).__name__}: {exc}"}
             up = False
+        waits = report.get("busy_waits")
+        waits = waits if isinstance(waits, int) and not isinstance(waits, bool) else 0
         with self._lock:
-            self._last[target.name] = _Last(report, up, self.clock() - t0, time.time())
+            prev = self._last.get(target.name)
+            streak = prev.streak if prev else 0
+            if up:  # a check that could not complete neither extends nor ends a streak
+                factor = (report.get("verdict") or {}).get("limiting_factor")
+                streak = 0 if factor == HEALTHY else streak + 1
+            total = (prev.busy_waits if prev else 0) + waits
+            self._last[target.name] = _Last(
+                report, up, self.clock() - t0, time.time(), streak, total
+            )
 
     def loop(self) -> None:
         queue = self.schedule(self.clock())
@@ -138,8 +169,13 @@ class Exporter(Collector):
                 return
             self.run_one(target)
             # A check that overran its slot must not leave the schedule behind for good
-            # (checks back to back would load the path without pause).
-            queue[0] = (max(due + self.interval_s, self.clock()), target)
+            # (checks back to back would load the path without pause). A mesh slot keeps its
+            # place in the interval: a late check waits for its slot of the next one.
+            late = self.clock() - (due + self.interval_s)
+            if late > 0 and self.offsets and target.name in self.offsets:
+                queue[0] = (due + self.interval_s * (2 + late // self.interval_s), target)
+            else:
+                queue[0] = (max(due + self.interval_s, self.clock()), target)
 
     def stop(self) -> None:
         self._stop.set()
@@ -153,6 +189,10 @@ class Exporter(Collector):
             "when the last check of a target finished (0: not yet checked)",
             labels=["target"],
         )
+        interval = GaugeMetricFamily(
+            "tcpwizard_exporter_interval_seconds", "how often each target is checked"
+        )
+        interval.add_metric([], self.interval_s)
         for t in self.targets:
             entry = last.get(t.name)
             info.add_metric([t.name], entry.finished if entry else 0.0)
@@ -160,8 +200,37 @@ class Exporter(Collector):
             if entry is None:
                 continue
             fams.extend(report_families(entry.report, base, entry.up, entry.duration_s))
+            fams.extend(_exporter_families(entry, base))
         yield info
+        yield interval
         yield from ReportCollector(fams).collect()
+
+
+def _exporter_families(entry: _Last, base: Mapping[str, str]) -> list[Metric]:
+    keys, vals = list(base), list(base.values())
+    streak = GaugeMetricFamily(
+        "tcpwizard_unhealthy_streak_checks",
+        "completed checks in a row whose verdict was not path-capacity (0: the last was)",
+        labels=keys,
+    )
+    streak.add_metric(vals, float(entry.streak))
+    waits = CounterMetricFamily(
+        "tcpwizard_busy_waits",
+        "times the far end answered busy (another measurement through it) and the check waited",
+        labels=keys,
+    )
+    waits.add_metric(vals, float(entry.busy_waits))
+    fams: list[Metric] = [streak, waits]
+    measured = entry.report.get("measured")
+    if isinstance(measured, bool):
+        g = GaugeMetricFamily(
+            "tcpwizard_measured",
+            "1 if the last check measured a test transfer, 0 if its verdict is predicted",
+            labels=keys,
+        )
+        g.add_metric(vals, 1.0 if measured else 0.0)
+        fams.append(g)
+    return fams
 
 
 def serve_exporter(exporter: Exporter, listen: str) -> tuple[Any, threading.Thread]:

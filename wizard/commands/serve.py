@@ -10,6 +10,7 @@ from types import FrameType
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, Unavailable, UsageError
+from tcpwizard.measure.hostlock import HostLock
 from tcpwizard.measure.serve import Server
 from tcpwizard.measure.serve_limits import ServeLimits
 from tcpwizard.units import parse_size
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             secret=secret,
             once=args.once,
             log=ctx.progress,
+            host_lock=HostLock(args.lock) if args.lock else None,
         )
     except OSError as exc:
         raise Unavailable(
