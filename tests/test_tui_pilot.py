@@ -5,6 +5,7 @@ only against a fake sysctl tree."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import threading
@@ -320,3 +321,24 @@ async def test_light_theme_rebuilds_the_coloured_rows(tmp_path: Path) -> None:
         assert app.theme == "textual-light"
         light = badge_styles()
         assert dark and len(light) == len(dark) and light != dark  # same rows, new colours
+
+
+@run_async
+async def test_a_prediction_reads_as_one_and_names_the_far_end(tmp_path: Path) -> None:
+    from tests.test_golden_formats import predicted
+
+    fake = FakePipeline(tmp_path)
+    fake.report = dataclasses.replace(predicted(tmp_path), transfer=fake.report.transfer)
+    app = TcpWizardApp(Context(), CheckRequest("dtn1.example"), services=fake.services())
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.press("4")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, VerdictScreen)
+        factor = str(screen.query_one("#factor", Static).render())
+        meta = str(screen.query_one("#verdict-meta", Static).render())
+        evidence = str(screen.query_one("#evidence", Static).render())
+    assert factor == "Predicted Limiting factor: window-scaling"
+    assert "far end: TCP port 22" in meta
+    assert "handshake: TCP window scaling off" in evidence

@@ -119,6 +119,7 @@ def report(tmp: Path) -> Report:
         path=path_estimate(),
         transfer=transfer,
         notes=("root: tuned modes used SO_RCVBUFFORCE",),
+        measured=True,
     )
 
 

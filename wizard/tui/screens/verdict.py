@@ -84,15 +84,19 @@ class VerdictScreen(WizardScreen):
             self.refresh_bindings()
             return
         v = report.verdict
-        factor.update(f"Limiting factor: {v.limiting_factor}")
+        # A verdict without a transfer is a prediction and must read as one.
+        predicted = "" if report.measured or report.target is None else "Predicted "
+        factor.update(f"{predicted}Limiting factor: {v.limiting_factor}")
         factor.set_classes(f"factor-{v.limiting_factor}")
         fix_on = HOST_LABEL.get(v.host_to_fix, "nothing to fix") if v.host_to_fix else "nothing"
+        far = f" · far end: {report.far_end.description}" if report.far_end else ""
         meta.update(
-            f"confidence {v.confidence:.0%} · fix on {fix_on} · exit {int(report.exit_code)}"
+            f"confidence {v.confidence:.0%} · fix on {fix_on} · exit {int(report.exit_code)}{far}"
         )
         self.query_one(GapBar).set_gap(v.wizard_gap)
         self.query_one("#explanation", Static).update(v.explanation)
         evidence = [f"• {e}" for e in v.evidence] + [f"note: {n}" for n in report.notes]
+        evidence += [f"handshake: {f.title} {f.observed}" for f in report.peer_handshake_findings]
         self.query_one("#evidence", Static).update("\n".join(evidence))
         fix_list.set_fixes(report.fixes)
         self.query_one("#fixes-title", Label).update(
