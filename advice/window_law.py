@@ -10,9 +10,9 @@ import math
 from tcpwizard.checks.model import HostAudit
 from tcpwizard.checks.window import (
     MAX_UNSCALED_WINDOW,
+    mbps,
     parse_kernel_version,
-    typical_send_window,
-    typical_window_from_space,
+    running_windows,
 )
 
 UNSCALED_WINDOW = MAX_UNSCALED_WINDOW
@@ -44,6 +44,20 @@ def scaling_enabled(audit: HostAudit) -> bool | None:
     return None if raw is None else raw.strip() != "0"
 
 
+def _windows(audit: HostAudit, recv_space: int, send_space: int) -> tuple[int, int]:
+    """The audit's own window law (checks.window.running_windows) for this host's
+    settings, the route toward the far end included."""
+    route = audit.interface.route if audit.interface is not None else None
+    return running_windows(
+        recv_space,
+        send_space,
+        parse_kernel_version(audit.kernel),
+        _adv_win_scale(audit),
+        window_scaling=scaling_enabled(audit) is not False,
+        route_window=route.window if route is not None else None,
+    )
+
+
 def max_receive_window(audit: HostAudit) -> int | None:
     """Largest window a running autotuned receiver on this host advertises (bytes)."""
     rmem = _triple(audit, "net.ipv4.tcp_rmem")
@@ -51,22 +65,19 @@ def max_receive_window(audit: HostAudit) -> int | None:
         return None
     # Without receive autotuning (tcp_moderate_rcvbuf = 0) the buffer stays at the default.
     space = rmem[1] if audit.sysctl("net.ipv4.tcp_moderate_rcvbuf") == "0" else rmem[2]
-    kernel = parse_kernel_version(audit.kernel)
-    window = typical_window_from_space(space, kernel, _adv_win_scale(audit))
-    if scaling_enabled(audit) is False:
-        window = min(window, UNSCALED_WINDOW)
-    return window
+    return _windows(audit, space, 0)[0]
 
 
 def max_send_window(audit: HostAudit) -> int | None:
     """Most data a running connection keeps in flight with this host's autotuned send
     buffer (bytes)."""
     wmem = _triple(audit, "net.ipv4.tcp_wmem")
-    return None if wmem is None else typical_send_window(wmem[2])
+    return None if wmem is None else _windows(audit, 0, wmem[2])[1]
 
 
 def window_limit_mbps(window_bytes: float, rtt_ms: float) -> float:
-    return window_bytes * 8 / (rtt_ms / 1e3) / 1e6
+    """The window law in the verdict's units (milliseconds), from checks.window.mbps."""
+    return mbps(window_bytes, rtt_ms / 1e3)
 
 
 def mathis_mbps(mss_bytes: float, rtt_ms: float, loss: float) -> float | None:

@@ -108,7 +108,7 @@ def granted_buffer(request: int, core_max: int) -> int:
     return 2 * min(request, core_max)
 
 
-def mbps(window_bytes: int, rtt_s: float) -> float:
+def mbps(window_bytes: float, rtt_s: float) -> float:
     return window_bytes * 8 / rtt_s / 1e6
 
 
@@ -129,6 +129,25 @@ def buffer_cap(ram_bytes: int | None) -> int:
     return min(MAX_RECOMMENDED_BUFFER, ram_bytes // RAM_FRACTION_PER_SOCKET)
 
 
+def running_windows(
+    recv_space: int,
+    send_space: int,
+    kernel: tuple[int, int],
+    adv_win_scale: int,
+    *,
+    window_scaling: bool,
+    route_window: int | None = None,
+) -> tuple[int, int]:
+    """The window law's one source: (receive window, data in flight) of a running
+    connection with these buffers, with every clamp (no window scaling: 64 KB; a route's
+    `window` metric). The audit's ceilings and the verdict's bounds both come from here."""
+    limit = MAX_SCALED_WINDOW if window_scaling else MAX_UNSCALED_WINDOW
+    if route_window:
+        limit = min(limit, route_window)
+    receive = min(typical_window_from_space(recv_space, kernel, adv_win_scale), limit)
+    return receive, min(typical_send_window(send_space), limit)
+
+
 def ceilings(
     *,
     recv_space: int,
@@ -145,15 +164,26 @@ def ceilings(
 
     Without window scaling neither direction can exceed 64 KB in flight (the option is
     negotiated in the SYN, so one host without it turns it off both ways)."""
-    limit = MAX_SCALED_WINDOW if window_scaling else MAX_UNSCALED_WINDOW
-    if route_window:
-        limit = min(limit, route_window)
 
     def rwin(space: int) -> int:
-        return min(typical_window_from_space(space, kernel, adv_win_scale), limit)
+        return running_windows(
+            space,
+            0,
+            kernel,
+            adv_win_scale,
+            window_scaling=window_scaling,
+            route_window=route_window,
+        )[0]
 
     def swin(space: int) -> int:
-        return min(typical_send_window(space), limit)
+        return running_windows(
+            0,
+            space,
+            kernel,
+            adv_win_scale,
+            window_scaling=window_scaling,
+            route_window=route_window,
+        )[1]
 
     out = []
     for rtt_ms in rtts_ms:

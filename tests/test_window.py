@@ -100,3 +100,25 @@ def test_tcp_metrics_failure_is_a_reason_not_an_exception() -> None:
     entries, reason = read_tcp_metrics(broken)
     assert entries is None
     assert "netlink says no" in reason
+
+
+def test_audit_ceiling_and_verdict_bound_share_one_window_law(tmp_path: Path) -> None:
+    """A route `window` clamp limits the verdict's receive window exactly as it limits the
+    audit's ceiling: both come from checks.window.running_windows."""
+    from tcpwizard.advice.window_law import max_receive_window, window_limit_mbps
+    from tcpwizard.checks import SysctlReader, audit
+    from tcpwizard.checks.model import BdpTarget, RouteInfo
+    from tests.fakes import interface, make_tree, network
+
+    route = RouteInfo("default", "192.0.2.1", 65535, None, None, None)
+    host = audit(
+        SysctlReader(make_tree(tmp_path / "t", {})),
+        "198.51.100.7",
+        BdpTarget(0.05, 100e6, "flags"),
+        network=network(interface(route=route)),
+        ram_bytes=8 << 30,
+        page_size=4096,
+    )
+    assert max_receive_window(host) == 65535
+    at_50ms = next(c for c in host.ceilings if c.rtt_ms == 50)
+    assert at_50ms.receive_mbps == pytest.approx(window_limit_mbps(65535, 50), abs=0.01)
