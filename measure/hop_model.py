@@ -96,6 +96,8 @@ class PathHops:
     probes_sent: int
     elapsed_s: float
     notes: tuple[str, ...]
+    gateway: str | None = None  # this host's next hop toward the target (route fixes)
+    dev: str | None = None
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,8 @@ def analyse(
         )
         if is_limited:
             limited.append(c.ttl)
-        address, others = None, ()
+        address: str | None = None
+        others: tuple[str, ...] = ()
         if c.addresses:
             freq: dict[str, int] = {}
             for a in c.addresses:
@@ -257,7 +260,7 @@ def rtt_jump(hops: list[Hop]) -> tuple[int | None, float | None]:
         if rise > best[1]:
             best = (ttl, rise)
         floor = max(floor, m)
-    ttl, rise = best
-    if ttl is None or end is None or rise < max(JUMP_MIN_MS, JUMP_SHARE * end):
+    jump_ttl, rise = best
+    if jump_ttl is None or end is None or rise < max(JUMP_MIN_MS, JUMP_SHARE * end):
         return None, None
-    return ttl, rise
+    return jump_ttl, rise

@@ -523,6 +523,7 @@ def trace(host: str, opts: PathOptions) -> PathHops:
     prober = make_prober(method, family, addr, opts.port)
     run = _Run(prober, opts)
     notes: list[str] = []
+    route = route_to(str(addr[0]))
     try:
         # Discovery, 8 TTLs at a time (the target sees few probes beyond its own TTL).
         dest: int | None = None
@@ -590,6 +591,8 @@ def trace(host: str, opts: PathOptions) -> PathHops:
         probes_sent=run.sent,
         elapsed_s=time.monotonic() - run.start,
         notes=tuple(notes),
+        gateway=route.gateway,
+        dev=route.dev,
     )
 
 
@@ -610,24 +613,31 @@ def _resolve_names(addresses: set[str], budget_s: float = 1.0) -> dict[str, str]
     return out
 
 
-def interface_mtu(address: str) -> int:
-    """The MTU of the route toward `address` (its interface's, or the route's own mtu)."""
+@dataclass(frozen=True)
+class RouteInfo:
+    mtu: int
+    gateway: str | None
+    dev: str | None
+
+
+def route_to(address: str) -> RouteInfo:
+    """The route toward `address`: its interface's MTU (or the route's own, when set, but
+    not a cached path MTU), gateway and device, from `ip -j route get`."""
     fam = "-6" if ipaddress.ip_address(address).version == 6 else "-4"
+    gateway = dev = None
     try:
         proc = subprocess.run(
             ["ip", "-j", fam, "route", "get", address],
             capture_output=True, text=True, timeout=5, check=False,
         )  # fmt: skip
         route = json.loads(proc.stdout)[0] if proc.returncode == 0 else {}
-        if "mtu" in route.get("metrics", [{}])[0] if route.get("metrics") else False:
-            return int(route["metrics"][0]["mtu"])
-        dev = route.get("dev")
+        gateway, dev = route.get("gateway"), route.get("dev")
         if dev:
             with open(f"/sys/class/net/{dev}/mtu") as f:
-                return int(f.read())
+                return RouteInfo(int(f.read()), gateway, dev)
     except (OSError, ValueError, subprocess.SubprocessError, IndexError, KeyError, TypeError):
         pass
-    return 1500
+    return RouteInfo(1500, gateway, dev)
 
 
 def _mtu_search(
@@ -639,7 +649,7 @@ def _mtu_search(
 ) -> MtuFinding:
     """Path MTU with don't-fragment probes; a black hole located by TTL. At most ~40
     probes and a dozen timeouts."""
-    local = interface_mtu(str(addr[0]))
+    local = route_to(str(addr[0])).mtu
     floor = 1280 if family == socket.AF_INET6 else 576
     used = run.sent
     size = local
