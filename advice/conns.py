@@ -295,10 +295,13 @@ def _judge_receiver(
     rate = obs.recv_mbps
     rtt = obs.rcv_rtt_ms or obs.min_rtt_ms or obs.rtt_ms
     ev = [f"received {rate:.1f} Mbit/s over {obs.seconds:.1f} s", *_common_evidence(obs)]
-    if obs.rcvbuf and obs.rqueue_max >= 0.25 * obs.rcvbuf:
+    piled = bool(obs.rcvbuf) and obs.rqueue_max >= 0.25 * (obs.rcvbuf or 0)
+    closed = obs.rqueue_max > 0 and obs.rcv_wnd_min < 0.1 * obs.rcv_wnd_max
+    if piled or closed:
         ev.append(
             f"up to {format_bytes(obs.rqueue_max)} received and not yet read "
-            f"(receive buffer {format_bytes(obs.rcvbuf)})"
+            f"(receive buffer {format_bytes(obs.rcvbuf or 0)}); the window we offered "
+            f"went down to {format_bytes(obs.rcv_wnd_min)} (from {format_bytes(obs.rcv_wnd_max)})"
         )
         return _verdict(
             "application",

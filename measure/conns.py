@@ -90,6 +90,11 @@ class DiagRecord:
 def _raw_attr(msg: Any, name: str) -> bytes | None:
     """The payload of one netlink attribute, undecoded."""
     attr = msg.get_attr(name)
+    if isinstance(attr, str):  # attributes pyroute2 shows as hex ("00:02:...")
+        try:
+            return bytes.fromhex(attr.replace(":", ""))
+        except ValueError:
+            return None
     if attr is None or not hasattr(attr, "offset"):
         return None
     data: bytes = attr.data
@@ -173,7 +178,8 @@ class ConnObservation:
     snd_mss: int
     snd_wnd_max: int  # the window the peer offered, largest and smallest seen
     snd_wnd_min: int
-    rcv_wnd_max: int  # the window we offered, largest seen
+    rcv_wnd_max: int  # the window we offered, largest and smallest seen
+    rcv_wnd_min: int
     zero_window: bool  # the peer's window was zero (persist timer or snd_wnd 0) in a sample
     retransmits: int  # segments retransmitted in the interval
     segs_out: int  # segments sent in the interval
@@ -211,6 +217,7 @@ def combine(series: Sequence[DiagRecord], seconds: float) -> ConnObservation:
     first, last = series[0].info, series[-1].info
     span = max(seconds, 1e-6)
     wnds = [r.info.get("snd_wnd") or 0 for r in series]
+    rcv_wnds = [r.info.get("rcv_wnd") or 0 for r in series]
     zero = any(
         r.timer == TIMER_ZERO_WINDOW_PROBE or (r.info.get("snd_wnd") == 0 and r.wqueue > 0)
         for r in series
@@ -233,7 +240,8 @@ def combine(series: Sequence[DiagRecord], seconds: float) -> ConnObservation:
         snd_mss=v.get("snd_mss", 0),
         snd_wnd_max=max(wnds, default=0),
         snd_wnd_min=min(wnds, default=0),
-        rcv_wnd_max=max((r.info.get("rcv_wnd") or 0 for r in series), default=0),
+        rcv_wnd_max=max(rcv_wnds, default=0),
+        rcv_wnd_min=min(rcv_wnds, default=0),
         zero_window=zero,
         retransmits=_delta(first, last, "total_retrans"),
         segs_out=_delta(first, last, "segs_out"),

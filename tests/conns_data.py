@@ -31,6 +31,7 @@ def obs(**kw: Any) -> ConnObservation:
         snd_wnd_max=160_000,
         snd_wnd_min=160_000,
         rcv_wnd_max=65_000,
+        rcv_wnd_min=60_000,
         zero_window=False,
         retransmits=0,
         segs_out=2000,

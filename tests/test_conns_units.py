@@ -232,3 +232,17 @@ def test_cli_json_on_this_host_validates() -> None:
     doc = json.loads(out.getvalue())
     jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text()))
     assert code == doc["exit_code"] and doc["total"] >= len(doc["connections"])
+
+
+def test_receiver_whose_window_closes_with_data_unread_is_the_local_application() -> None:
+    o = obs(
+        send_mbps=0.0,
+        recv_mbps=16.0,
+        rqueue_max=1_000_000,
+        rcvbuf=None,
+        rcv_wnd_max=2_000_000,
+        rcv_wnd_min=0,
+    )
+    d = judge(o, SYSCTLS)
+    assert d.verdict is not None and d.verdict.limiting_factor == "application"
+    assert d.verdict.host_to_fix == "local" and d.fixes == ()
