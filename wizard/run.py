@@ -55,6 +55,8 @@ QUICK_MODES: tuple[Mode, ...] = ("autotune",)
 # these are the caps, reached only by a path still ramping up.
 DEFAULT_DURATION_S = 5.0
 QUICK_DURATION_S = 1.5
+# A far end other than serve (iperf3) cannot end its transfers early: the fixed length.
+FIXED_DURATION_S = 3.0
 # Without --direction, check measures both ways: every mode from here to the far end, and
 # autotune back, which is enough to catch a limit only the way back has (this host's
 # receive window, the far end's send buffer) for a few seconds more.
@@ -156,6 +158,9 @@ def _transfer_options(
     modes, reverse = (req.modes, None) if req.modes else _default_modes(req, far, target)
     duration = req.duration_s
     steady = duration is None and req.nbytes is None
+    if steady and far is not None and not far.abilities.drs_channel:
+        steady = False  # only serve's engine takes transfer_start's until_steady
+        duration = QUICK_DURATION_S if req.quick else FIXED_DURATION_S
     if steady:
         duration = QUICK_DURATION_S if req.quick else DEFAULT_DURATION_S
     return TransferOptions(
