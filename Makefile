@@ -54,6 +54,7 @@ wheel: install
 schema: install
 	$(BIN)/python -m tcpwizard.output.schema docs/report.schema.json
 	$(BIN)/python -m tcpwizard.output.conns_json docs/conns.schema.json
+	$(BIN)/python -m tcpwizard.output.path_json docs/path.schema.json
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -27,7 +27,7 @@ class PathAdvice:
 
 def _where(p: PathHops, ttl: int | None) -> str:
     if ttl is None:
-        return "?"
+        return "the first hop"
     hop = next((h for h in p.hops if h.ttl == ttl), None)
     addr = hop.address if hop and hop.address else "no answer"
     name = f" {hop.name}" if hop and hop.name else ""
@@ -116,7 +116,7 @@ def path_advice(p: PathHops) -> PathAdvice:
                 title="PMTU black hole",
             )
         )
-    elif m is not None and m.path_mtu is not None and m.path_mtu < m.local_mtu:
+    elif m is not None and m.path_mtu is not None and m.path_mtu < min(m.local_mtu, 65535):
         where = _where(p, m.hop)
         gain = m.local_mtu / m.path_mtu
         out.append(

@@ -6,12 +6,13 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_tcpwizard_lab_subparsers=(up status exec down demo bench)
-_shtab_tcpwizard_subparsers=(check conns calc probe transfer serve fix lab exporter history tui)
+_shtab_tcpwizard_subparsers=(check conns calc probe path transfer serve fix lab exporter history tui)
 
 _shtab_tcpwizard_check_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color --iperf3-port --allow-predicted --quick --fix --yes --warning --critical --no-history --ssh --ssh-option)
 _shtab_tcpwizard_conns_option_strings=(-h --help --port --address --process --busy --interval --bandwidth --watch --count --format --json --no-color)
 _shtab_tcpwizard_calc_option_strings=(-h --help --rtt --bandwidth --format --json --no-color)
 _shtab_tcpwizard_probe_option_strings=(-h --help --port --secret-file --tcp-port --budget --format --json --no-color)
+_shtab_tcpwizard_path_option_strings=(-h --help --method --count --interval --max-time --port --timeout --max-hops --no-mtu -n --numeric -4 -6 --format --json --no-color)
 _shtab_tcpwizard_transfer_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color)
 _shtab_tcpwizard_serve_option_strings=(-h --help --bind --port --secret-file --max-duration --max-bytes --max-clients --once --lock)
 _shtab_tcpwizard_fix_option_strings=(-h --help --rollback --yes --plan --for --format --json --no-color)
@@ -34,6 +35,8 @@ _shtab_tcpwizard_check___format_choices=(text json prometheus nagios)
 _shtab_tcpwizard_conns___format_choices=(text json prometheus nagios)
 _shtab_tcpwizard_calc___format_choices=(text json prometheus nagios)
 _shtab_tcpwizard_probe___format_choices=(text json prometheus nagios)
+_shtab_tcpwizard_path___method_choices=(auto icmp udp tcp)
+_shtab_tcpwizard_path___format_choices=(text json prometheus nagios)
 _shtab_tcpwizard_transfer___direction_choices=(up down both)
 _shtab_tcpwizard_transfer___format_choices=(text json prometheus nagios)
 _shtab_tcpwizard_fix___for_choices=(local peer)
@@ -43,7 +46,7 @@ _shtab_tcpwizard_lab_exec_pos_0_choices=(a b)
 _shtab_tcpwizard_lab_pos_0_choices=(up status exec down demo bench)
 _shtab_tcpwizard_exporter___direction_choices=(up down both)
 _shtab_tcpwizard_history___format_choices=(text json prometheus nagios)
-_shtab_tcpwizard_pos_0_choices=(check conns calc probe transfer serve fix lab exporter history tui)
+_shtab_tcpwizard_pos_0_choices=(check conns calc probe path transfer serve fix lab exporter history tui)
 
 _shtab_tcpwizard_check__h_nargs=0
 _shtab_tcpwizard_check___help_nargs=0
@@ -70,6 +73,15 @@ _shtab_tcpwizard_probe__h_nargs=0
 _shtab_tcpwizard_probe___help_nargs=0
 _shtab_tcpwizard_probe___json_nargs=0
 _shtab_tcpwizard_probe___no_color_nargs=0
+_shtab_tcpwizard_path__h_nargs=0
+_shtab_tcpwizard_path___help_nargs=0
+_shtab_tcpwizard_path___no_mtu_nargs=0
+_shtab_tcpwizard_path__n_nargs=0
+_shtab_tcpwizard_path___numeric_nargs=0
+_shtab_tcpwizard_path__4_nargs=0
+_shtab_tcpwizard_path__6_nargs=0
+_shtab_tcpwizard_path___json_nargs=0
+_shtab_tcpwizard_path___no_color_nargs=0
 _shtab_tcpwizard_transfer__h_nargs=0
 _shtab_tcpwizard_transfer___help_nargs=0
 _shtab_tcpwizard_transfer___force_buffers_nargs=0

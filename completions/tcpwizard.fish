@@ -50,8 +50,8 @@ function _shtab_tcpwizard_using
   test "$_shtab_tcpwizard_cmdpath" = "$argv"
 end
 
-set -g _shtab_tcpwizard_commands check conns calc probe transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
-set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --mesh --modes --mtu --name --only --out --plan --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --warning
+set -g _shtab_tcpwizard_commands check conns calc probe path transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
+set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --modes --mtu --name --only --out --plan --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -113,6 +113,22 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using probe' -l budget -x -d 'time bu
 complete -c tcpwizard -n '_shtab_tcpwizard_using probe' -l format -xka "text json prometheus nagios" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using probe' -l json -d 'same as --format json'
 complete -c tcpwizard -n '_shtab_tcpwizard_using probe' -l no-color -d 'plain text without colours'
+complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a path -d 'the hops: where the RTT jumps, where loss begins, the path MTU'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -s h -l help -d 'show this help message and exit'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l method -xka "auto icmp udp tcp" -d 'probe with ICMP echo (raw socket, root), UDP to a closed port or TCP SYN to an open port (IP_RECVERR, no root); auto: icmp as root, else udp'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l count -x -d 'probes per hop (10); more tell small loss apart'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l interval -x -d 'between two probes, any hop (20ms)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l max-time -x -d 'stop sending probes after this long (30s)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l port -x -d 'tcp: the open port to send SYNs to (e.g. 22, 5301); udp: the first destination port (33434)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l timeout -x -d 'how long to wait for an answer (1s)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l max-hops -x -d 'largest TTL (30)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l no-mtu -d 'skip the path MTU search'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -s n -l numeric -d 'do not look up hop names'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -s 4 -d 'IPv4 only'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -s 6 -d 'IPv6 only'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l format -xka "text json prometheus nagios" -d 'output format'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l json -d 'same as --format json'
+complete -c tcpwizard -n '_shtab_tcpwizard_using path' -l no-color -d 'plain text without colours'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a transfer -d 'test transfers with each buffer strategy (incl. DRS)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l port -x -d 'tcpwizard serve port (5301)'

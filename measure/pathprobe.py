@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tcpwizard.exitcodes import PermissionRequired, UsageError
+from tcpwizard.exitcodes import PermissionRequired, Unavailable, UsageError
 from tcpwizard.measure import udpwire
 from tcpwizard.measure.hop_model import HopCounts, MtuFinding, PathHops, ProbeReply, analyse
 from tcpwizard.measure.rtt import icmp_echo_packet
@@ -417,8 +417,10 @@ def resolve_target(host: str, family: int = 0) -> tuple[int, tuple[object, ...]]
     fam = {4: socket.AF_INET, 6: socket.AF_INET6}.get(family, socket.AF_UNSPEC)
     try:
         infos = socket.getaddrinfo(host, None, fam, socket.SOCK_DGRAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise UsageError(f"cannot resolve {host}: {exc}") from None
+    except socket.gaierror as exc:
+        raise Unavailable(f"cannot resolve host {host!r}: {exc.strerror}") from None
+    except UnicodeError:
+        raise Unavailable(f"cannot resolve host {host!r}: invalid name") from None
     f, _, _, _, addr = infos[0]
     return int(f), tuple(addr)
 
@@ -652,7 +654,7 @@ def _mtu_search(
     local = route_to(str(addr[0])).mtu
     floor = 1280 if family == socket.AF_INET6 else 576
     used = run.sent
-    size = local
+    size = min(local, 65535)  # an IPv4 packet's length field, and IPv6 without jumbograms
     said_hop: int | None = None
     said_addr: str | None = None
     ok_size: int | None = None
@@ -662,6 +664,9 @@ def _mtu_search(
         if run.sent - used > 40:
             break
         seqs = [s for s in (run.send(64, size), run.send(64, size)) if s is not None]
+        if not seqs:  # this host could not send it (larger than its own route allows)
+            size = max([m for m in COMMON_MTUS if m < size] + [floor])
+            continue
         n_before = len(run.extra)
         run.wait_for(seqs, timeout)
         if any(run.replies.get(s) is not None and run.replies[s].kind == "dest" for s in seqs):

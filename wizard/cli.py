@@ -243,6 +243,70 @@ def _add_serve(sub: argparse._SubParsersAction[Parser]) -> None:
     )
 
 
+def _add_hop_flags(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """Options of `path` (with prefix "hops-" on `check --hops`)."""
+    p.add_argument(
+        f"--{prefix}method",
+        dest="method" if not prefix else "hops_method",
+        choices=("auto", "icmp", "udp", "tcp"),
+        default="auto",
+        help="probe with ICMP echo (raw socket, root), UDP to a closed port or TCP SYN to "
+        "an open port (IP_RECVERR, no root); auto: icmp as root, else udp",
+    )
+    p.add_argument(
+        f"--{prefix}count",
+        dest="count" if not prefix else "hops_count",
+        type=argtypes.int_range(1, 1000),
+        default=10,
+        help="probes per hop (10); more tell small loss apart",
+    )
+    p.add_argument(
+        f"--{prefix}interval",
+        dest="interval" if not prefix else "hops_interval",
+        type=argtypes.duration("s"),
+        default="20ms",
+        help="between two probes, any hop (20ms)",
+    )
+    p.add_argument(
+        f"--{prefix}max-time",
+        dest="max_time" if not prefix else "hops_max_time",
+        type=argtypes.duration("s"),
+        default="30s",
+        help="stop sending probes after this long (30s)",
+    )
+
+
+def _add_path(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser(
+        "path", help="the hops: where the RTT jumps, where loss begins, the path MTU"
+    )
+    p.add_argument(
+        "host", type=argtypes.host, help="the far end: a host name or an IPv4/IPv6 literal"
+    )
+    _add_hop_flags(p)
+    p.add_argument(
+        "--port",
+        type=argtypes.port,
+        help="tcp: the open port to send SYNs to (e.g. 22, 5301); udp: the first "
+        "destination port (33434)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=argtypes.duration("s"),
+        default="1s",
+        help="how long to wait for an answer (1s)",
+    )
+    p.add_argument(
+        "--max-hops", type=argtypes.int_range(1, 64), default=30, help="largest TTL (30)"
+    )
+    p.add_argument("--no-mtu", action="store_true", help="skip the path MTU search")
+    p.add_argument("-n", "--numeric", action="store_true", help="do not look up hop names")
+    fam = p.add_mutually_exclusive_group()
+    fam.add_argument("-4", dest="ipv4", action="store_true", help="IPv4 only")
+    fam.add_argument("-6", dest="ipv6", action="store_true", help="IPv6 only")
+    _add_output_flags(p)
+
+
 def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("probe", help="measure the path: RTT, loss, bottleneck capacity, BDP")
     _add_target_flags(p, host_required=True)
@@ -401,6 +465,7 @@ def build_parser() -> Parser:
         _add_conns,
         _add_calc,
         _add_probe,
+        _add_path,
         _add_transfer,
         _add_serve,
         _add_fix,

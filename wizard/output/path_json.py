@@ -1,0 +1,170 @@
+"""`tcpwizard path --json`: the document and its JSON Schema (draft 2020-12), built here from
+the frozen PathHops and PathAdvice. `python -m tcpwizard.output.path_json docs/path.schema.json`
+writes the committed schema; a test fails when it is stale."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from tcpwizard import TOOL_NAME, __version__
+from tcpwizard.advice.path_advice import PathAdvice
+from tcpwizard.measure.hop_model import Hop, MtuFinding, PathHops
+from tcpwizard.output.json_format import finding_json, fix_json
+from tcpwizard.output.schema import BOOL, FINDING, FIX, INT, NUM, STR, Schema, _arr, _nullable, _obj
+
+PATH_SCHEMA_VERSION = 1
+Json = dict[str, Any]
+
+
+def _r(x: float | None, digits: int = 3) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def hop_json(h: Hop) -> Json:
+    return {
+        "ttl": h.ttl,
+        "address": h.address,
+        "name": h.name,
+        "other_addresses": list(h.other_addresses),
+        "sent": h.sent,
+        "received": h.received,
+        "rtt_min_ms": _r(h.rtt_min_ms),
+        "rtt_median_ms": _r(h.rtt_median_ms),
+        "loss_pct": _r(h.loss_pct, 2),
+        "real_loss_pct": _r(h.real_loss_pct, 2),
+        "rate_limited": h.rate_limited,
+        "destination": h.destination,
+    }
+
+
+def mtu_json(m: MtuFinding) -> Json:
+    return {
+        "local_mtu": m.local_mtu,
+        "path_mtu": m.path_mtu,
+        "hop": m.hop,
+        "hop_address": m.hop_address,
+        "blackhole": m.blackhole,
+        "blackhole_hop": m.blackhole_hop,
+        "blackhole_address": m.blackhole_address,
+        "probes": m.probes,
+        "note": m.note,
+    }
+
+
+def hops_json(p: PathHops, adv: PathAdvice) -> Json:
+    """The hops section (also `check --hops` puts it in its report)."""
+    return {
+        "method": p.method,
+        "port": p.port,
+        "reached": p.reached,
+        "hops": [hop_json(h) for h in p.hops],
+        "rtt_jump": None
+        if p.rtt_jump_hop is None
+        else {"hop": p.rtt_jump_hop, "ms": _r(p.rtt_jump_ms)},
+        "loss_start": None
+        if p.loss_start_hop is None
+        else {"hop": p.loss_start_hop, "loss_pct": _r(p.end_loss_pct, 2)},
+        "rate_limited_hops": list(p.rate_limited_hops),
+        "mtu": None if p.mtu is None else mtu_json(p.mtu),
+        "findings": [finding_json(f) for f in adv.findings],
+        "fixes": [fix_json(x) for f in adv.findings for x in f.fixes],
+        "probes_sent": p.probes_sent,
+        "elapsed_s": _r(p.elapsed_s, 2),
+        "notes": list(p.notes),
+    }
+
+
+def path_json(p: PathHops, adv: PathAdvice) -> Json:
+    return {
+        "schema_version": PATH_SCHEMA_VERSION,
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "target": {"host": p.host, "address": p.address, "family": p.family},
+        **hops_json(p, adv),
+        "exit_code": int(adv.exit_code),
+    }
+
+
+HOP = _obj(
+    {
+        "ttl": INT,
+        "address": _nullable(STR),
+        "name": _nullable(STR),
+        "other_addresses": _arr(STR),
+        "sent": INT,
+        "received": INT,
+        "rtt_min_ms": _nullable(NUM),
+        "rtt_median_ms": _nullable(NUM),
+        "loss_pct": NUM,
+        "real_loss_pct": NUM,
+        "rate_limited": BOOL,
+        "destination": BOOL,
+    }
+)
+MTU = _obj(
+    {
+        "local_mtu": INT,
+        "path_mtu": _nullable(INT),
+        "hop": _nullable(INT),
+        "hop_address": _nullable(STR),
+        "blackhole": BOOL,
+        "blackhole_hop": _nullable(INT),
+        "blackhole_address": _nullable(STR),
+        "probes": INT,
+        "note": STR,
+    }
+)
+HOPS_PROPS: dict[str, Schema] = {
+    "method": {"enum": ["icmp", "udp", "tcp"]},
+    "port": _nullable(INT),
+    "reached": BOOL,
+    "hops": _arr(HOP),
+    "rtt_jump": _nullable(_obj({"hop": INT, "ms": NUM})),
+    "loss_start": _nullable(_obj({"hop": INT, "loss_pct": NUM})),
+    "rate_limited_hops": _arr(INT),
+    "mtu": _nullable(MTU),
+    "findings": _arr(FINDING),
+    "fixes": _arr(FIX),
+    "probes_sent": INT,
+    "elapsed_s": NUM,
+    "notes": _arr(STR),
+}
+HOPS_SECTION = _obj(HOPS_PROPS)
+
+
+def path_schema() -> Schema:
+    body = _obj(
+        {
+            "schema_version": {"const": PATH_SCHEMA_VERSION},
+            "tool": _obj({"name": {"const": "tcpwizard"}, "version": STR}),
+            "target": _obj({"host": STR, "address": STR, "family": {"enum": [4, 6]}}),
+            **HOPS_PROPS,
+            "exit_code": INT,
+        }
+    )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://tcpwizard.invalid/path.schema.json",
+        "title": "tcpwizard path",
+        "description": "Output of `tcpwizard path --json` "
+        f"(schema_version {PATH_SCHEMA_VERSION}); docs/path.md explains each field.",
+        **body,
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(path_schema(), indent=2) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tcpwizard.output.path_json OUTPUT.json", file=sys.stderr)
+        return 64
+    with open(argv[0], "w", encoding="utf-8") as fh:
+        fh.write(schema_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
