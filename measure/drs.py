@@ -272,7 +272,11 @@ class DrsReceiver:
         fits = int(self.config.safe_share * self._memory_of(target))
         clamp = fits * 7 // 8
         if self._clamp != clamp:
-            self._clamp, self._clamp_t = clamp, now
+            if self._clamp is None or clamp < self._clamp:
+                # A lower clamp starts the wait again; a higher one (the target rose a
+                # little) keeps it: what was in flight is bounded by the lower one.
+                self._clamp_t = now
+            self._clamp = clamp
             self.waiting_shrinks += 1
             return BufferStep(clamp=clamp)
         if offered is None:

@@ -167,6 +167,14 @@ def test_shrink_without_rcv_wnd_waits_two_rtts() -> None:
     assert rx.step(0.2, offered=None).rcvbuf == 1_000_000
 
 
+def test_a_slightly_higher_target_keeps_the_wait_already_done() -> None:
+    rx = _shrinking(target=1_000_000, applied=2_000_000)
+    assert rx.step(0.0, offered=None).clamp is not None
+    rx.request = 1_050_000  # the bandwidth filter moved a little
+    assert rx.step(0.15, offered=None).clamp is not None
+    assert rx.step(0.2, offered=None).rcvbuf == 1_050_000  # 2 RTTs after the first clamp
+
+
 def test_growth_is_applied_at_once_and_cancels_a_waiting_shrink() -> None:
     rx = _shrinking(target=1_000_000, applied=2_000_000)
     assert rx.step(0.0, offered=3_000_000).clamp is not None
