@@ -166,16 +166,21 @@ def _mode_floor_mbps(m: ModeResult) -> float:
     return reached_mbps(m) * (mss + IP_TCP_HEADERS) / mss
 
 
-def _transfer_floor(ev: Evidence, d: _Direction) -> tuple[float, ModeResult] | None:
-    """The highest rate any mode of this direction sustained: the path carries at least
-    that much, whatever a probe says. A fixed 64 KB buffer (untuned) shows nothing new."""
+def _floors(ev: Evidence, d: _Direction) -> list[tuple[float, ModeResult]]:
+    """What each mode of this direction showed the path carries, fastest first. A fixed
+    64 KB buffer (untuned) shows nothing new."""
     modes = [
         m
         for m in (ev.transfer.modes if ev.transfer else ())
         if m.error is None and m.direction == d.name and m.mode != "untuned"
     ]
-    best = max(modes, key=_mode_floor_mbps, default=None)
-    return None if best is None else (_mode_floor_mbps(best), best)
+    return sorted(((_mode_floor_mbps(m), m) for m in modes), key=lambda f: -f[0])
+
+
+def _transfer_floor(ev: Evidence, d: _Direction) -> tuple[float, ModeResult] | None:
+    """The highest rate any mode of this direction sustained: the path carries at least
+    that much, whatever a probe says."""
+    return next(iter(_floors(ev, d)), None)
 
 
 def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: float) -> bool:
@@ -233,9 +238,17 @@ def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
     # healthy share's headroom: near a window bound a weak probe cannot tell a buffer limit
     # from the path, and a false alarm on a healthy path is the worse mistake.
     weak = probe.confidence < PROBE_SURE or probe.limited_by in ("coalescing", "sender")
-    need = low / HEALTHY_SHARE if weak else probe.mbps
-    if not (weak or low >= HEALTHY_SHARE * probe.mbps) or not _ran_at_path_rate(ev, d, mode, need):
+    # The fastest mode that nothing held back speaks for the path (the fastest of all may
+    # lack the evidence: no sender TCP_INFO through a stock iperf3 far end, say).
+    speaks = [
+        (rate, m)
+        for rate, m in _floors(ev, d)
+        if (weak or rate >= HEALTHY_SHARE * probe.mbps)
+        and _ran_at_path_rate(ev, d, m, rate / HEALTHY_SHARE if weak else probe.mbps)
+    ]
+    if not speaks:
         return probe.mbps, ""
+    low, mode = speaks[0]
     return low, (
         f"probe said {_fmt(probe.mbps)} ({probe.method}), transfers showed the path carries "
         f"at least {_fmt(low)} ({mode.mode}, held back by neither host): the transfer's rate "
