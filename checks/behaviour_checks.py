@@ -188,6 +188,17 @@ class PacingQdisc(Check):
             return self.finding(
                 "ok", observed, "fq", f"{iface.name if iface else '?'} has no queue to pace in."
             )
+        if env.network.fq_available is False:
+            # Advising `tc qdisc ... fq` here would only fail ("qdisc kind is unknown").
+            return self.finding(
+                "info",
+                observed + "; this kernel has no fq qdisc (CONFIG_NET_SCH_FQ not set)",
+                "fq",
+                "BBR runs without fq pacing and this kernel cannot provide it: TCP paces with "
+                "its internal timer (more CPU per byte; at 10 Gbit/s and above a sender core "
+                "may saturate first). A kernel built with CONFIG_NET_SCH_FQ makes `tc qdisc "
+                "replace dev IFACE root fq` possible.",
+            )
         fixes: list[Fix] = []
         if iface and egress:
             fixes.append(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tcpwizard.checks.kernel_features import qdisc_available
 from tcpwizard.checks.model import InterfaceInfo, RouteInfo
 from tcpwizard.checks.tcp_metrics import MetricsEntry, read_tcp_metrics
 
@@ -26,6 +27,7 @@ class NetworkFacts:
     interface_missing_reason: str
     metrics: tuple[MetricsEntry, ...] | None  # None: could not be read
     metrics_missing_reason: str = ""
+    fq_available: bool | None = None  # this kernel has the fq qdisc (None: cannot tell)
 
     @classmethod
     def unavailable(cls, reason: str) -> NetworkFacts:
@@ -260,4 +262,5 @@ def lookup_egress_with_ip(
 def gather_network(target: str | None, sys_root: str = "/sys") -> NetworkFacts:
     interface, reason = lookup_egress(target, sys_root)
     metrics, metrics_reason = read_tcp_metrics()
-    return NetworkFacts(interface, reason, metrics, metrics_reason)
+    fq = qdisc_available("fq", sys_root=sys_root)
+    return NetworkFacts(interface, reason, metrics, metrics_reason, fq)
