@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcpwizard.measure.bench_transfer import (
+from tcpwizard.lab.bench_transfer import (
     BenchRow,
     drs_needs_force,
     force_overprovisioned,

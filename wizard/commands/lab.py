@@ -153,7 +153,7 @@ def _bench_paper(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _bench_transfer(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.measure.bench_transfer import run_bench_cli
+    from tcpwizard.lab.bench_transfer import run_bench_cli
 
     require_root()
     return run_bench_cli(args.quick, args.out, ctx)
