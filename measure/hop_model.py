@@ -161,26 +161,28 @@ def excess_hops(counts: list[tuple[int, int]]) -> set[int]:
         if s == 0 or ls == 0 or x == 0:
             continue
         p = lx / ls
-        # P(X >= x) under the later hops' rate
-        if p == 0 or 1.0 - binom_cdf(x - 1, s, p) < CONSISTENT_P:
+        # Clearly more (by RATE_LIMIT_EXCESS) and unlikely under the later hops' rate.
+        if x / s - p >= RATE_LIMIT_EXCESS and (
+            p == 0 or 1.0 - binom_cdf(x - 1, s, p) < CONSISTENT_P
+        ):
             out.add(i)
     return out
 
 
 def loss_start(counts: list[tuple[int, int]]) -> tuple[int | None, float]:
     """(index where real loss begins, its rate) over (sent, lost) pairs of the answering
-    hops in path order; (None, 0.0) when the last hop lost nothing.
+    hops in path order; (None, 0.0) when no hop lost anything but its own ICMP.
 
     Real loss only grows along the path, so the hops (less those whose loss stays at them)
     are fitted with a change point: one rate before it, a higher one from it on; the split
     with the highest likelihood wins over a single rate for the whole path only when it
     gains more than a parameter's worth (AIC).
     """
-    if not counts or counts[-1][1] == 0:
-        return None, 0.0
     skip = excess_hops(counts)
     idx = [i for i in range(len(counts)) if i not in skip]
     pairs = [counts[i] for i in idx]
+    if not pairs or sum(x for _, x in pairs) == 0:
+        return None, 0.0
     best_ll, best_p = _ll(pairs)
     best_k = 0
     for k in range(1, len(pairs)):

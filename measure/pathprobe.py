@@ -60,6 +60,7 @@ SO_EE_ORIGIN_LOCAL = 1
 SO_EE_ORIGIN_ICMP = 2
 SO_EE_ORIGIN_ICMP6 = 3
 _EE = struct.Struct("=IBBBBII")
+MAX_OPEN_SOCKETS = 256  # tcp: connects in flight at once (file descriptors)
 TCP_SYN_RTO_MS = 950.0  # Linux resends a SYN after 1 s: a later answer is to the resend
 
 # Sizes tried when large probes vanish without an answer (common link MTUs).
@@ -119,6 +120,10 @@ class Prober:
 
     def expire(self, seq: int) -> None:
         """No answer is expected any more for `seq`."""
+
+    def busy(self) -> bool:
+        """Too many probes in flight to send another now (open sockets)."""
+        return False
 
     def close(self) -> None:
         raise NotImplementedError
@@ -360,6 +365,9 @@ class TcpProber(Prober):
     def write_fds(self) -> list[int]:
         return list(self.socks)
 
+    def busy(self) -> bool:
+        return len(self.socks) >= MAX_OPEN_SOCKETS
+
     def send(self, ttl: int, seq: int, size: int) -> bool:
         s = socket.socket(self.family, socket.SOCK_STREAM)
         s.setblocking(False)
@@ -457,12 +465,23 @@ class _Run:
         return time.monotonic() - self.start > self.opts.max_time_s or self.sent >= MAX_PROBES
 
     def send(self, ttl: int, size: int) -> int | None:
+        for _ in range(1000):  # bounded: at most ~timeout for the oldest to answer or expire
+            if not self.prober.busy():
+                break
+            self.pump(time.monotonic() + 0.005)
+            self.reap()
         self.seq = (self.seq + 1) & 0xFFFF
         seq = self.seq
         self.meta[seq] = (ttl, size)
         self.sent += 1
         ok = self.prober.send(ttl, seq, size)
         return seq if ok else None
+
+    def reap(self) -> None:
+        """Give up on probes older than the timeout (closes TCP sockets)."""
+        cutoff = time.time_ns() - int(self.opts.timeout_s * 1e9)
+        for seq in [s for s, t in self.prober.sent_ns.items() if t < cutoff]:
+            self.prober.expire(seq)
 
     def pump(self, until: float, done: Callable[[], bool] = lambda: False) -> None:
         """Read answers until `until` (monotonic) or done()."""
@@ -474,8 +493,11 @@ class _Run:
             if not fds:
                 time.sleep(min(left, 0.005))
                 continue
-            readable, writable, _ = select.select(fds, self.prober.write_fds(), [], min(left, 0.05))
-            for fd in dict.fromkeys(readable + writable):
+            poller = select.poll()  # not select(): TCP probes may hold fds above 1023
+            writers = set(self.prober.write_fds())
+            for fd in fds:
+                poller.register(fd, select.POLLIN | (select.POLLOUT if fd in writers else 0))
+            for fd, _ev in poller.poll(max(1, int(min(left, 0.05) * 1000))):
                 for r in self.prober.read(fd):
                     if r.kind == "mtu":
                         self.extra.append(r)
