@@ -34,27 +34,6 @@ CHRONO_SHARE = 0.2  # of the busy time: how long a limit must hold to be the lim
 WEAK = 0.4  # a limit named with less confidence loses to "the hosts allow the capacity"
 LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
 
-# Which fixes answer which factor (matched against Fix.key).
-FIX_KEYS: dict[str, tuple[str, ...]] = {
-    "receiver-window": (
-        "net.ipv4.tcp_rmem",
-        "net.core.rmem_max",
-        "net.ipv4.tcp_moderate_rcvbuf",
-        "route:",
-        "setsockopt:SO_RCVBUF",
-    ),
-    "sender-buffer": ("net.ipv4.tcp_wmem", "net.core.wmem_max", "setsockopt:SO_SNDBUF"),
-    "window-scaling": ("net.ipv4.tcp_window_scaling",),
-    "congestion": (
-        "net.ipv4.tcp_congestion_control",
-        "net.core.default_qdisc",
-        "qdisc:",
-        "net.ipv4.tcp_sack",
-    ),
-    "cached-metrics": ("net.ipv4.tcp_no_metrics_save", "tcp_metrics"),
-    "interface": ("interface:", "link:"),
-}
-
 
 @dataclass(frozen=True)
 class Evidence:
@@ -194,7 +173,12 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
     rwnd, _, busy = _chrono(m)
     if (rwnd or 0.0) >= CHRONO_SHARE or (busy if busy is not None else 1.0) < 0.6:
         return False
-    if d.sender is None or d.receiver is None:
+    if m.receiver_view is not None:
+        # A sender that reports nothing (a web server): only our receiving socket can
+        # show the bottleneck was reached, whatever our own buffer's mode.
+        if not _receiver_saw_path(m, rtt, claim_mbps):
+            return False
+    elif d.sender is None or d.receiver is None:
         # A far end without an audit (iperf3): a mode whose buffers were sized for the
         # path at both ends (iperf3 -w sets the far end's too) speaks for the path, and so
         # does one whose sender's kernel saw neither window limit it.
@@ -209,6 +193,22 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
     if cc in LOSS_BASED and _late_retransmits(m) >= LATE_LOSS_EVENTS:
         return False
     return not (len(m.samples) >= 8 and _still_ramping(m))
+
+
+QUEUE_RTT = 1.2  # the receiver's RTT this much above the minimum: a queue at the bottleneck
+
+
+def _receiver_saw_path(m: ModeResult, rtt_ms: float, claim_mbps: float) -> bool:
+    """Seen from our receiving socket, the download reached the bottleneck: the window we
+    offered allowed the rate claimed, and the sender filled the path's queue: the
+    receiver's RTT rose above the minimum. A sender held back by its own buffer builds no
+    queue; random loss (segments out of order with no queue) is no sign of a full path."""
+    view = m.receiver_view
+    if view is None or view.max_rcv_wnd <= 0:
+        return False
+    if window_limit_mbps(view.max_rcv_wnd, rtt_ms) < HEALTHY_SHARE * claim_mbps:
+        return False
+    return view.rcv_rtt_us / 1e3 >= QUEUE_RTT * rtt_ms
 
 
 def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
@@ -745,6 +745,53 @@ def _rule_hosts_allow(ev: Evidence, d: _Direction) -> _Candidate | None:
     )
 
 
+def _rule_seen_from_receiver(ev: Evidence, d: _Direction) -> _Candidate | None:
+    """A download whose sender reports nothing (a web server, `check URL`): our receiving
+    socket's TCP_INFO says whether the window we offered was filled every RTT (then the
+    receiver-window rule speaks) or the sender kept far less in flight than that window
+    allowed: its send buffer, or losses (segments out of order) holding its window down."""
+    cur = d.current
+    view = cur.receiver_view if cur is not None else None
+    if cur is None or view is None or d.sender is not None or view.max_rcv_wnd <= 0:
+        return None
+    rtt = _rtt_ms(ev, d) or view.rcv_rtt_us / 1e3
+    if not rtt or not _below_path(ev, d):
+        return None
+    offered = window_limit_mbps(view.max_rcv_wnd, rtt)
+    if steady_mbps(cur) >= RECEIVER_FILLED * offered:
+        return None  # our window was filled each RTT: the receiver-window rule speaks
+    evidence = [
+        f"{cur.mode} moved {_fmt(cur.throughput_mbps)} ({_fmt(steady_mbps(cur))} once up to "
+        f"speed); the window we offered, {view.max_rcv_wnd / 1e6:.2f} MB / {rtt:.1f} ms, "
+        f"allowed {_fmt(offered)} (TCP_INFO of our receiving socket)",
+    ]
+    if view.ooo_packets > 0:
+        evidence.append(f"{view.ooo_packets} segments arrived out of order: losses on the way")
+        return _Candidate(
+            d.name,
+            "congestion",
+            0.55,
+            d.sender_role,
+            f"{d.name}: the sender keeps far less in flight than our window allows and "
+            "segments are lost on the way: losses hold its congestion window down.",
+            tuple(evidence),
+        )
+    evidence.append("no segment arrived out of order: nothing was lost")
+    return _Candidate(
+        d.name,
+        "sender-buffer",
+        0.6,
+        d.sender_role,
+        f"{d.name}: the sender ({d.sender_role}) keeps far less data in flight than our "
+        "window allows, without losses: its send buffer (tcp_wmem) is too small for the "
+        "path (or the server application supplies data slower).",
+        tuple(evidence),
+    )
+
+
+RECEIVER_FILLED = 0.6  # of the window we offered, arriving per RTT: the window was the limit
+
+
 RULES: tuple[Callable[[Evidence, _Direction], _Candidate | None], ...] = (
     _rule_healthy,
     _rule_window_scaling,
@@ -756,6 +803,7 @@ RULES: tuple[Callable[[Evidence, _Direction], _Candidate | None], ...] = (
     _rule_application,
     _rule_predicted,
     _rule_hosts_allow,
+    _rule_seen_from_receiver,
 )
 
 
@@ -804,8 +852,8 @@ def _predicted_gap(ev: Evidence, factor: str) -> WizardGap:
 
 
 def _fixes_for(ev: Evidence, factor: str, host: HostRole | None) -> tuple[Fix, ...]:
-    keys = FIX_KEYS.get(factor, ())
-    if not keys or host is None:
+    """The fixes for the named host that declare they answer this factor."""
+    if host is None:
         return ()
     pools: list[tuple[Fix, ...]] = []
     if host in ("local", "both"):
@@ -814,7 +862,7 @@ def _fixes_for(ev: Evidence, factor: str, host: HostRole | None) -> tuple[Fix, .
         pools.append(ev.peer_fixes)
     chosen: list[Fix] = []
     for pool in pools:
-        chosen.extend(f for f in pool if f.key.startswith(keys) and f not in chosen)
+        chosen.extend(f for f in pool if factor in f.answers and f not in chosen)
     if any(f.kind == "route" for f in chosen):
         # A route clamp caps every socket, whatever buffer the application asks for.
         chosen = [f for f in chosen if f.kind != "setsockopt"]

@@ -57,4 +57,5 @@ def setsockopt_fix(option: Option, size: int, host: HostRole) -> Fix:
             "setting it disables kernel autotuning for that socket"
         ),
         guideline="Tierney, 'TCP Buffer Tuning: Application'; drsFTP paper §3",
+        answers=("receiver-window",) if option == "SO_RCVBUF" else ("sender-buffer",),
     )

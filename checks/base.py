@@ -91,7 +91,14 @@ def ratio_severity(
     return severity
 
 
-def sysctl_fix(check_id: str, key: str, value: str, why: str, guideline: str) -> Fix:
+def sysctl_fix(
+    check_id: str,
+    key: str,
+    value: str,
+    why: str,
+    guideline: str,
+    answers: tuple[str, ...] = (),
+) -> Fix:
     shown = f'"{value}"' if " " in value else value
     return Fix(
         id=f"{check_id}:{key}",
@@ -102,6 +109,7 @@ def sysctl_fix(check_id: str, key: str, value: str, why: str, guideline: str) ->
         command=f"sysctl -w {key}={shown}",
         why=why,
         guideline=guideline,
+        answers=answers,
     )
 
 
@@ -114,6 +122,8 @@ class Check(ABC):
     why: ClassVar[str]
     guideline: ClassVar[str]
     severity_rule: ClassVar[str]
+    # The limiting factors (advice.model.LimitingFactor) this check's fixes answer.
+    answers: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def evaluate(self, env: AuditEnv) -> Finding: ...
@@ -140,4 +150,4 @@ class Check(ABC):
         )
 
     def fix(self, key: str, value: str) -> Fix:
-        return sysctl_fix(self.id, key, value, self.why, self.guideline)
+        return sysctl_fix(self.id, key, value, self.why, self.guideline, self.answers)

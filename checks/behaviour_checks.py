@@ -15,6 +15,7 @@ DEFAULT_MSS = 1448
 
 class NoMetricsSave(Check):
     id = "tcp_no_metrics_save"
+    answers = ("cached-metrics",)
     title = "Saving TCP metrics between connections"
     keys = ("net.ipv4.tcp_no_metrics_save",)
     why = (
@@ -40,6 +41,7 @@ class NoMetricsSave(Check):
 
 class CachedMetrics(Check):
     id = "cached_metrics"
+    answers = ("cached-metrics",)
     title = "Cached slow-start thresholds"
     keys = ("ip tcp_metrics",)
     why = NoMetricsSave.why
@@ -98,6 +100,7 @@ def _flush_fix(check: Check, address: str | None) -> Fix:
         key="tcp_metrics",
         value=address or "all",
         command=command,
+        answers=check.answers,
         why=check.why,
         guideline=check.guideline,
     )
@@ -105,6 +108,7 @@ def _flush_fix(check: Check, address: str | None) -> Fix:
 
 class CongestionControl(Check):
     id = "congestion_control"
+    answers = ("congestion",)
     title = "Congestion control"
     keys = (
         "net.ipv4.tcp_congestion_control",
@@ -141,6 +145,7 @@ class CongestionControl(Check):
                     command=f"modprobe tcp_{better}",
                     why="the algorithm is not loaded",
                     guideline=self.guideline,
+                    answers=self.answers,
                 )
             )
         fixes.append(self.fix(self.keys[0], better))
@@ -156,6 +161,7 @@ class CongestionControl(Check):
 
 class PacingQdisc(Check):
     id = "pacing_qdisc"
+    answers = ("congestion",)
     title = "Queueing discipline for pacing"
     keys = ("net.core.default_qdisc", "net.ipv4.tcp_congestion_control")
     why = (
@@ -211,6 +217,7 @@ class PacingQdisc(Check):
                     command=f"tc qdisc replace dev {iface.name} root fq",
                     why=self.why,
                     guideline=self.guideline,
+                    answers=self.answers,
                 )
             )
         if default is not None and default != "fq":

@@ -106,6 +106,7 @@ class _VectorBufferCheck(Check):
 
 class TcpRmem(_VectorBufferCheck):
     id = "tcp_rmem"
+    answers = ("receiver-window",)
     title = "Receive autotuning range"
     keys = ("net.ipv4.tcp_rmem",)
     why = "The receive window, and so the download rate per RTT, is bounded by tcp_rmem max."
@@ -117,6 +118,7 @@ class TcpRmem(_VectorBufferCheck):
 
 class TcpWmem(_VectorBufferCheck):
     id = "tcp_wmem"
+    answers = ("sender-buffer",)
     title = "Send autotuning range"
     keys = ("net.ipv4.tcp_wmem",)
     why = "Unacknowledged data stays in the send buffer: tcp_wmem max bounds the upload rate."
@@ -161,6 +163,7 @@ class _CoreMaxCheck(Check):
 
 class RmemMax(_CoreMaxCheck):
     id = "rmem_max"
+    answers = ("receiver-window",)
     title = "Largest receive buffer an application may request"
     keys = ("net.core.rmem_max",)
     why = "User-level tuning (setsockopt, DRS, iperf3 -w) cannot exceed 2 x rmem_max."
@@ -172,6 +175,7 @@ class RmemMax(_CoreMaxCheck):
 
 class WmemMax(_CoreMaxCheck):
     id = "wmem_max"
+    answers = ("sender-buffer",)
     title = "Largest send buffer an application may request"
     keys = ("net.core.wmem_max",)
     why = "User-level tuning (setsockopt, DRS, iperf3 -w) cannot exceed 2 x wmem_max."
@@ -183,6 +187,7 @@ class WmemMax(_CoreMaxCheck):
 
 class ModerateRcvbuf(Check):
     id = "tcp_moderate_rcvbuf"
+    answers = ("receiver-window",)
     title = "Receive buffer autotuning"
     keys = ("net.ipv4.tcp_moderate_rcvbuf", "net.ipv4.tcp_rmem")
     why = "With it off, sockets keep tcp_rmem's default size and the window never grows."

@@ -13,6 +13,8 @@ INITIAL_WINDOW = 10  # RFC 6928 initial window, the Linux default
 
 
 class _InterfaceCheck(Check):
+    answers = ("interface",)
+
     keys = ("egress interface",)
 
     def evaluate(self, env: AuditEnv) -> Finding:
@@ -35,6 +37,7 @@ class _InterfaceCheck(Check):
             command=command,
             why=self.why,
             guideline=self.guideline,
+            answers=self.answers,
         )
 
 
@@ -171,6 +174,7 @@ def _route_command(route: RouteInfo, iface: InterfaceInfo, keep: list[str]) -> s
 
 class RouteClamps(_InterfaceCheck):
     id = "route_metrics"
+    answers = ("receiver-window",)  # a route `window` clamps the advertised window
     title = "Route metrics that clamp TCP"
     why = (
         "A route's `window` caps the window TCP may advertise, `rtt` seeds the RTT estimate "
@@ -228,6 +232,7 @@ class RouteClamps(_InterfaceCheck):
             command=_route_command(route, iface, keep),
             why=self.why,
             guideline=self.guideline,
+            answers=self.answers,
         )
         return self.finding(
             severity,

@@ -34,6 +34,8 @@ class Fix:
     command: str
     why: str = ""
     guideline: str = ""
+    # The limiting factors this fix answers: a verdict naming one of them prints it.
+    answers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

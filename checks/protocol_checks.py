@@ -34,6 +34,7 @@ class _OnOffCheck(Check):
 
 class WindowScaling(_OnOffCheck):
     id = "window_scaling"
+    answers = ("window-scaling",)
     title = "TCP window scaling"
     keys = ("net.ipv4.tcp_window_scaling",)
     why = "Without the RFC 7323 window scale option no TCP window can exceed 64 KB."
@@ -51,6 +52,7 @@ class WindowScaling(_OnOffCheck):
 
 class Sack(_OnOffCheck):
     id = "sack"
+    answers = ("congestion",)
     title = "Selective acknowledgements (SACK)"
     keys = ("net.ipv4.tcp_sack",)
     why = "With large windows several segments are lost at once; SACK repairs them in one RTT."

@@ -11,6 +11,7 @@ import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
+from tcpwizard.checks.audit import CHECKS
 from tcpwizard.checks.model import Finding, Fix, HostAudit
 from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import (
@@ -72,8 +73,15 @@ def mode(
     )
 
 
+def _answers(key: str) -> tuple[str, ...]:
+    """What the check that owns this sysctl declares its fixes answer."""
+    return next((c.answers for c in CHECKS if key in c.keys), ())
+
+
 def fixes(*keys: str) -> tuple[Fix, ...]:
-    return tuple(Fix(k, "sysctl", "local", k, "x", f"sysctl -w {k}=x") for k in keys)
+    return tuple(
+        Fix(k, "sysctl", "local", k, "x", f"sysctl -w {k}=x", answers=_answers(k)) for k in keys
+    )
 
 
 def test_healthy_path_is_path_capacity_without_fixes() -> None:
@@ -389,7 +397,15 @@ def test_the_same_limit_both_ways_is_fixed_on_both_hosts() -> None:
     small = audit(**{"net.ipv4.tcp_wmem": "4096 16384 4194304"})
     up = mode(230.0, snd=0.6)
     down = mode(235.0, direction="down", snd=0.6)
-    peer_fix = Fix("net.ipv4.tcp_wmem", "sysctl", "peer", "net.ipv4.tcp_wmem", "x", "sysctl -w")
+    peer_fix = Fix(
+        "net.ipv4.tcp_wmem",
+        "sysctl",
+        "peer",
+        "net.ipv4.tcp_wmem",
+        "x",
+        "sysctl -w",
+        answers=("sender-buffer",),
+    )
     ev = Evidence(
         small, small, path(100, 1000), _t(up, down), fixes("net.ipv4.tcp_wmem"), (peer_fix,)
     )
