@@ -27,7 +27,7 @@ from tcpwizard.measure.probe import probe
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable, ProtocolError
 from tcpwizard.measure.transfer import ProgressFn, TransferOptions, run_transfer
 
-FarEndKind = Literal["serve", "iperf3", "tcp-port", "none"]
+FarEndKind = Literal["serve", "iperf3", "tcp-port", "url", "none"]
 SERVE_PORT = 5301
 IPERF3_PORT = iperf3.DEFAULT_PORT
 ALL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")

@@ -78,6 +78,18 @@ class TransferSample:
 
 
 @dataclass(frozen=True)
+class ReceiverView:
+    """What our receiving socket's TCP_INFO showed of a download whose sender we cannot ask
+    (a web server): the largest window we offered, the receiver's RTT estimate (median),
+    segments that arrived out of order (losses upstream) and the segment size."""
+
+    max_rcv_wnd: int
+    rcv_rtt_us: int
+    ooo_packets: int
+    rcv_mss: int
+
+
+@dataclass(frozen=True)
 class ModeResult:
     mode: Mode
     direction: Direction
@@ -99,6 +111,8 @@ class ModeResult:
     rcv_autotuning: bool = True
     bytes_sent: int | None = None  # the sender's count (differs when a peer vanished)
     notes: tuple[str, ...] = ()
+    # Downloads from a far end that reports no TCP_INFO: our receiving socket's view.
+    receiver_view: ReceiverView | None = None
 
     @property
     def mbps_per_mb(self) -> float:

@@ -59,13 +59,14 @@ class Nginx:
     moved_url: str  # a redirect to it
     port: int
     process: subprocess.Popen[bytes]
+    cert: Path | None  # the self-signed certificate (HTTPS): trust it with SSL_CERT_FILE
 
 
-def _self_signed(prefix: Path) -> str:
+def _self_signed(prefix: Path, address: str) -> str:
     subprocess.run(
         [
             "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            "-subj", "/CN=tcpwizard-test",
+            "-subj", "/CN=tcpwizard-test", "-addext", f"subjectAltName=IP:{address}",
             "-keyout", str(prefix / "key.pem"), "-out", str(prefix / "cert.pem"),
         ],
         check=True,
@@ -87,7 +88,7 @@ def nginx_serving(
         fh.truncate(BIG_SIZE)
     tls_conf = ""
     if tls:
-        tls_conf = _self_signed(prefix)
+        tls_conf = _self_signed(prefix, lab.addr(side))
     ssl = " ssl" if tls else ""
     conf = _CONF.format(prefix=prefix, port=port, ssl=ssl, tls=tls_conf, big=BIG)
     (prefix / "nginx.conf").write_text(conf)
@@ -110,9 +111,9 @@ def nginx_serving(
         _wait_listening(lab, side, port, proc, prefix)
         scheme = "https" if tls else "http"
         addr = lab.addr(side)
-        yield Nginx(
-            f"{scheme}://{addr}:{port}/{BIG}", f"{scheme}://{addr}:{port}/moved", port, proc
-        )
+        cert = prefix / "cert.pem" if tls else None
+        base = f"{scheme}://{addr}:{port}"
+        yield Nginx(f"{base}/{BIG}", f"{base}/moved", port, proc, cert)
     finally:
         stop(proc)
 

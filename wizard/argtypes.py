@@ -47,6 +47,13 @@ def host(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def host_or_url(text: str) -> str:
+    """A host, or an http(s):// URL for `check URL` (checked when the check starts)."""
+    if text.strip().lower().startswith(("http://", "https://")):
+        return text.strip()
+    return host(text)
+
+
 def _negative(text: str) -> None:
     if text.strip().startswith("-"):
         raise argparse.ArgumentTypeError(f"must be positive, not {text!r}")

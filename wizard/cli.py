@@ -72,8 +72,9 @@ def _add_target_flags(p: argparse.ArgumentParser, host_required: bool) -> None:
         p.add_argument(
             "host",
             nargs="?",
-            type=argtypes.host,
-            help="the far end (omit for a local audit only)",
+            type=argtypes.host_or_url,
+            help="the far end (omit for a local audit only), or an http(s):// URL to "
+            "download from a web server",
         )
     p.add_argument(
         "--port",

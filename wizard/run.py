@@ -40,6 +40,7 @@ from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResu
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
 from tcpwizard.measure.transfer import Progress as TransferProgress
 from tcpwizard.measure.transfer import TransferOptions, static_request
+from tcpwizard.measure.url_far_end import UrlFar
 from tcpwizard.report import FarEndInfo, Report, TargetInfo, exit_code_for
 
 Stage = Literal["audit", "peer", "probe", "transfer", "diagnose", "done"]
@@ -87,6 +88,7 @@ class CheckRequest:
     far_end: FarEndChoice = "auto"
     iperf3_port: int = IPERF3_PORT
     allow_predicted: bool = False  # a verdict without a transfer may exit 0-2
+    url: str | None = None  # check URL: a web server's downloads (host is the URL's host)
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,9 @@ def choose_far_end(req: CheckRequest, address: str, ctx: Context) -> tuple[FarEn
     explicit choice runs exactly that one. iperf3 cannot be asked whether it is there
     without costing a one-off server its test, so it is tried by the first transfer."""
     notes: list[str] = []
+    if req.url is not None:  # a web server: downloads of the URL (measure/url_far_end.py)
+        url_far = UrlFar(req.url, address, req.host, ctx.sysctl_root)
+        return url_far, [*notes, *url_far.notes]
     if req.far_end in ("auto", "serve"):
         why = serve_answers(address, req.port, req.secret)
         if why is None:

@@ -15,6 +15,7 @@ from tcpwizard.commands.transfer import parse_modes
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, UsageError
 from tcpwizard.measure.far_end import IPERF3_PORT, SERVE_PORT, FarEndChoice
+from tcpwizard.measure.url_far_end import is_url, parse_url
 from tcpwizard.output import render_report
 from tcpwizard.output.nagios import Threshold
 from tcpwizard.report import Report, local_report
@@ -39,8 +40,12 @@ def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
         far_end = "serve"
     elif args.iperf3_port is not None and args.port is None:
         far_end = "iperf3"
+    host, url = args.host, None
+    if is_url(args.host):  # check URL: the web server's downloads
+        url, host = args.host, parse_url(args.host).host
     return CheckRequest(
-        host=args.host,
+        url=url,
+        host=host,
         port=args.port or SERVE_PORT,
         iperf3_port=args.iperf3_port or IPERF3_PORT,
         far_end=far_end,

@@ -213,7 +213,7 @@ VERDICT = _obj(
 
 FAR_END = _obj(
     {
-        "kind": {"enum": ["serve", "iperf3", "tcp-port", "none"]},
+        "kind": {"enum": ["serve", "iperf3", "tcp-port", "url", "none"]},
         "port": _nullable(INT),
         "description": STR,
         "missing": _arr(STR),
