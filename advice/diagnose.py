@@ -25,6 +25,7 @@ from tcpwizard.advice.window_law import (
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
+from tcpwizard.units import format_mbps
 
 HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
 IP_TCP_HEADERS = 52  # IPv4 + TCP with timestamps: goodput to the probes' IP-layer rate
@@ -300,9 +301,7 @@ def _mss(d: _Direction) -> int:
 
 
 def _fmt(mbps: float | None) -> str:
-    if mbps is None:
-        return "?"
-    return f"{mbps / 1000:,.2f} Gbit/s" if mbps >= 999.95 else f"{mbps:.1f} Mbit/s"
+    return format_mbps(mbps)
 
 
 def steady_mbps(m: ModeResult) -> float:

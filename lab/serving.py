@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import stop
 from tcpwizard.lab.spec import Side
+from tcpwizard.measure import spec
 
-SERVE_PORT = 5301
+SERVE_PORT = spec.SERVE_PORT
 
 
 def tcpwizard_argv(*args: str) -> list[str]:
@@ -37,7 +38,7 @@ def serving(
         stop(proc)
 
 
-IPERF3_PORT = 5201
+IPERF3_PORT = spec.IPERF3_PORT
 
 
 @contextlib.contextmanager

@@ -20,21 +20,21 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tcpwizard.exitcodes import ExitCode, TcpWizardError
-from tcpwizard.measure import buffers
+from tcpwizard.measure import buffers, spec
 from tcpwizard.measure.drs import DrsConfig, DrsReceiverChannel, run_echo
 from tcpwizard.measure.model import TCP_INFO_FIELDS, Mode, TcpInfoSample
 from tcpwizard.measure.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
 
 CHUNK = 1 << 20
-MAX_STREAMS = 8
+MAX_STREAMS = spec.MAX_STREAMS
 DEFAULT_SAMPLE_INTERVAL = 0.1  # reporting grid; the issue asks for <= 250 ms
 DEFAULT_STALL_TIMEOUT = 5.0  # no TCP progress this long on a stream: the peer is gone
 # After the duration the sender waits for what it buffered to be delivered. A live but slow
 # connection (Reno recovering on a long lossy path) may take a while; this bounds it.
 MAX_DRAIN_S = 30.0
 STALL_POLL_S = 0.5  # socket timeout slice between progress checks
-MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
+MODES: tuple[Mode, ...] = spec.MODES
 Role = Literal["sender", "receiver"]
 
 

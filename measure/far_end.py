@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from tcpwizard.checks.facts import FactsError, HostFacts, facts_from_json
-from tcpwizard.measure import iperf3
+from tcpwizard.measure import spec
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.handshake import HandshakeFacts, handshake_with
 from tcpwizard.measure.iperf3_transfer import IPERF3_MODES, run_iperf3_transfer
@@ -28,9 +28,9 @@ from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable, ProtocolErro
 from tcpwizard.measure.transfer import ProgressFn, TransferOptions, run_transfer
 
 FarEndKind = Literal["serve", "iperf3", "tcp-port", "url", "none"]
-SERVE_PORT = 5301
-IPERF3_PORT = iperf3.DEFAULT_PORT
-ALL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
+SERVE_PORT = spec.SERVE_PORT
+IPERF3_PORT = spec.IPERF3_PORT
+ALL_MODES: tuple[Mode, ...] = spec.MODES
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcpwizard.measure import spec
 from tcpwizard.measure.protocol import PeerUnavailable
 
-DEFAULT_PORT = 5201
+DEFAULT_PORT = spec.IPERF3_PORT
 COOKIE_SIZE = 37
 _COOKIE_CHARS = "abcdefghijklmnopqrstuvwxyz234567"
 # iperf3's own read limit for parameters is 8 KB; results carry the server's text output.

@@ -10,11 +10,12 @@ from typing import NoReturn
 
 from tcpwizard import __version__, argtypes
 from tcpwizard.exitcodes import UsageError
+from tcpwizard.measure import spec
 
 FORMATS = ("text", "json", "prometheus", "nagios")
-TRANSFER_MODES = ("untuned", "autotune", "static", "overprovisioned", "drs")
-DEFAULT_PORT = 5301
-IPERF3_PORT = 5201
+TRANSFER_MODES = spec.MODES
+DEFAULT_PORT = spec.SERVE_PORT
+IPERF3_PORT = spec.IPERF3_PORT
 
 
 class Parser(argparse.ArgumentParser):
@@ -106,7 +107,12 @@ def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
         "--modes",
         help="comma list of " + ",".join(TRANSFER_MODES) + " (default: a set that answers fast)",
     )
-    p.add_argument("--streams", type=int, default=1, help="parallel streams, 1-8")
+    p.add_argument(
+        "--streams",
+        type=int,
+        default=1,
+        help=f"parallel streams, {spec.MIN_STREAMS}-{spec.MAX_STREAMS}",
+    )
     length = p.add_mutually_exclusive_group()
     length.add_argument(
         "--duration", type=argtypes.duration("s"), help="length of each transfer, e.g. 3s"
@@ -133,6 +139,13 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
     _add_path_hint_flags(p)
     _add_transfer_flags(p)
     _add_output_flags(p)
+    p.add_argument(
+        "--hops",
+        action="store_true",
+        help="also probe the hops (as `tcpwizard path`): where the RTT jumps, where loss "
+        "begins, the path MTU and a PMTU black hole, with its fix",
+    )
+    _add_hop_flags(p, prefix="hops-")
     # Given --port, check uses serve only; given --iperf3-port, iperf3 only; neither: serve,
     # then iperf3 at its default port, then the open --tcp-port (a prediction).
     p.set_defaults(port=None)

@@ -128,6 +128,14 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def format_mbps(mbps: float | None, missing: str = "?") -> str:
+    """A throughput in the verdict's style: one decimal in Mbit/s, two in Gbit/s from
+    1 Gbit/s up (the output and the evidence print rates this one way)."""
+    if mbps is None:
+        return missing
+    return f"{mbps / 1000:,.2f} Gbit/s" if mbps >= 999.95 else f"{mbps:.1f} Mbit/s"
+
+
 def format_rate(bps: float) -> str:
     for unit, size in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
         if abs(bps) >= size:

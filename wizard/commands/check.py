@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sqlite3
+import urllib.parse
 from typing import TextIO
 
+from tcpwizard.advice.path_advice import PathAdvice, path_advice
 from tcpwizard.checks import audit
 from tcpwizard.commands._path_hint import bdp_from_args
 from tcpwizard.commands._secret import secret_from_args
@@ -14,7 +16,10 @@ from tcpwizard.commands.fix import apply_fixes
 from tcpwizard.commands.transfer import parse_modes
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, UsageError
+from tcpwizard.measure import spec
 from tcpwizard.measure.far_end import IPERF3_PORT, SERVE_PORT, FarEndChoice
+from tcpwizard.measure.hop_model import PathHops
+from tcpwizard.measure.pathprobe import PathOptions, trace
 from tcpwizard.measure.url_far_end import is_url, parse_url
 from tcpwizard.output import render_report
 from tcpwizard.output.nagios import Threshold
@@ -33,8 +38,8 @@ def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
     nbytes = parse_size(args.nbytes) if args.nbytes else None
     if nbytes is not None and nbytes <= 0:
         raise UsageError("--bytes must be positive")
-    if not 1 <= args.streams <= 8:
-        raise UsageError("--streams must be between 1 and 8")
+    if not spec.MIN_STREAMS <= args.streams <= spec.MAX_STREAMS:
+        raise UsageError(f"--streams must be between {spec.MIN_STREAMS} and {spec.MAX_STREAMS}")
     far_end: FarEndChoice = "auto"
     if args.port is not None and args.iperf3_port is None:
         far_end = "serve"
@@ -120,6 +125,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         watch = args.format == "text" and ctx.stderr.isatty()
         log = _StageLog(ctx.stderr, watch)
         try:
+            # First, so a PMTU black hole is named even when the transfers then stall.
+            hops = _hops(args, ctx) if getattr(args, "hops", False) else None
             if log.bars is not None:
                 with log.bars:
                     report = run_check(req, ctx, log)
@@ -129,6 +136,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             if args.format == "text":
                 raise
             return _machine_error(args, ctx, exc)
+        if hops is not None:
+            report = _with_hops(report, *hops)
     color = False if args.no_color else ctx.color
     if args.fix and args.format != "text":
         # Fix first (its plan/result goes to stderr), so the document's exit_code is the
@@ -152,6 +161,39 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             ctx.progress("tcpwizard: the peer's fixes must be applied on the peer")
         code = max(code, fixed)
     return code
+
+
+def _hops(args: argparse.Namespace, ctx: Context) -> tuple[PathHops, PathAdvice]:
+    """`check --hops`: the path's hops with `path`'s own code and defaults."""
+    host = (
+        (urllib.parse.urlsplit(args.host).hostname or args.host)
+        if "://" in args.host
+        else args.host
+    )
+    opts = PathOptions(
+        method=args.hops_method,
+        count=args.hops_count,
+        interval_s=parse_duration(args.hops_interval, default_unit="s"),
+        max_time_s=parse_duration(args.hops_max_time, default_unit="s"),
+        port=args.tcp_port if args.hops_method == "tcp" else None,
+    )
+    opts.validate()
+    if args.format == "text":
+        ctx.progress(f"hops: probing the path to {host} (at most {opts.max_time_s:g} s)")
+    hops = trace(host, opts)
+    return hops, path_advice(hops)
+
+
+def _with_hops(report: Report, hops: PathHops, adv: PathAdvice) -> Report:
+    """The hops section, its fixes beside the check's, and the worse exit code of the two
+    (a PMTU black hole is critical whatever the transfers said)."""
+    fixes = tuple(dict.fromkeys(report.fixes + tuple(x for f in adv.findings for x in f.fixes)))
+    code = report.exit_code
+    if adv.exit_code in (ExitCode.WARNING, ExitCode.CRITICAL) and adv.exit_code > code:
+        code = adv.exit_code
+    if code == ExitCode.UNKNOWN and adv.exit_code == ExitCode.CRITICAL:
+        code = ExitCode.CRITICAL  # the transfers failed, and the hops say why
+    return dataclasses.replace(report, hops=hops, hops_advice=adv, fixes=fixes, exit_code=code)
 
 
 def _apply_report_fixes(report: Report, args: argparse.Namespace, ctx: Context) -> int:

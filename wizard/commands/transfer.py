@@ -11,6 +11,7 @@ from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
+from tcpwizard.measure import spec
 from tcpwizard.measure.model import Mode, ModeResult, TransferResult
 from tcpwizard.measure.transfer import (
     DEFAULT_DURATION,
@@ -45,8 +46,8 @@ def parse_modes(text: str | None) -> tuple[Mode, ...]:
 def options_from_args(args: argparse.Namespace, ctx: Context) -> TransferOptions:
     """TransferOptions from the transfer flags (shared with `check`)."""
     modes = parse_modes(args.modes)
-    if not 1 <= args.streams <= 8:
-        raise UsageError("--streams must be between 1 and 8")
+    if not spec.MIN_STREAMS <= args.streams <= spec.MAX_STREAMS:
+        raise UsageError(f"--streams must be between {spec.MIN_STREAMS} and {spec.MAX_STREAMS}")
     duration: float | None = DEFAULT_DURATION
     nbytes: int | None = None
     if args.nbytes:

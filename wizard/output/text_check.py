@@ -13,7 +13,7 @@ from tcpwizard.advice.snippets import Option, c_snippet, python_snippet
 from tcpwizard.checks.model import Fix, HostAudit
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.report import Report
-from tcpwizard.units import format_bytes
+from tcpwizard.units import format_bytes, format_mbps
 
 EXIT_LABEL = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
 EXIT_STYLE = {0: "green", 1: "yellow", 2: "bold red", 3: "magenta"}
@@ -29,7 +29,7 @@ def _safe(text: str) -> str:
 
 
 def _mbps(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f} Mbit/s" if v < 1000 else f"{v / 1000:.2f} Gbit/s"
+    return format_mbps(v, missing="-")
 
 
 def _pct(v: float | None) -> str:
@@ -239,5 +239,11 @@ def render_check(con: Console, r: Report) -> None:
     _audit(con, r.host, "This host")
     _audit(con, r.peer, "Far end")
     _handshake(con, r)
+    if r.hops is not None and r.hops_advice is not None:
+        from tcpwizard.output.path_text import hops_lines
+
+        con.print()
+        for line in hops_lines(r.hops, r.hops_advice):
+            con.print(_safe(line), markup=False, highlight=False, soft_wrap=True)
     for note in r.notes:
         con.print(f"note: {_safe(note)}", style="dim", markup=False)
