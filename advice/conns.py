@@ -16,6 +16,7 @@ The same vocabulary as `check`, read the way a wizard reads `ss -ti`:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -77,7 +78,8 @@ def _buffer_fix(
         base = f"{current[0]} {current[1]}"
         size = max(size, current[2])
     fix = sysctl_fix(key.rsplit(".", 1)[1], key, f"{base} {size}", why, GUIDE)
-    return Fix(fix.id, fix.kind, host, fix.key, fix.value, fix.command, fix.why, fix.guideline)
+    factor = "receiver-window" if key == "net.ipv4.tcp_rmem" else "sender-buffer"
+    return dataclasses.replace(fix, host=host, answers=(factor,))
 
 
 def _verdict(
@@ -176,7 +178,7 @@ def _judge_sender(
                 "window scaling was not agreed in the handshake: the window stops at 64 KB",
                 ev,
                 rate,
-            ), (Fix(fix.id, fix.kind, "both", fix.key, fix.value, fix.command, fix.why),)
+            ), (dataclasses.replace(fix, host="both", answers=("window-scaling",)),)
         fixes = (
             _buffer_fix(
                 "net.ipv4.tcp_rmem",
@@ -233,7 +235,7 @@ def _judge_sender(
             f"losses hold the loss-based congestion control ({cc}) down",
             ev,
             rate,
-        ), (fix,)
+        ), (dataclasses.replace(fix, answers=("congestion",)),)
     ev.append(
         f"busy {_pct(obs.busy)} and neither window limited it: cwnd-limited at the rate "
         f"the path delivers ({obs.delivery_rate_mbps:.1f} Mbit/s)"
