@@ -51,7 +51,7 @@ function _shtab_tcpwizard_using
 end
 
 set -g _shtab_tcpwizard_commands check conns calc probe path transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
-set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --modes --mtu --name --only --out --plan --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
+set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --modes --mtu --name --only --out --plan --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -74,6 +74,11 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l force-buffers -d 'as 
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l format -xka "text json prometheus nagios" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l json -d 'same as --format json'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l no-color -d 'plain text without colours'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops -d 'also probe the hops (as `tcpwizard path`): where the RTT jumps, where loss begins, the path MTU and a PMTU black hole, with its fix'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-method -xka "auto icmp udp tcp" -d 'probe with ICMP echo (raw socket, root), UDP to a closed port or TCP SYN to an open port (IP_RECVERR, no root); auto: icmp as root, else udp'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-count -x -d 'probes per hop (10); more tell small loss apart'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-interval -x -d 'between two probes, any hop (20ms)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-max-time -x -d 'stop sending probes after this long (30s)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l iperf3-port -x -d 'use the iperf3 server (iperf3 -s) at this port (tried at 5201 when no serve answers)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l allow-predicted -d 'exit 0-2 on a verdict without a test transfer (default: UNKNOWN, exit 3)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l quick -d 'a shorter run (about 5 s)'

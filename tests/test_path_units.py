@@ -188,3 +188,26 @@ def test_schema_file_is_current() -> None:
     assert (ROOT / "docs/path.schema.json").read_text() == path_json.schema_text(), (
         "run `python -m tcpwizard.output.path_json docs/path.schema.json` and commit"
     )
+
+
+def test_check_report_with_hops_golden(tmp_path: Path) -> None:
+    """`check --hops`: the hops section in text and JSON (the report schema allows it)."""
+    import dataclasses
+
+    from tcpwizard.output import render_report
+    from tests import tui_data
+
+    p = path_data.path(blackhole=True)
+    report = dataclasses.replace(tui_data.report(tmp_path), hops=p, hops_advice=path_advice(p))
+    for fmt, ext in (("text", "txt"), ("json", "json")):
+        out = io.StringIO()
+        render_report(report, fmt, out, color=False)
+        text = out.getvalue().replace(str(tmp_path), "TMP")
+        if fmt == "json":
+            doc = json.loads(out.getvalue())
+            report_schema = json.loads((ROOT / "docs/report.schema.json").read_text())
+            jsonschema.validate(doc, report_schema)
+            assert doc["hops"]["mtu"]["blackhole"] is True
+        else:
+            assert "PMTU black hole" in text and "hop  address" in text
+        _golden(f"check-hops.{ext}", text)

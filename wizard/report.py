@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import Verdict
+from tcpwizard.advice.path_advice import PathAdvice
 from tcpwizard.checks.model import SEVERITY_ORDER, Finding, Fix, HostAudit, Severity
 from tcpwizard.exitcodes import ExitCode, exit_for_severities
 from tcpwizard.measure.handshake import HandshakeFacts
+from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.model import PathEstimate, TransferResult
 
 # Bump when a field is removed or changes meaning; adding fields keeps the version.
@@ -49,6 +51,9 @@ class Report:
     far_end: FarEndInfo | None = None
     peer_handshake: HandshakeFacts | None = None
     peer_handshake_findings: tuple[Finding, ...] = ()
+    # `check --hops`: the hops of the path and what they mean (docs/path.md).
+    hops: PathHops | None = None
+    hops_advice: PathAdvice | None = None
 
 
 def exit_code_for(host: HostAudit, peer: HostAudit | None = None) -> ExitCode:

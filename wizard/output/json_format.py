@@ -148,6 +148,10 @@ def report_json(r: Report) -> Json:
     doc = _report_fields(r)
     if r.error is not None:
         doc["error"] = r.error
+    if r.hops is not None and r.hops_advice is not None:
+        from tcpwizard.output.path_json import hops_json
+
+        doc["hops"] = hops_json(r.hops, r.hops_advice)
     return doc
 
 

@@ -236,6 +236,8 @@ HANDSHAKE = _obj(
 
 
 def report_schema() -> Schema:
+    from tcpwizard.output.path_json import HOPS_SECTION
+
     schema = _obj(
         {
             "schema_version": {"const": SCHEMA_VERSION},
@@ -256,8 +258,10 @@ def report_schema() -> Schema:
             "measured": BOOL,
             "far_end": _nullable(FAR_END),
             "peer_handshake": _nullable(HANDSHAKE),
+            # `check --hops` only (docs/path.md)
+            "hops": HOPS_SECTION,
         },
-        optional=("error", "measured", "far_end", "peer_handshake"),
+        optional=("error", "measured", "far_end", "peer_handshake", "hops"),
     )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
