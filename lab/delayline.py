@@ -199,7 +199,7 @@ class DelayLine:
         with in_netns(a.ns_a):
             fd_a = open_tun(a.ifname)
         with in_netns(a.ns_b):
-            fd_b = open_tun(a.ifname)
+            fd_b = open_tun(a.ifname_b or a.ifname)
         rng = random.Random(a.seed)
         self.dirs = [Direction(fd_a, fd_b, fwd, rng, a.mtu), Direction(fd_b, fd_a, rev, rng, a.mtu)]
         set_timer_slack(1)
@@ -282,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ns-a", required=True)
     p.add_argument("--ns-b", required=True)
     p.add_argument("--ifname", default="wan0")
+    p.add_argument("--ifname-b", default="", help="interface name in ns-b (default: --ifname)")
     p.add_argument("--mtu", type=int, default=1500)
     p.add_argument("--forward", required=True, help="JSON LinkParams a->b")
     p.add_argument("--reverse", required=True, help="JSON LinkParams b->a")

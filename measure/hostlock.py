@@ -91,11 +91,12 @@ class HostLock:
         return min(MAX_RETRY_S, max(MIN_RETRY_S, until - now))
 
 
-def ask_serve(address: str, port: int, timeout: float = 3.0) -> float | None:
+def ask_serve(address: str, port: int, timeout: float = 3.0, release: bool = False) -> float | None:
     """Say hello to serve and hang up: None when it would take a check now (a serve with
     --lock then keeps itself for this client a few seconds), else the seconds it asked us
     to wait ("busy"). Anything else (nothing there, another error) is None too: the check
-    itself finds out and says so."""
+    itself finds out and says so. release=True tells a serve --lock that our check is over,
+    so it lets its host go at once."""
     try:
         with socket.create_connection((address, port), timeout=timeout) as sock:
             hello = {
@@ -104,6 +105,8 @@ def ask_serve(address: str, port: int, timeout: float = 3.0) -> float | None:
                 "versions": list(SUPPORTED_VERSIONS),
                 "client": "tcpwizard-mesh",
             }
+            if release:
+                hello["release"] = True
             sock.sendall(encode(hello))
             msg = decode(LineReader(sock).read_line())
     except (OSError, ProtocolError, EOFError):

@@ -42,10 +42,12 @@ MAX_TRAINS_PER_SESSION = 16
 MAX_ARRIVALS_PER_TRAIN = 1024
 MAX_TRAIN_PACKETS = 1024
 # With a host lock (serve --lock), the client that measures keeps serve to itself this long
-# after its last control connection closes: a check opens several in a row.
-RESERVATION_GRACE_S = 5.0
-# What a holder expects to need, written in the lock file for refused clients to read.
-RESERVATION_EXPECT_S = 20.0
+# after its last control connection closes: a check opens several in a row, with only its
+# own local work (the audit) between them.
+RESERVATION_GRACE_S = 2.0
+# When a refused client should ask again while the holder's check runs (written in the lock
+# file, renewed by each of its connections): asking is one hello, so poll rather than guess.
+RESERVATION_EXPECT_S = 3.0
 # Open connections per allowed control client: a DRS transfer with 8 streams uses 16 attach
 # connections (data + DRS channel each) besides its control connection.
 CONNECTIONS_PER_CLIENT = 20  # 8 streams x (data + DRS) + control + slack
@@ -254,6 +256,12 @@ class Server:
                 f"client offered {hello.get('versions', hello.get('version'))!r}",
             )
             return
+        if hello.get("release") is True:
+            # The holder's check is over (exporter --lock says so): free the host now rather
+            # than after the grace period, so the next slot of a mesh starts on time.
+            self._release_if_idle(_client_host(conn))
+            self._send_error(conn, "released", "host lock released")
+            return
         busy = not self._take_control_slot()
         if busy:
             self.log(f"{peer}: refused, {self.limits.max_clients} clients already connected")
@@ -366,7 +374,9 @@ class Server:
             if self._holder != client or self._holder_sessions > 0:
                 return
             self._holder = None
-            self._release_timer = None
+            if self._release_timer is not None:
+                self._release_timer.cancel()
+                self._release_timer = None
             if self.host_lock is not None:
                 self.host_lock.release()
 

@@ -3,8 +3,10 @@ full report (every section filled), for the tests of contrib/ (rules and dashboa
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -66,3 +68,29 @@ def exported_series() -> dict[str, set[str]]:
 
 # A metric name in PromQL: tcpwizard_... (recording rules' tcpwizard:... are not matched).
 METRIC_RE = re.compile(r"\btcpwizard_[a-z0-9_]+\b")
+
+
+DASHBOARD = Path(__file__).resolve().parent.parent / "contrib" / "grafana" / "tcpwizard.json"
+RULES = Path(__file__).resolve().parent.parent / "contrib" / "prometheus" / "tcpwizard.rules.yml"
+# What Grafana puts in place of its variables when every value is selected.
+GRAFANA_VARS = {"$instance": ".*", "$target": ".*", "$__range": "1h", "$__rate_interval": "1m"}
+
+
+def dashboard() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return doc
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, PromQL) for every query of every panel."""
+    return [
+        (str(p["title"]), str(t["expr"]))
+        for p in dashboard()["panels"]
+        for t in p.get("targets", [])
+    ]
+
+
+def as_grafana_would(expr: str) -> str:
+    for var, value in GRAFANA_VARS.items():
+        expr = expr.replace(var, value)
+    return expr

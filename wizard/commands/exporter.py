@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 import signal
 import sqlite3
 import threading
@@ -23,6 +24,7 @@ from tcpwizard.units import parse_duration
 MIN_INTERVAL_S = 10.0
 # What serve's refusal says when a check ran into a far end busy with another measurement.
 BUSY_NOTE = "server busy"
+JITTER_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,9 @@ def check_target(
 
     def taking_turns(t: Target, port: int, turns: Turns) -> dict[str, Any]:
         waits = 0
+        ran = True
         give_up = time.monotonic() + turns.patience_s
-        started = time.time()
+        started = time.time()  # of the check that counts (after the waits)
         while True:
             wait: float | None = None
             who = ""
@@ -72,13 +75,19 @@ def check_target(
                 wait, who = turns.lock.retry_after(), "this host"
             else:
                 try:
-                    wait, who = ask_serve(resolve(t.host), port), t.name
+                    address: str | None = resolve(t.host)
                 except TcpWizardError:
-                    wait = None  # the check itself says why the name does not resolve
+                    address = None  # the check itself says why the name does not resolve
+                wait, who = (
+                    (None, t.name) if address is None else (ask_serve(address, port), t.name)
+                )
                 if wait is None:
+                    started = time.time()
                     try:
                         doc = once(t, port)
                     finally:
+                        if address is not None:
+                            ask_serve(address, port, release=True)
                         if turns.lock is not None:
                             turns.lock.release()
                     busy = not doc.get("measured") and any(
@@ -94,11 +103,15 @@ def check_target(
             if left <= 0:
                 msg = f"{who} stayed busy with other measurements for {turns.patience_s:.0f} s"
                 doc = dict(error_report(t.host, port, msg, ExitCode.UNKNOWN))
+                ran = False
                 break
+            # A little jitter: two exporters refused by each other's host must not come back
+            # at the same instant again.
+            wait += random.uniform(0.0, JITTER_S)
             ctx.progress(f"tcpwizard exporter: {who} is busy, checking {t.name} in {wait:.0f} s")
             turns.sleep(min(wait, left))
         doc["busy_waits"] = waits
-        doc["mesh"] = {"near": turns.me, "started": started, "finished": time.time()}
+        doc["mesh"] = {"near": turns.me, "started": started, "finished": time.time(), "ran": ran}
         return doc
 
     def check(t: Target) -> Mapping[str, Any]:
