@@ -32,7 +32,7 @@ from tcpwizard.lab.paper_plots import figure_pixels, write_plots
 from tcpwizard.lab.paper_results import ResultStore, Run, steady_goodput
 from tcpwizard.lab.paper_table import check_cell, markdown, summary_line
 from tcpwizard.measure.model import ModeResult, TransferSample
-from tcpwizard.measure.transfer import mode_json
+from tcpwizard.output.measure_json import mode_json
 
 
 def _run(mbps: float, steady: float | None = None, buf: int = 1_000_000) -> Run:

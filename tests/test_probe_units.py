@@ -16,8 +16,9 @@ import pytest
 
 from tcpwizard.measure import capacity
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate, RttStats
-from tcpwizard.measure.probe import bdp_bytes, path_json, probe
+from tcpwizard.measure.probe import bdp_bytes, probe
 from tcpwizard.measure.stats import percentile, rtt_stats
+from tcpwizard.output.measure_json import path_json
 from tests.serve_helpers import running_server
 
 WIRE = 1500

@@ -20,7 +20,8 @@ from tcpwizard.main import main
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.protocol import ProtocolError
 from tcpwizard.measure.serve import Server
-from tcpwizard.measure.transfer import TransferOptions, run_transfer, transfer_json
+from tcpwizard.measure.transfer import TransferOptions, run_transfer
+from tcpwizard.output.measure_json import transfer_json
 
 from .serve_helpers import raw_conn, read_lines, running_server, send_line
 

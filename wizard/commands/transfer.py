@@ -19,8 +19,8 @@ from tcpwizard.measure.transfer import (
     TransferOptions,
     run_transfer,
     static_request,
-    transfer_json,
 )
+from tcpwizard.output.measure_json import transfer_json
 from tcpwizard.report import SCHEMA_VERSION
 from tcpwizard.units import format_bytes, parse_duration, parse_rate, parse_size
 

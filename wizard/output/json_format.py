@@ -17,6 +17,7 @@ from tcpwizard.checks.model import (
     ThroughputCeiling,
 )
 from tcpwizard.measure.model import PathEstimate, TransferResult
+from tcpwizard.output import measure_json
 from tcpwizard.report import SCHEMA_VERSION, Report
 
 Json = dict[str, Any]
@@ -116,17 +117,13 @@ def host_json(a: HostAudit) -> Json:
 def path_json(p: PathEstimate | None) -> Json | None:
     if p is None:
         return None
-    from tcpwizard.measure.probe import path_json as probe_path_json
-
-    return probe_path_json(p)
+    return measure_json.path_json(p)
 
 
 def transfer_json(t: TransferResult | None) -> Json | None:
     if t is None:
         return None
-    from tcpwizard.measure.transfer import transfer_json as measured_transfer_json
-
-    return measured_transfer_json(t)
+    return measure_json.transfer_json(t)
 
 
 def verdict_json(v: Verdict) -> Json:

@@ -1,0 +1,125 @@
+"""JSON of the measurement results (path estimate, transfers, samples): built here, in the
+output layer, from the frozen dataclasses of tcpwizard.measure.model, as every part of the
+report is (wizard/output/json_format.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tcpwizard.measure.model import (
+    CapacityEstimate,
+    ModeResult,
+    PathEstimate,
+    TransferResult,
+    TransferSample,
+)
+
+
+def _round(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def capacity_json(cap: CapacityEstimate) -> dict[str, Any]:
+    return {
+        "mbps": _round(cap.mbps),
+        "method": cap.method,
+        "confidence": cap.confidence,
+        "pairs_mbps": _round(cap.pairs_mbps),
+        "train_mbps": _round(cap.train_mbps),
+        "limited_by": cap.limited_by,
+        "note": cap.note,
+    }
+
+
+def path_json(est: PathEstimate) -> dict[str, Any]:
+    """The `path` object of the JSON report (DESIGN.md contract), plus additive details."""
+    r = est.rtt
+    return {
+        "rtt_ms": {
+            "min": _round(r.min),
+            "p50": _round(r.p50),
+            "p95": _round(r.p95),
+            "mean": _round(r.mean),
+            "mdev": _round(r.mdev),
+            "max": _round(r.max),
+            "loss_pct": _round(r.loss_pct, 2),
+            "jitter": _round(r.jitter),
+            "samples": r.samples,
+            "method": r.method,
+        },
+        "capacity_mbps": _round(est.capacity.mbps) if est.capacity else None,
+        "capacity_method": est.capacity.method if est.capacity else None,
+        "bdp_bytes": est.bdp_bytes,
+        "capacity": capacity_json(est.capacity) if est.capacity else None,
+        "capacity_down": capacity_json(est.capacity_down) if est.capacity_down else None,
+        "peer": est.peer,
+        "address": est.address,
+        "port": est.port,
+        "duration_s": round(est.duration_s, 3),
+        "notes": list(est.notes),
+    }
+
+
+def sample_json(s: TransferSample) -> dict[str, Any]:
+    ti = s.tcp_info
+    return {
+        "t_s": s.t_s,
+        "goodput_mbps": _round(s.goodput_mbps),
+        "rcvbuf_bytes": s.rcvbuf_bytes,
+        "sndbuf_bytes": s.sndbuf_bytes,
+        "drs_bandwidth_mbps": _round(s.drs_bandwidth_mbps),
+        "drs_rtt_ms": _round(s.drs_rtt_ms),
+        "tcp_info": None
+        if ti is None
+        else {
+            "rtt_us": ti.rtt_us,
+            "rttvar_us": ti.rttvar_us,
+            "snd_cwnd": ti.snd_cwnd,
+            "total_retrans": ti.total_retrans,
+            "delivery_rate_bps": ti.delivery_rate_bps,
+            "busy_time_us": ti.busy_time_us,
+            "rwnd_limited_us": ti.rwnd_limited_us,
+            "sndbuf_limited_us": ti.sndbuf_limited_us,
+            "snd_mss": ti.snd_mss,
+        },
+    }
+
+
+def mode_json(m: ModeResult) -> dict[str, Any]:
+    """One entry of `transfer.modes[]` for `tcpwizard transfer --json`: every field of the
+    report's transfer object (wizard/output/json_format.py), plus the paper's Mbit/s per MB,
+    the autotuning flag, the sender's byte count and notes."""
+    return {
+        "mode": m.mode,
+        "streams": m.streams,
+        "throughput_mbps": _round(m.throughput_mbps),
+        "max_buffer_bytes": m.max_buffer_bytes,
+        "retransmits": m.retransmits,
+        "samples": [sample_json(s) for s in m.samples],
+        "direction": m.direction,
+        "bytes": m.bytes,
+        "bytes_sent": m.bytes_sent,
+        "seconds": _round(m.seconds, 4),
+        "mbps_per_mb": _round(m.mbps_per_mb),
+        "rwnd_limited": _round(m.rwnd_limited),
+        "sndbuf_limited": _round(m.sndbuf_limited),
+        "busy": _round(m.busy),
+        "congestion_control": m.congestion_control,
+        "rcv_autotuning": m.rcv_autotuning,
+        "forced": m.forced,
+        "notes": list(m.notes),
+        "error": m.error,
+    }
+
+
+def transfer_json(result: TransferResult) -> dict[str, Any]:
+    """The `transfer` object of the JSON report."""
+    return {
+        "direction": result.direction,
+        "modes": [mode_json(m) for m in result.modes],
+        "streams": result.streams,
+        "congestion_control": {
+            "local": result.local_congestion_control,
+            "peer": result.peer_congestion_control,
+        },
+    }
