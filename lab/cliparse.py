@@ -7,7 +7,15 @@ import re
 from dataclasses import replace
 
 from tcpwizard.exitcodes import UsageError
-from tcpwizard.lab.spec import MIN_QUEUE_PACKETS, LabSpec, LinkSpec, Side, parse_side_sysctl
+from tcpwizard.lab.spec import (
+    MAX_HOPS,
+    MIN_QUEUE_PACKETS,
+    HopSpec,
+    LabSpec,
+    LinkSpec,
+    Side,
+    parse_side_sysctl,
+)
 from tcpwizard.units import parse_duration, parse_percent, parse_rate, parse_size
 
 
@@ -35,6 +43,42 @@ def parse_link_overrides(text: str) -> dict[str, str]:
     return out
 
 
+HOP_KEYS = ("rtt", "rate", "loss", "mtu", "icmp-ratelimit", "drop-frag-needed")
+
+
+def parse_hops(count: int, texts: list[str] | tuple[str, ...] = ()) -> tuple[HopSpec, ...]:
+    """`--hops N` routers; each `--hop K:rtt=40ms,loss=1%,mtu=1500,icmp-ratelimit=1s,
+    drop-frag-needed` sets hop K (its link from the previous node, and its ICMP)."""
+    if not 0 <= count <= MAX_HOPS:
+        raise UsageError(f"--hops {count}: use 0-{MAX_HOPS}")
+    hops = [HopSpec() for _ in range(count)]
+    for text in texts:
+        m = re.fullmatch(r"\s*(\d+)\s*:(.*)", text)
+        if not m or not 1 <= int(m.group(1)) <= count:
+            raise UsageError(f"--hop {text!r}: use K:key=value,... with K in 1-{count} (--hops)")
+        k = int(m.group(1))
+        fields: dict[str, object] = {}
+        for part in filter(None, (p.strip() for p in m.group(2).split(","))):
+            key, _sep, value = (x.strip() for x in part.partition("="))
+            key = key.lower()
+            if key == "rtt":
+                fields["rtt_s"] = parse_duration(value)
+            elif key == "rate":
+                fields["rate_bps"] = parse_rate(value)
+            elif key == "loss":
+                fields["loss"] = parse_percent(value)
+            elif key == "mtu" and value.isdigit():
+                fields["mtu"] = int(value)
+            elif key == "icmp-ratelimit":
+                fields["icmp_ratelimit_ms"] = round(parse_duration(value, default_unit="ms") * 1e3)
+            elif key == "drop-frag-needed" and value in ("", "1", "yes", "on"):
+                fields["drop_frag_needed"] = True
+            else:
+                raise UsageError(f"--hop {text!r}: {key!r}: use {', '.join(HOP_KEYS)}")
+        hops[k - 1] = replace(hops[k - 1], **fields)  # type: ignore[arg-type]
+    return tuple(hops)
+
+
 def build_spec(
     *,
     name: str,
@@ -47,6 +91,7 @@ def build_spec(
     reverse: str | None = None,
     sysctls: list[str] | tuple[str, ...] = (),
     backend: str = "auto",
+    hops: tuple[HopSpec, ...] = (),
 ) -> LabSpec:
     rate_bps = parse_rate(rate)
     o = parse_link_overrides(reverse or "")
@@ -81,6 +126,7 @@ def build_spec(
         sysctls_a=tuple(per_side["a"]),
         sysctls_b=tuple(per_side["b"]),
         backend=backend,
+        hops=hops,
     )
     spec.validate()
     return spec

@@ -29,6 +29,8 @@ MIN_EXCESS_LOST = 3
 # The RTT jump must be at least this share of the end-to-end minimum RTT and this many ms.
 JUMP_SHARE = 0.25
 JUMP_MIN_MS = 1.0
+# Real loss is claimed from this many lost probes on (over the hops from where it begins).
+MIN_LOST = 3
 # Binomial test level: a hop's loss count below this probability under the pooled rate
 # means its loss is lower than the pooled rate (so loss does not start before it).
 CONSISTENT_P = 0.01
@@ -190,8 +192,8 @@ def loss_start(counts: list[tuple[int, int]]) -> tuple[int | None, float]:
         ll1, p1 = _ll(pairs[k:])
         if p1 > p0 and ll0 + ll1 - 1.0 > best_ll:
             best_ll, best_p, best_k = ll0 + ll1 - 1.0, p1, k
-    if best_p <= 0:
-        return None, 0.0
+    if best_p <= 0 or sum(x for _, x in pairs[best_k:]) < MIN_LOST:
+        return None, 0.0  # one or two lost probes tell nothing (more probes: --count)
     return idx[best_k], best_p
 
 

@@ -380,6 +380,21 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
         help="per-host sysctl, e.g. a:net.ipv4.tcp_rmem='4096 65536 131072' (repeatable)",
     )
     up.add_argument("--backend", choices=("auto", "netem", "delayline"), default="auto")
+    up.add_argument(
+        "--hops",
+        type=argtypes.int_range(0, 16),
+        default=0,
+        help="router namespaces between a and b (real kernel forwarding); the bottleneck "
+        "is the link a-r1",
+    )
+    up.add_argument(
+        "--hop",
+        action="append",
+        default=[],
+        metavar="K:SETTINGS",
+        help="hop K's link and ICMP, e.g. '2:rtt=40ms,loss=1%%,mtu=1500,icmp-ratelimit=1s,"
+        "drop-frag-needed' (repeatable)",
+    )
     lab.add_parser("status", help="show running labs")
     ex = lab.add_parser("exec", help="run a command inside host a or b")
     ex.add_argument("--name", default="tw")

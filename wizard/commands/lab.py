@@ -9,7 +9,7 @@ from collections.abc import Callable
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
 from tcpwizard.lab import netns
-from tcpwizard.lab.cliparse import build_spec
+from tcpwizard.lab.cliparse import build_spec, parse_hops
 from tcpwizard.lab.lab import Lab, down_all, lab_health, require_root, sweep_stale
 from tcpwizard.lab.spec import SIDES, LabSpec, LinkSpec
 from tcpwizard.lab.state import StateDir
@@ -37,7 +37,30 @@ def describe(lab: Lab) -> list[str]:
         f"  rtt {spec.rtt_s * 1e3:g} ms, mtu {spec.mtu}",
     ]
     lines += [f"  {side}: {key}={value}" for side in SIDES for key, value in spec.sysctls(side)]
+    lines += hop_lines(lab)
     return lines
+
+
+def hop_lines(lab: Lab) -> list[str]:
+    from tcpwizard.lab import hops
+
+    out = []
+    for k, hop in enumerate(lab.spec.hops, 1):
+        parts = [f"  r{k} netns {hops.router_ns(lab.name, k):<20} {hops.hop_address(lab.spec, k)}"]
+        if hop.rtt_s:
+            parts.append(f"+{hop.rtt_s * 1e3:g} ms rtt")
+        if hop.rate_bps:
+            parts.append(format_rate(hop.rate_bps))
+        if hop.loss:
+            parts.append(f"{hop.loss * 100:g}% loss toward b")
+        if hop.mtu:
+            parts.append(f"mtu {hop.mtu}")
+        if hop.icmp_ratelimit_ms:
+            parts.append(f"icmp ratelimit {hop.icmp_ratelimit_ms} ms")
+        if hop.drop_frag_needed:
+            parts.append("drops its frag-needed (PMTU black hole)")
+        out.append(", ".join(parts))
+    return out
 
 
 def _up(args: argparse.Namespace, ctx: Context) -> int:
@@ -52,6 +75,7 @@ def _up(args: argparse.Namespace, ctx: Context) -> int:
         reverse=args.reverse,
         sysctls=args.sysctl,
         backend=args.backend,
+        hops=parse_hops(args.hops, args.hop),
     )
     require_root()
     lab = Lab(spec).up()
