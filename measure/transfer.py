@@ -27,6 +27,7 @@ from tcpwizard.measure.model import (
 from tcpwizard.measure.protocol import PeerUnavailable, ProtocolError
 from tcpwizard.measure.steady import SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control
+from tcpwizard.measure.wire import TransferReady, TransferRunning, TransferStart
 
 DEFAULT_MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")
 DEFAULT_DURATION = 3.0
@@ -169,28 +170,26 @@ def run_mode(
     stall = options.stall_timeout_s
     total_s = options.duration_s if options.nbytes is None else None
     try:
-        ready = ctrl.request(
-            {
-                "type": "transfer_start",
-                "mode": mode,
-                "direction": direction,
-                "streams": options.streams,
-                "duration_s": total_s,
-                "bytes": options.nbytes,
-                "static_request": options.static_request,
-                "force": options.force,
-                "sample_interval_s": options.sample_interval_s,
-                "stall_timeout_s": stall,
-                "until_steady": options.until_steady and total_s is not None,
-            },
+        start = TransferStart(
+            mode=mode,
+            direction=direction,
+            streams=options.streams,
+            duration_s=total_s,
+            bytes=options.nbytes,
+            static_request=options.static_request,
+            force=options.force,
+            sample_interval_s=options.sample_interval_s,
+            stall_timeout_s=stall,
+            until_steady=options.until_steady and total_s is not None,
         )
+        ready = TransferReady.from_wire(ctrl.request(start.to_wire()))
     except (PeerUnavailable, ProtocolError) as exc:
         return ModeOutcome(_failed(mode, direction, options.streams, str(exc)), "", False)
-    session = str(ready.get("session", ""))
-    peer_cc = str(ready.get("congestion_control", ""))
+    session = ready.session
+    peer_cc = ready.congestion_control
     # serve may have clamped the length to its limits; follow what it will do.
-    duration = _opt_float(ready.get("duration_s"))
-    nbytes = _opt_int(ready.get("bytes"))
+    duration = ready.duration_s
+    nbytes = ready.bytes
     if duration is None and nbytes is None:
         duration = total_s
     data: list[socket.socket] = []
@@ -207,12 +206,7 @@ def run_mode(
                     # SBUF lines are tiny: Nagle would hold them and inflate every RTT.
                     d.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     drs.append(d)
-            running = ctrl.recv(timeout=ATTACH_MARGIN)
-            if running.get("type") != "transfer_running":
-                raise ProtocolError(
-                    f"serve: {running.get('message', running.get('type'))}",
-                    str(running.get("code", "state")),
-                )
+            TransferRunning.from_wire(ctrl.recv(timeout=ATTACH_MARGIN))
         except (PeerUnavailable, ProtocolError) as exc:
             failed = _failed(mode, direction, options.streams, str(exc))
             return ModeOutcome(failed, peer_cc, False)
@@ -240,14 +234,6 @@ def run_mode(
             )
         )
     return ModeOutcome(result, peer_cc, control_ok)
-
-
-def _opt_float(v: object) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _opt_int(v: object) -> int | None:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _run_local(

@@ -26,17 +26,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
-from tcpwizard.measure import buffers, engine
+from tcpwizard.measure import buffers, engine, wire
 from tcpwizard.measure.protocol import ProtocolError, encode, error_msg
 from tcpwizard.measure.serve_limits import ServeLimits
 from tcpwizard.measure.steady import SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control
+from tcpwizard.measure.wire import MAX_STALL_S, TransferReady, TransferRunning, TransferStart
 
 ATTACH_TIMEOUT = 10.0  # from transfer_ready until every stream has attached
-MIN_STALL, MAX_STALL = 1.0, 30.0
-MAX_SOCKET_BUFFER = (1 << 31) - 1  # SO_RCVBUF/SO_SNDBUF take a C int
+MAX_STALL = MAX_STALL_S
+MAX_SOCKET_BUFFER = wire.MAX_SOCKET_BUFFER
 
 
 @dataclass
@@ -54,20 +55,6 @@ class _Session:
         return all(s is not None for s in self.data) and (
             not self.drs or all(s is not None for s in self.drs_socks)
         )
-
-
-def _get(req: dict[str, Any], key: str, kind: type, required: bool = True) -> Any:
-    val = req.get(key)
-    if val is None and not required:
-        return None
-    # bool is an int in Python; a JSON true must not pass for a count.
-    if kind in (int, float) and isinstance(val, bool):
-        raise ProtocolError(f"transfer_start: {key!r} must be a number")
-    if kind is float and isinstance(val, int):
-        val = float(val)
-    if not isinstance(val, kind):
-        raise ProtocolError(f"transfer_start: {key!r} must be {kind.__name__}")
-    return val
 
 
 class TransferService:
@@ -90,37 +77,11 @@ class TransferService:
         kind = request.get("type")
         if kind != "transfer_start":
             raise ProtocolError(f"unknown transfer request {str(kind)[:40]!r}", "unknown-type")
-        req: dict[str, Any] = dict(request)
-        mode = _get(req, "mode", str)
-        if mode not in engine.MODES:
-            raise ProtocolError(f"transfer_start: unknown mode {mode[:40]!r}")
-        direction = _get(req, "direction", str)
-        if direction not in ("up", "down"):
-            raise ProtocolError("transfer_start: direction must be 'up' or 'down'")
-        streams = _get(req, "streams", int)
-        if not 1 <= streams <= engine.MAX_STREAMS:
-            raise ProtocolError(f"transfer_start: streams must be 1-{engine.MAX_STREAMS}")
-        duration = _get(req, "duration_s", float, required=False)
-        nbytes = _get(req, "bytes", int, required=False)
-        if (duration is None) == (nbytes is None):
-            raise ProtocolError("transfer_start: give exactly one of duration_s and bytes")
-        if duration is not None and duration <= 0:
-            raise ProtocolError("transfer_start: duration_s must be positive")
-        if nbytes is not None and nbytes <= 0:
-            raise ProtocolError("transfer_start: bytes must be positive")
-        static = _get(req, "static_request", int, required=False)
-        if static is not None and not 1 <= static <= MAX_SOCKET_BUFFER:
-            # setsockopt takes a C int: a larger request would fail inside the engine.
-            raise ProtocolError(
-                f"transfer_start: static_request must be 1-{MAX_SOCKET_BUFFER} bytes, not {static}"
-            )
-        force = bool(req.get("force", False))
-        # Optional (older clients leave it out): end the send once the rate is steady.
-        until_steady = _get(req, "until_steady", bool, required=False) or False
-        interval = _get(req, "sample_interval_s", float, required=False) or 0.1
-        stall = _get(req, "stall_timeout_s", float, required=False) or engine.DEFAULT_STALL_TIMEOUT
-        interval = min(0.25, max(0.02, interval))
-        stall = min(MAX_STALL, max(MIN_STALL, stall))
+        start = TransferStart.from_wire(dict(request))
+        mode, direction, streams = start.mode, start.direction, start.streams
+        duration, nbytes, static = start.duration_s, start.bytes, start.static_request
+        force, until_steady = start.force, start.until_steady
+        interval, stall = start.sample_interval_s, start.stall_timeout_s
         # Our limits, not the client's wishes, bound how long and how much.
         if duration is not None:
             duration = self.limits.clamp_duration(duration)
@@ -141,16 +102,15 @@ class TransferService:
             cc = congestion_control(probe)
             probe.close()
             send(
-                {
-                    "type": "transfer_ready",
-                    "session": session.token,
-                    "limits": host.to_json(),
-                    "congestion_control": cc,
-                    "max_duration_s": self.limits.max_duration_s,
-                    "max_bytes": self.limits.max_bytes,
-                    "duration_s": duration,
-                    "bytes": nbytes,
-                }
+                TransferReady(
+                    session=session.token,
+                    congestion_control=cc,
+                    duration_s=duration,
+                    bytes=nbytes,
+                    max_duration_s=self.limits.max_duration_s,
+                    max_bytes=self.limits.max_bytes,
+                    limits=host.to_json(),
+                ).to_wire()
             )
             if not self._wait_attached(session):
                 raise ProtocolError(
@@ -160,8 +120,8 @@ class TransferService:
             drs = [s for s in session.drs_socks if s is not None]
             for s in data:
                 plan.postsetup(s, accepted=True)
-            role = "sender" if direction == "down" else "receiver"
-            send({"type": "transfer_running", "role": role})
+            role: Literal["sender", "receiver"] = "sender" if direction == "down" else "receiver"
+            send(TransferRunning(role).to_wire())
             if role == "sender":
                 report = engine.run_sender(
                     data,
