@@ -170,3 +170,26 @@ def test_the_check_passes_what_the_core_may_import(tmp_path: Path) -> None:
     (pkg / "__init__.py").write_text("")
     (pkg / "fine.py").write_text(ALLOWED)
     assert upward_imports("tcpwizard.measure", pkg) == []
+
+
+# -- the shared primitives are leaves ---------------------------------------------------------
+
+PRIMITIVES = ("exitcodes", "units", "context", "inputs")
+
+
+@pytest.mark.parametrize("name", PRIMITIVES)
+def test_shared_primitives_import_nothing_of_the_project_but_each_other(name: str) -> None:
+    """What the core may import from the application package is a leaf: it must not pull
+    the application (or anything else of the project) in behind the core's back."""
+    source = (ROOT / "wizard" / f"{name}.py").read_text()
+    project = [
+        (line, imported)
+        for line, imported in imported_names(f"tcpwizard.{name}", False, source)
+        if imported.startswith("tcpwizard") and imported != "tcpwizard"
+    ]
+    others = [
+        f"line {line}: {imported}"
+        for line, imported in project
+        if imported.split(".")[1] not in PRIMITIVES
+    ]
+    assert others == [], f"tcpwizard.{name} is no longer a leaf"
