@@ -12,6 +12,7 @@ bench_transfer() runs on a Lab the caller built; run_bench_transfer() builds its
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -401,6 +402,14 @@ def run_bench_transfer(
         "(at least 0.3 s) first reached 90 % of the bottleneck's TCP goodput.",
         "",
     ]
+    path = os.path.join(out_dir, "bench-transfer.md")
+    os.makedirs(out_dir, exist_ok=True)
+
+    def save() -> None:
+        # After every section: a run of many minutes that fails late keeps what it measured.
+        with open(path, "w") as f:
+            f.write("\n".join(parts))
+
     say("loopback: autotune against iperf3 ...")
     ours, theirs = loopback_vs_iperf3()
     parts += [
@@ -408,6 +417,7 @@ def run_bench_transfer(
         f"(ratio {ours / theirs:.2f}; target >= 0.9).",
         "",
     ]
+    save()
     paths = TARGET_PATHS if quick else PATHS + TARGET_PATHS
     for i, (rate, rtt) in enumerate(paths):
         spec = LabSpec.symmetric(
@@ -417,6 +427,7 @@ def run_bench_transfer(
         with Lab(spec, owner_pid=os.getpid()) as lab:
             rows = bench_transfer(lab, modes=modes, seconds=seconds)
             parts += [render_table(rows, rate, rtt), f"(load average {_load()})", ""]
+            save()
             if (rate, rtt) == PATHS[-1] and not quick:
                 say("the paper's matrix: modes x streams 1, 2, 4, 8 ...")
                 matrix = bench_transfer(
@@ -436,6 +447,7 @@ def run_bench_transfer(
             for _ in range(1 if quick else 3)
         ]
     parts += [short_test_table(runs, rate, rtt, short), f"(load average {_load()})", ""]
+    save()
     say("the matrix: 50/100/200 ms x 100/200/500 Mbit/s ...")
     cells: list[tuple[float, float, list[BenchRow]]] = []
     for rtt in MATRIX_RTTS:
@@ -458,6 +470,8 @@ def run_bench_transfer(
                     force_drs=drs_needs_force(limits, rate, rtt) and buffers.can_force(),
                 )
             cells.append((rate, rtt, rows))
+            with open(path + ".matrix-partial", "w") as f:
+                f.write(matrix_table(cells))
     parts += [
         f"## Time to 90 % of the bottleneck ({matrix_seconds:g} s per run)",
         "",
@@ -465,11 +479,10 @@ def run_bench_transfer(
         f"(load average {_load()} at the end)",
         "",
     ]
-    text = "\n".join(parts)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "bench-transfer.md"), "w") as f:
-        f.write(text)
-    return text
+    save()
+    with contextlib.suppress(OSError):
+        os.remove(path + ".matrix-partial")
+    return "\n".join(parts)
 
 
 def _load() -> str:
