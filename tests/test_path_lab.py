@@ -12,6 +12,7 @@ forwarding (lab/hops.py), the CLI run inside host a.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.lab_fixtures import LabFactory
 
 pytestmark = pytest.mark.lab
 SCHEMA = json.loads((Path(__file__).parent.parent / "docs/path.schema.json").read_text())
+REPORT_SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
 
 LOSSY = LabSpec.symmetric(
     100e6, 0.002,
@@ -164,3 +166,32 @@ def test_pmtu_black_hole_named_and_fixed(lab_factory: LabFactory) -> None:
     finally:
         server.kill()
         server.wait()
+
+
+def test_check_hops_names_the_black_hole(lab_factory: LabFactory) -> None:
+    """`check --hops` through the same black hole: the hops section names it, its fixes are
+    in the report's, and it is critical whatever the transfers did."""
+    lab = lab_factory(BLACKHOLE)
+    serve = lab.popen(
+        "b", [sys.executable, "-m", "tcpwizard", "serve", "--port", "5301"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert serve.stderr is not None and "listening" in serve.stderr.readline()
+        proc = lab.run(
+            "a",
+            [sys.executable, "-m", "tcpwizard", "check", lab.addr_b, "--hops", "--quick",
+             "--hops-count", "3", "--json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        serve.kill()
+        serve.wait()
+    doc = json.loads(proc.stdout)
+    jsonschema.validate(doc, REPORT_SCHEMA)
+    hole = next(f for f in doc["hops"]["findings"] if f["id"] == "path-pmtu-blackhole")
+    assert "hop 2" in hole["message"] and "1500" in hole["message"]
+    commands = [f["command"] for f in doc["fixes"]]
+    assert "sysctl -w net.ipv4.tcp_mtu_probing=1" in commands
+    assert any("mtu lock 1500" in c for c in commands)
+    assert proc.returncode == doc["exit_code"] == 2
