@@ -27,6 +27,7 @@ from textual.worker import get_current_worker
 from tcpwizard.advice.apply import ApplyReport, Plan, apply_plan, make_plan
 from tcpwizard.checks.audit import audit
 from tcpwizard.checks.model import Fix, HostAudit
+from tcpwizard.conns_report import ConnFilter, ConnsReport, connections_report
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import TcpWizardError
 from tcpwizard.output.json_format import report_json
@@ -34,6 +35,7 @@ from tcpwizard.report import Report
 from tcpwizard.run import Cancelled, CheckRequest, EventFn, run_check
 from tcpwizard.run import Event as PipelineEvent
 from tcpwizard.tui.screens.base import WizardScreen
+from tcpwizard.tui.screens.conns import ConnsScreen
 from tcpwizard.tui.screens.host import HostScreen
 from tcpwizard.tui.screens.modals import ApplyScreen, HelpScreen
 from tcpwizard.tui.screens.path import PathScreen
@@ -42,14 +44,19 @@ from tcpwizard.tui.screens.verdict import VerdictScreen
 from tcpwizard.tui.state import RunState
 
 RunCheckFn = Callable[[CheckRequest, Context, EventFn | None, threading.Event | None], Report]
+ConnsFn = Callable[[ConnFilter, Context], ConnsReport]
 AuditFn = Callable[[Context], HostAudit]
 
-SCREENS = ("host", "path", "transfer", "verdict")
+SCREENS = ("host", "path", "transfer", "verdict", "conns")
 _SCREENS = Binding.Group("Screens", compact=True)
 
 
 def _local_audit(ctx: Context) -> HostAudit:
     return audit(ctx, None, None)
+
+
+def _conns(flt: ConnFilter, ctx: Context) -> ConnsReport:
+    return connections_report(flt, 1.0, ctx.sysctl_root)
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ class Services:
 
     run_check: RunCheckFn = run_check
     audit: AuditFn = _local_audit
+    conns: ConnsFn = _conns  # one observation interval of this host's connections
 
 
 class TcpWizardApp(App[int]):
@@ -69,6 +77,7 @@ class TcpWizardApp(App[int]):
         "path": PathScreen,
         "transfer": TransferScreen,
         "verdict": VerdictScreen,
+        "conns": ConnsScreen,
     }
     BINDINGS: ClassVar[list[BindingType]] = [
         # One footer entry "1234 Screens" instead of four: the footer must fit 80 columns.
@@ -76,6 +85,8 @@ class TcpWizardApp(App[int]):
         Binding("2", "show('path')", "Path", group=_SCREENS),
         Binding("3", "show('transfer')", "Transfer", group=_SCREENS),
         Binding("4", "show('verdict')", "Verdict", group=_SCREENS),
+        # Not part of the check's run: in the help, not the footer (80 columns).
+        Binding("5", "show('conns')", "Connections", show=False),
         Binding("n", "new_host", "Host…"),
         Binding("escape", "cancel", "Cancel", key_display="esc"),
         # The status line says "r re-runs"; the footer has no room for it at 80 columns.

@@ -21,6 +21,7 @@ transfers (incl. Dynamic Right-Sizing), name the one limiting factor and the fix
 | key | does |
 |-----|------|
 | `1` `2` `3` `4` | host · path · transfer · verdict screen |
+| `5` | connections: every live TCP connection of this host, judged (`f`: busy only) |
 | `n` | enter a host (`name`, `name:port`, `[v6]:port`); Enter runs the check |
 | `esc` | cancel the running check (a running transfer ends first) |
 | `r` | run the check again |
