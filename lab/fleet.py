@@ -202,7 +202,11 @@ def running_fleet(
             fleet.wait_prometheus()
         yield fleet
     finally:
-        for proc in [*fleet.procs, *([fleet.prometheus] if fleet.prometheus else [])]:
+        procs = [*fleet.procs, *([fleet.prometheus] if fleet.prometheus else [])]
+        for proc in procs:  # all at once: each may take a moment to finish its check
+            with contextlib.suppress(OSError):
+                proc.terminate()
+        for proc in procs:
             with contextlib.suppress(Exception):
                 netns.stop(proc, grace_s=5.0)
         mesh.down()
@@ -253,11 +257,17 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     spec = MeshSpec(hosts=args.hosts, sysctls=((args.hosts - 1, "net.ipv4.tcp_rmem", SMALL_RMEM),))
     with running_fleet(spec, args.name, args.interval, args.rules.resolve()) as fleet:
-        start = time.time()
-        # Three whole intervals after the one running now.
-        time.sleep(until_next_interval(args.interval) + args.intervals * args.interval + 2)
-        records = [r for r in fleet.records() if r.started >= start]
+        # Whole intervals only: from the next boundary, then the last check's run time, a
+        # scrape and a rule evaluation.
+        begin = time.time() + until_next_interval(args.interval)
+        end = begin + args.intervals * args.interval
+        time.sleep(end + 8 - time.time())
+        records = [r for r in fleet.records() if begin <= r.started < end]
         fired = [a for a in fleet.alerts() if a.get("alertname") == "TcpwizardPathLimited"]
+        print(
+            f"{args.hosts} hosts, full mesh, {args.intervals} intervals of {args.interval:g} s "
+            f"({len(records)} checks), host {args.hosts - 1} with tcp_rmem {SMALL_RMEM}\n"
+        )
         print(table(fleet, records, fired))
     return 0
 
