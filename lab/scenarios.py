@@ -21,7 +21,13 @@ from typing import Any
 
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import stop
-from tcpwizard.lab.serving import SERVE_PORT, iperf3_serving, serving, tcpwizard_argv
+from tcpwizard.lab.serving import (
+    SERVE_PORT,
+    iperf3_serving,
+    serving,
+    tcpwizard_argv,
+    wait_port,
+)
 from tcpwizard.lab.spec import LabSpec, LinkSpec, Side
 from tcpwizard.measure.far_end import FarEndKind
 
@@ -253,20 +259,10 @@ def _far_end(lab: Lab, kind: FarEndKind) -> Iterator[None]:
         argv = [sys.executable, "-m", "http.server", "--bind", lab.addr_b, str(PORT_ONLY)]
         web = lab.popen("b", argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            _wait_port(lab, PORT_ONLY)
+            wait_port(lab, "b", PORT_ONLY)
             yield
         finally:
             stop(web)
-
-
-def _wait_port(lab: Lab, port: int, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = lab.run("b", ["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True)
-        if out.stdout.strip():
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port} in host b")
 
 
 @dataclass(frozen=True)

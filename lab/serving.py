@@ -90,3 +90,14 @@ def _wait_listening(
         if marker in line:
             return
     raise RuntimeError(f"serve did not start within {timeout_s:g} s: {''.join(seen)}")
+
+
+def wait_port(lab: Lab, side: Side, port: int, timeout_s: float = 10.0) -> None:
+    """Until something listens on TCP `port` in `side` (a server started by hand)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = lab.run(side, ["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True)
+        if out.stdout.strip():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} in host {side}")

@@ -43,6 +43,7 @@ class Abilities:
     modes_up: tuple[Mode, ...]
     modes_down: tuple[Mode, ...]
     drs_channel: bool  # SBUF messages: the sender follows the receiver's buffer
+    steady_end: bool = False  # a transfer can end once its rate is steady
 
     @property
     def transfers(self) -> bool:
@@ -98,7 +99,7 @@ class FarEnd(Protocol):
 
 class ServeFar:
     kind: FarEndKind = "serve"
-    abilities = Abilities(True, True, ALL_MODES, ALL_MODES, True)
+    abilities = Abilities(True, True, ALL_MODES, ALL_MODES, True, steady_end=True)
 
     def __init__(self, address: str, port: int, secret: bytes | None, host: str) -> None:
         self.address, self.port, self.secret, self.host = address, port, secret, host
@@ -164,7 +165,9 @@ class Iperf3Far:
     pairs) and the handshake is read from the first test's control connection."""
 
     kind: FarEndKind = "iperf3"
-    abilities = Abilities(False, False, IPERF3_MODES["up"], IPERF3_MODES["down"], False)
+    abilities = Abilities(
+        False, False, IPERF3_MODES["up"], IPERF3_MODES["down"], False, steady_end=True
+    )
 
     def __init__(self, address: str, port: int, host: str) -> None:
         self.address, self.port, self.host = address, port, host

@@ -36,6 +36,7 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
+from tcpwizard.measure.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
 from tcpwizard.measure.transfer import Progress, ProgressFn, TransferOptions, merge
 
@@ -186,6 +187,7 @@ def run_iperf3_mode(
                 stop=stop,
                 on_sample=on_sample,
                 end="drain",
+                steady=SteadyStop() if options.until_steady and duration is not None else None,
             )
             server, err = _finish(session, local, sender=True)
             result = _upload_result(mode, options.streams, local, server, err)
@@ -264,11 +266,22 @@ def _receive(
 
     def sample(s: engine.SideSample) -> None:
         received[0] = s.bytes
+        # The sender is iperf3's: the receiver judges the rate (bytes that arrived, per
+        # round trip of our own RTT estimate) and ends the test once it is steady.
+        if detector is not None and detector.feed(s.t, s.bytes, _rcv_rtt_s(data)):
+            settled.set()
         on_sample(s)
+
+    detector = (
+        SteadyDetector(SteadyStop(), 0.0) if options.until_steady and duration is not None else None
+    )
+    settled = threading.Event()
 
     def over() -> bool:
         if options.nbytes is not None:
             return received[0] >= options.nbytes
+        if settled.is_set():
+            return True
         return duration is not None and time.monotonic() - started >= duration
 
     def control() -> None:
@@ -344,6 +357,15 @@ def _download_result(
         bytes_sent=server.bytes,
         notes=notes,
     )
+
+
+def _rcv_rtt_s(data: list[socket.socket]) -> float | None:
+    """The receiver's RTT estimate (TCP_INFO rcv_rtt), for the steady-rate rounds."""
+    try:
+        rtt = read_tcp_info(data[0]).get("rcv_rtt") if data else None
+    except OSError:
+        return None
+    return rtt / 1e6 if rtt else None
 
 
 def _rcv_mss(data: list[socket.socket]) -> int:

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
-from tcpwizard.lab.serving import iperf3_serving, tcpwizard_argv
+from tcpwizard.lab.serving import iperf3_serving, tcpwizard_argv, wait_port
 from tcpwizard.lab.tools import iperf3_tcp
 from tests.lab_fixtures import LabFactory
 
@@ -138,7 +138,7 @@ def test_window_scaling_off_behind_a_plain_tcp_port(lab_factory: LabFactory) -> 
         stderr=subprocess.DEVNULL,
     )
     try:
-        time.sleep(1.0)
+        wait_port(lab, "b", 8080)
         code, doc, _ = _check(lab, lab.addr_b, "--tcp-port", "8080")
         code_p, doc_p, _ = _check(lab, lab.addr_b, "--tcp-port", "8080", "--allow-predicted")
     finally:

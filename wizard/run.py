@@ -160,8 +160,8 @@ def _transfer_options(
     modes, reverse = (req.modes, None) if req.modes else _default_modes(req, far, target)
     duration = req.duration_s
     steady = duration is None and req.nbytes is None
-    if steady and far is not None and not far.abilities.drs_channel:
-        steady = False  # only serve's engine takes transfer_start's until_steady
+    if steady and far is not None and not far.abilities.steady_end:
+        steady = False  # this far end cannot end a transfer early
         duration = QUICK_DURATION_S if req.quick else FIXED_DURATION_S
     if steady:
         duration = QUICK_DURATION_S if req.quick else DEFAULT_DURATION_S
