@@ -1,0 +1,185 @@
+"""Available bandwidth beside capacity: self-loading periodic streams (pathload's SLoPS).
+
+Capacity C is what the narrow link carries; the *available* bandwidth A is what other
+traffic leaves of it. A periodic UDP stream sent at rate R toward serve (which timestamps
+every arrival with the kernel's clock) meets a queue that grows while R is above A: the
+one-way delays of its packets trend upward; below A they do not (Jain and Dovrolis,
+"End-to-end available bandwidth", SIGCOMM 2002). Pathload searches R by bisection, one
+up/flat verdict per fleet; on a noisy host (a user-space delay line, a busy CPU: one-way
+delays jump by milliseconds) that needs many fleets. Here the trend's *slope* is used as
+well: with fluid cross traffic X through a FIFO bottleneck, a stream at R > A leaves at
+R C / (R + X), so its one-way delay grows by s = (R + X) / C - 1 per unit of sending time,
+and A = C - X = R - C s. Each stream above A thus estimates A by itself; a stream whose delay
+does not grow says only A >= R.
+
+The slope is robust: one-way delays (arrival - send; the clock offset cancels) are cut into
+groups, and the Theil-Sen slope of the group medians is taken, so a few delayed packets do
+not tilt it. Streams go at a ladder of rates up to the capacity, each ~STREAM_S long and
+followed by as long an idle time (its queue drains); the whole run is bounded by a budget.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import time
+from dataclasses import dataclass
+
+from tcpwizard.measure import capacity, udpwire
+from tcpwizard.measure.control import ControlClient
+
+STREAM_S = 0.06  # each stream lasts this long at its rate
+MIN_PACKETS, MAX_PACKETS = 40, 2000
+# Stream rates as shares of the capacity: half to 70 % first (above A when cross traffic
+# takes more than 30 %); only when none of them loaded the path, faster ones for the floor.
+LADDER = (0.5, 0.6, 0.7, 0.5, 0.6, 0.7)
+LADDER_HIGH = (0.85, 1.0)
+MAX_LOSS = 0.05  # a stream losing more (a full queue, a busy sender) gives no slope
+GROUPS = 12
+SLOPE_NOISE = 0.05  # a delay growing slower than this (s per s) is no trend
+BURST = 4  # packets sent back to back, the groups paced to the rate (less sender jitter)
+
+
+@dataclass(frozen=True)
+class AvailBandwidth:
+    """What cross traffic leaves free, from this host toward the far end (upload)."""
+
+    estimate_bps: float
+    low_bps: float
+    high_bps: float
+    capacity_bps: float
+    elapsed_s: float
+    streams: int
+    loaded: int  # streams whose delay grew (each one an estimate)
+    packets: int
+    note: str = ""
+
+    @property
+    def mbps(self) -> float:
+        return self.estimate_bps / 1e6
+
+    @property
+    def free_share(self) -> float:
+        """Available over capacity (0-1)."""
+        if not self.capacity_bps:
+            return 0.0
+        return max(0.0, min(1.0, self.estimate_bps / self.capacity_bps))
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    rate_bps: float  # as really sent (first to last send time)
+    slope: float  # growth of the one-way delay, seconds per second of sending
+    loss: float
+
+
+def theil_sen(points: list[tuple[float, float]]) -> float:
+    """Median of the pairwise slopes."""
+    slopes = [
+        (y2 - y1) / (x2 - x1)
+        for i, (x1, y1) in enumerate(points)
+        for x2, y2 in points[i + 1 :]
+        if x2 != x1
+    ]
+    return statistics.median(slopes) if slopes else 0.0
+
+
+def stream_result(
+    tx: dict[int, int], rx: dict[int, int], count: int, wire: int
+) -> StreamResult | None:
+    """One stream's sent rate, delay slope and loss from send and arrival times (ns)."""
+    idx = [i for i in sorted(rx) if i in tx]
+    if len(idx) < max(10, count // 4) or len(tx) < 2:
+        return None
+    span = (max(tx.values()) - min(tx.values())) / 1e9
+    if span <= 0:
+        return None
+    rate = (len(tx) - 1) * wire * 8 / span
+    size = max(2, len(idx) // GROUPS)
+    points = []
+    for g in range(0, len(idx) - size + 1, size):
+        grp = idx[g : g + size]
+        points.append(
+            (
+                statistics.median(tx[i] for i in grp) / 1e9,
+                statistics.median(rx[i] - tx[i] for i in grp) / 1e9,
+            )
+        )
+    return StreamResult(rate, theil_sen(points), 1 - len(idx) / count)
+
+
+def estimate(results: list[StreamResult], capacity_bps: float) -> tuple[float, float, float, int]:
+    """(estimate, low, high, loaded streams) from the streams' rates and slopes."""
+    loaded = [r for r in results if r.slope > SLOPE_NOISE and r.loss <= MAX_LOSS]
+    free = [r.rate_bps for r in results if r.slope <= SLOPE_NOISE and r.loss <= MAX_LOSS]
+    floor = max(free, default=0.0)
+    if len(loaded) * 2 < len(results):
+        # Most streams built no queue, up to the fastest one sent: the few that seemed to
+        # are noise (a busy host), and nothing takes the capacity.
+        # No stream built a queue, up to the fastest one sent: nothing takes the capacity.
+        return capacity_bps, min(floor, capacity_bps), capacity_bps, 0
+    values = sorted(min(capacity_bps, max(0.0, r.rate_bps - capacity_bps * r.slope))
+                    for r in loaded)  # fmt: skip
+    mid = statistics.median(values)
+    q = max(1, len(values) // 4)
+    low, high = (
+        values[q - 1] if len(values) > 3 else values[0],
+        values[-q] if len(values) > 3 else values[-1],
+    )
+    return mid, min(low, mid), max(high, mid), len(loaded)
+
+
+def measure_available(
+    client: ControlClient,
+    sock: socket.socket,
+    capacity_bps: float,
+    rtt_s: float,
+    budget_s: float = 2.0,
+    mtu: int = 1500,
+) -> AvailBandwidth:
+    """Streams at a ladder of rates up to capacity_bps toward serve, within about
+    budget_s: the available bandwidth, its range and how many streams loaded the path."""
+    start = time.monotonic()
+    size = udpwire.udp_payload_size(client.family, mtu)
+    wire = udpwire.wire_bytes(client.family, size)
+    sender = capacity._Sender(sock, client.udp_token, size)
+    base = int.from_bytes(os.urandom(3), "big") << 8
+    results: list[StreamResult] = []
+    packets = 0
+    note = ""
+    ladder = list(LADDER)
+    n = 0
+    while n < len(ladder):
+        share = ladder[n]
+        if time.monotonic() - start > budget_s:
+            note = "time budget ended the streams early"
+            break
+        if n == len(LADDER) - 1 and not any(r.slope > SLOPE_NOISE for r in results):
+            ladder += LADDER_HIGH  # nothing loaded the path yet: try closer to capacity
+        rate = share * capacity_bps
+        count = max(MIN_PACKETS, min(MAX_PACKETS, round(rate * STREAM_S / (wire * 8))))
+        train = base + n * 64  # a stream's segments take consecutive train ids
+        tx = sender.train(train, count, rate, wire, BURST)
+        packets += count
+        time.sleep(max(STREAM_S, rtt_s))  # the queue it built drains
+        rx = capacity._report_train(client, train, count, 0.5)
+        r = stream_result(tx, rx, count, wire)
+        if r is not None:
+            results.append(r)
+        n += 1
+    if not results:
+        return AvailBandwidth(0.0, 0.0, capacity_bps, capacity_bps, time.monotonic() - start,
+                              0, 0, packets, "no stream arrived (UDP blocked?)")  # fmt: skip
+    est, low, high, loaded = estimate(results, capacity_bps)
+    return AvailBandwidth(
+        estimate_bps=est,
+        low_bps=low,
+        high_bps=high,
+        capacity_bps=capacity_bps,
+        elapsed_s=time.monotonic() - start,
+        streams=len(results),
+        loaded=loaded,
+        packets=packets,
+        note=note,
+    )
