@@ -24,7 +24,7 @@ _shtab_tcpwizard_lab_demo_option_strings=(-h --help)
 _shtab_tcpwizard_lab_bench_option_strings=(-h --help --calibrate --probes --transfer --paper --scenarios --only --rtt --quick --out)
 _shtab_tcpwizard_lab_option_strings=(-h --help)
 _shtab_tcpwizard_exporter_option_strings=(-h --help --listen --targets --mesh --self --lock --interval --quick --direction --secret-file --no-history)
-_shtab_tcpwizard_history_option_strings=(-h --help --since --db --no-plot --format --json --no-color)
+_shtab_tcpwizard_history_option_strings=(-h --help --since --db --no-plot --buffer --format --json --no-color)
 _shtab_tcpwizard_tui_option_strings=(-h --help --port --secret-file --quick)
 _shtab_tcpwizard_option_strings=(-h --help --version)
 
@@ -128,6 +128,7 @@ _shtab_tcpwizard_exporter___no_history_nargs=0
 _shtab_tcpwizard_history__h_nargs=0
 _shtab_tcpwizard_history___help_nargs=0
 _shtab_tcpwizard_history___no_plot_nargs=0
+_shtab_tcpwizard_history___buffer_nargs=0
 _shtab_tcpwizard_history___json_nargs=0
 _shtab_tcpwizard_history___no_color_nargs=0
 _shtab_tcpwizard_tui__h_nargs=0

@@ -226,6 +226,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l since -x -d 'only t
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l db -x -d 'history database (default: ~/.local/state/tcpwizard)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l no-plot -d 'table only'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l format -xka "text json prometheus nagios" -d 'output format'
+complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l buffer -d 'the socket buffer an application should ask for on this path (from the last measured BDPs), as shell, C and Python'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l json -d 'same as --format json'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l no-color -d 'plain text without colours'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a tui -d 'the check, live, in an interactive terminal UI'

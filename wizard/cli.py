@@ -484,6 +484,12 @@ def _add_history(sub: argparse._SubParsersAction[Parser]) -> None:
 def build_parser() -> Parser:
     parser = Parser(
         prog="tcpwizard",
+    p.add_argument(
+        "--buffer",
+        action="store_true",
+        help="the socket buffer an application should ask for on this path (from the last "
+        "measured BDPs), as shell, C and Python",
+    )
         description="Why is my TCP transfer slow, how fast could it be, and what is the fix?",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

@@ -70,6 +70,7 @@ class HistoryRow:
     throughput_mbps: float | None
     limiting_factor: str | None
     exit_code: int | None
+    bdp_bytes: float | None = None  # capacity x min RTT as the check's probe measured it
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ def summarize(row_id: int, ts: float, host: str, report: Mapping[str, Any]) -> H
         max(rates_known) if rates_known else None,
         verdict.get("limiting_factor") if isinstance(verdict, dict) else None,
         int(code) if isinstance(code, int) else None,
+        _num(path.get("bdp_bytes")) if isinstance(path, dict) else None,
     )
 
 

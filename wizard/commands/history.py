@@ -51,6 +51,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     rows, bad = store.rows(args.host, since=_since(args.since))
     for b in bad:
         print(f"tcpwizard: warning: history row {b.id} is unreadable: {b.reason}", file=ctx.stderr)
+    if args.buffer:
+        return _buffer(args, ctx, rows)
     if args.format == "json":
         print(json.dumps([asdict(r) for r in rows], indent=2), file=ctx.stdout)
         return int(ExitCode.OK if rows else ExitCode.UNKNOWN)
@@ -75,6 +77,24 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     console.print(table)
     if not args.no_plot:
         _plot(console, rows)
+    return int(ExitCode.OK)
+
+
+def _buffer(args: argparse.Namespace, ctx: Context, rows: list[HistoryRow]) -> int:
+    """--buffer: what an application should ask for on this path (exit 3: nothing measured)."""
+    from tcpwizard.buffer_advice import buffer_advice, render_text
+    from tcpwizard.checks.audit import total_ram_bytes
+
+    advice = buffer_advice(args.host, rows, total_ram_bytes())
+    if advice is None:
+        print(f"no measured bandwidth-delay product for {args.host} in history", file=ctx.stderr)
+        if args.format == "json":
+            print("null", file=ctx.stdout)
+        return int(ExitCode.UNKNOWN)
+    if args.format == "json":
+        print(json.dumps(advice.to_json(), indent=2), file=ctx.stdout)
+    else:
+        ctx.stdout.write(render_text(advice))
     return int(ExitCode.OK)
 
 
