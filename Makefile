@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := iproute2 iperf3 iputils-ping ethtool tmux nftables openssh-server openssh-client prometheus nginx-light tcpdump curl
+APT_PACKAGES := iproute2 iperf3 iputils-ping ethtool tmux nftables openssh-server openssh-client prometheus nginx-light tcpdump curl openssl
 
 .PHONY: demo test lint unit system-deps install clean completions schema bench man wheel
 
@@ -54,6 +54,7 @@ wheel: install
 schema: install
 	$(BIN)/python -m tcpwizard.output.schema docs/report.schema.json
 	$(BIN)/python -m tcpwizard.output.conns_json docs/conns.schema.json
+	$(BIN)/python -m tcpwizard.output.capture_json docs/capture.schema.json
 	$(BIN)/python -m tcpwizard.output.path_json docs/path.schema.json
 
 clean:

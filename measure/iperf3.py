@@ -427,7 +427,19 @@ class Iperf3Session:
         state = self.expect(PARAM_EXCHANGE, first=True)
         del state
         self._send(frame_json(self.params.to_wire()))
-        self.expect(CREATE_STREAMS)
+        try:
+            self.expect(CREATE_STREAMS)
+        except Iperf3Error as exc:
+            if exc.kind != "closed":
+                raise
+            # iperf3 (3.x) hangs up without a word on a test it will not run: a server
+            # that requires authentication, or one that rejects the parameters.
+            raise Iperf3Error(
+                f"the iperf3 server at {self.address} port {self.port} closed the connection "
+                "after the test parameters: it requires authentication (iperf3 "
+                "--rsa-private-key-path) or refused the test",
+                "refused",
+            ) from None
         return self.ctrl
 
     def attach(self, presetup: Presetup | None = None) -> list[socket.socket]:

@@ -78,6 +78,7 @@ def run_iperf3_transfer(
     results: list[ModeResult] = []
     peer_cc = ""
     broken: str | None = None
+    tried = False  # a test got as far as the server's answer
     for direction in options.directions():
         for mode in options.modes_for(direction):
             if cancel is not None and cancel.is_set():
@@ -104,15 +105,16 @@ def run_iperf3_transfer(
                     on_handshake,
                 )
             except Iperf3Error as exc:
-                if not any(r.error is None for r in results):
-                    raise
+                if not tried:
+                    raise  # nothing there spoke iperf3 yet: the caller decides what that means
                 result, cc = _failed(mode, direction, options.streams, str(exc)), ""
-                if exc.kind in ("busy", "auth", "not-iperf3") or (
+                if exc.kind in ("busy", "auth", "refused", "not-iperf3") or (
                     exc.kind == "closed" and "refused" in str(exc)
                 ):
                     broken = str(exc)
                     if results and exc.kind == "closed":
                         broken += " (a one-off server, iperf3 -s -1, runs a single test)"
+            tried = True
             peer_cc = peer_cc or cc
             results.append(result)
     family = socket.AF_INET6 if ":" in address else socket.AF_INET

@@ -89,6 +89,7 @@ class CheckRequest:
     iperf3_port: int = IPERF3_PORT
     allow_predicted: bool = False  # a verdict without a transfer may exit 0-2
     url: str | None = None  # check URL: a web server's downloads (host is the URL's host)
+    available: bool = False  # --avail: what cross traffic leaves free (serve far ends)
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,32 @@ def _stage_probe(run: _Run, stage: StageFn, emit: EventFn) -> None:
         stage("probe", "path measured", path=run.path)
 
 
+def _stage_available(run: _Run, stage: StageFn) -> None:
+    """--avail: the available bandwidth beside the capacity (serve's reflector only); the
+    verdict `cross-traffic` needs it."""
+    cap = run.path.capacity if run.path else None
+    if run.path is None or cap is None or run.far.kind != "serve" or run.far.port is None:
+        run.notes.append("available bandwidth: needs tcpwizard serve and a measured capacity")
+        return
+    from tcpwizard.measure.availbw import measure_available
+    from tcpwizard.measure.control import ControlClient
+
+    stage("probe", "measuring what cross traffic leaves free (periodic streams)")
+    try:
+        with ControlClient(run.address, run.far.port, run.req.secret) as client:
+            udp = client.udp_socket()
+            try:
+                av = measure_available(client, udp, cap.mbps * 1e6, run.path.rtt.min / 1e3)
+            finally:
+                udp.close()
+    except (OSError, PeerUnavailable) as exc:
+        run.notes.append(f"available bandwidth not measured: {exc}")
+        return
+    if av.note:
+        run.notes.append(f"available bandwidth: {av.note}")
+    run.path = dataclasses.replace(run.path, available=av)
+
+
 def _stage_transfer(
     run: _Run, stage: StageFn, emit: EventFn, cancel: threading.Event | None
 ) -> None:
@@ -369,7 +396,7 @@ def _two_phases(
         second = go(rest)
     except Iperf3Error as exc:
         failed = [
-            ModeResult(m, d, options.streams, 0, 0.0, 0.0, 0, 0, (), error=f"{exc} ({_ONE_OFF})")
+            ModeResult(m, d, options.streams, 0, 0.0, 0.0, 0, 0, (), error=_why_second(exc))
             for d in rest.directions()
             for m in rest.modes_for(d)
         ]
@@ -380,6 +407,12 @@ def _two_phases(
 
 
 _ONE_OFF = "a one-off server, iperf3 -s -1, runs a single test"
+
+
+def _why_second(exc: Iperf3Error) -> str:
+    """Why the modes after the first phase did not run: a server that was there a moment
+    ago and now refuses connections ran one test only."""
+    return f"{exc} ({_ONE_OFF})" if exc.kind == "closed" else str(exc)
 
 
 def _target_from(result: TransferResult, path: PathEstimate | None) -> BdpTarget | None:
@@ -452,6 +485,8 @@ def run_check(
     _stage_audit(run, stage)
     _stage_peer(run, stage)
     _stage_probe(run, stage, emit)
+    if req.available:
+        _stage_available(run, stage)
     _stage_transfer(run, stage, emit, cancel)
     stage("diagnose", "naming the limiting factor")
     return _diagnose(run, stage)

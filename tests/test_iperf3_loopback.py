@@ -1,0 +1,110 @@
+"""The iperf3 far end against Debian's real iperf3 over loopback, for the ways a server can
+refuse or fail: one that requires authentication (keys made by openssl), and one that is
+killed in the middle of a test. Each gives one clear line, exit 3, and the partial results
+in a schema-valid JSON document."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from tcpwizard.context import Context
+from tcpwizard.main import main
+
+pytestmark = pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed")
+SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _iperf3(*extra: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        ["iperf3", "-s", "-p", str(port), "--forceflush", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                # A listening check that does not connect: bind fails while iperf3 holds it.
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    break
+            time.sleep(0.05)
+        yield port, proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def _check(*argv: str) -> tuple[int, dict[str, Any], str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["check", *argv, "--json", "--no-history"], Context(stdout=out, stderr=err))
+    return code, json.loads(out.getvalue()), err.getvalue()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
+def test_iperf3_with_authentication_is_one_line_exit_3(tmp_path: Path) -> None:
+    key = tmp_path / "private.pem"
+    subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+    users = tmp_path / "users.csv"
+    digest = hashlib.sha256(b"{mario}rossi").hexdigest()
+    users.write_text(f"mario,{digest}\n")
+    with _iperf3("--rsa-private-key-path", str(key), "--authorized-users-path", str(users)) as (
+        port,
+        _,
+    ):
+        code, doc, _err = _check("127.0.0.1", "--iperf3-port", str(port), "--duration", "1")
+    jsonschema.validate(doc, SCHEMA)
+    assert code == doc["exit_code"] == 3
+    assert "requires authentication" in str(doc["error"])
+    assert doc["measured"] is False
+
+
+def test_iperf3_killed_mid_test_keeps_what_was_measured(tmp_path: Path) -> None:
+    with _iperf3() as (port, proc):
+        killer = threading.Timer(1.0, proc.kill)
+        killer.start()
+        try:
+            code, doc, _err = _check(
+                "127.0.0.1",
+                "--iperf3-port",
+                str(port),
+                "--modes",
+                "autotune",
+                "--direction",
+                "up",
+                "--duration",
+                "4",
+            )
+        finally:
+            killer.cancel()
+    jsonschema.validate(doc, SCHEMA)
+    transfer = doc["transfer"]
+    assert isinstance(transfer, dict)
+    (mode,) = transfer["modes"]
+    assert mode["error"] and mode["bytes_sent"] > 0  # the partial result is in the report
+    assert code == doc["exit_code"] == 3 and doc["measured"] is False
+    assert any(str(n).startswith("not measured: every test transfer failed") for n in doc["notes"])
