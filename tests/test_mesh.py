@@ -187,3 +187,26 @@ def test_exporter_gives_up_on_a_far_end_busy_for_too_long(tmp_path: Path) -> Non
     far_lock.release()
     assert doc["exit_code"] == 3
     assert "stayed busy" in doc["error"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "either --targets FILE or --mesh FILE --self HOST"),
+        (["--targets", "T", "--mesh", "M", "--self", "a:1"], "either --targets"),
+        (["--mesh", "M"], "--mesh needs --self HOST"),
+        (["--targets", "T", "--self", "a:1"], "--self goes with --mesh"),
+        (["--mesh", "M", "--self", "10.0.0.9"], "not a host of the mesh"),
+    ],
+)
+def test_exporter_mesh_usage_errors_are_one_line_exit_64(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    from tcpwizard.main import main
+
+    (tmp_path / "M").write_text("10.0.0.1:5301\n10.0.0.2:5301\n")
+    (tmp_path / "T").write_text("10.0.0.2:5301\n")
+    argv = [str(tmp_path / a) if a in ("M", "T") else a for a in argv]
+    assert main(["exporter", "--listen", "127.0.0.1:0", *argv]) == 64
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
