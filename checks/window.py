@@ -165,36 +165,28 @@ def ceilings(
     Without window scaling neither direction can exceed 64 KB in flight (the option is
     negotiated in the SYN, so one host without it turns it off both ways)."""
 
-    def rwin(space: int) -> int:
+    def windows(recv: int, send: int) -> tuple[int, int]:
         return running_windows(
-            space,
-            0,
+            recv,
+            send,
             kernel,
             adv_win_scale,
             window_scaling=window_scaling,
             route_window=route_window,
-        )[0]
+        )
 
-    def swin(space: int) -> int:
-        return running_windows(
-            0,
-            space,
-            kernel,
-            adv_win_scale,
-            window_scaling=window_scaling,
-            route_window=route_window,
-        )[1]
-
+    recv, send = windows(recv_space, send_space)
+    app_recv, app_send = windows(app_recv_space, app_send_space)
     out = []
     for rtt_ms in rtts_ms:
         rtt = rtt_ms / 1000
         out.append(
             ThroughputCeiling(
                 rtt_ms=rtt_ms,
-                receive_mbps=round(mbps(rwin(recv_space), rtt), 2),
-                send_mbps=round(mbps(swin(send_space), rtt), 2),
-                receive_app_mbps=round(mbps(rwin(app_recv_space), rtt), 2),
-                send_app_mbps=round(mbps(swin(app_send_space), rtt), 2),
+                receive_mbps=round(mbps(recv, rtt), 2),
+                send_mbps=round(mbps(send, rtt), 2),
+                receive_app_mbps=round(mbps(app_recv, rtt), 2),
+                send_app_mbps=round(mbps(app_send, rtt), 2),
             )
         )
     return tuple(out)

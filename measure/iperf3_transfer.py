@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tcpwizard.measure import buffers, engine
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
@@ -76,6 +77,7 @@ def run_iperf3_transfer(
     if not 1 <= options.streams <= engine.MAX_STREAMS:
         raise engine.TransferError(f"streams must be 1-{engine.MAX_STREAMS}")
     results: list[ModeResult] = []
+    target = Iperf3Target(address, port, progress, sysctl_root, cancel, timeout, on_handshake)
     peer_cc = ""
     broken: str | None = None
     tried = False  # a test got as far as the server's answer
@@ -92,18 +94,7 @@ def run_iperf3_transfer(
                 results.append(_failed(mode, direction, options.streams, broken))
                 continue
             try:
-                result, cc = run_iperf3_mode(
-                    address,
-                    port,
-                    mode,
-                    direction,
-                    options,
-                    progress,
-                    sysctl_root,
-                    cancel,
-                    timeout,
-                    on_handshake,
-                )
+                result, cc = run_iperf3_mode(target, mode, direction, options)
             except Iperf3Error as exc:
                 if not tried:
                     raise  # nothing there spoke iperf3 yet: the caller decides what that means
@@ -139,21 +130,25 @@ def _failed(mode: Mode, direction: Direction, streams: int, error: str) -> ModeR
     return ModeResult(mode, direction, streams, 0, 0.0, 0.0, 0, 0, (), error=error)
 
 
+@dataclass(frozen=True)
+class Iperf3Target:
+    """Where the iperf3 server is, and what every test against it reports to."""
+
+    address: str
+    port: int
+    progress: ProgressFn | None = None
+    sysctl_root: str = "/proc/sys"
+    cancel: threading.Event | None = None
+    timeout: float = 5.0
+    on_handshake: Callable[[HandshakeFacts | None], None] | None = None
+
+
 def run_iperf3_mode(
-    address: str,
-    port: int,
-    mode: Mode,
-    direction: Direction,
-    options: TransferOptions,
-    progress: ProgressFn | None = None,
-    sysctl_root: str = "/proc/sys",
-    cancel: threading.Event | None = None,
-    timeout: float = 5.0,
-    on_handshake: Callable[[HandshakeFacts | None], None] | None = None,
+    target: Iperf3Target, mode: Mode, direction: Direction, options: TransferOptions
 ) -> tuple[ModeResult, str]:
     """One iperf3 test for one mode; returns the result and the server's congestion
     control. Raises Iperf3Error when the test could not start."""
-    limits = buffers.read_host_limits(sysctl_root)
+    limits = buffers.read_host_limits(target.sysctl_root)
     force = options.force and buffers.can_force()
     try:
         plan = engine.plan_buffers(mode, limits, options.static_request, force)
@@ -168,16 +163,22 @@ def run_iperf3_mode(
         nbytes=options.nbytes,
     )
     stop = threading.Event()
-    with Iperf3Session(address, port, params, timeout) as session:
+    with Iperf3Session(target.address, target.port, params, target.timeout) as session:
         ctrl = session.open()
-        if on_handshake is not None:
-            on_handshake(read_handshake(ctrl, port=port, sysctl_root=sysctl_root))
+        if target.on_handshake is not None:
+            target.on_handshake(
+                read_handshake(ctrl, port=target.port, sysctl_root=target.sysctl_root)
+            )
         data = session.attach(plan.presetup)
         for s in data:
             plan.postsetup(s, accepted=False)
-        on_sample = _sampler(mode, direction, duration, options.nbytes, progress, cancel, stop)
-        if progress:
-            progress(Progress(mode, direction, "start", 0.0, 0, 0.0, duration, options.nbytes))
+        on_sample = _sampler(
+            mode, direction, duration, options.nbytes, target.progress, target.cancel, stop
+        )
+        if target.progress:
+            target.progress(
+                Progress(mode, direction, "start", 0.0, 0, 0.0, duration, options.nbytes)
+            )
         if direction == "up":
             local = engine.run_sender(
                 data,
@@ -196,20 +197,8 @@ def run_iperf3_mode(
         else:
             local, server, err = _receive(session, data, plan, duration, options, stop, on_sample)
             result = _download_result(mode, options.streams, local, server, err, data)
-    if progress:
-        progress(
-            Progress(
-                mode,
-                direction,
-                "done",
-                result.seconds,
-                result.bytes,
-                result.throughput_mbps,
-                duration,
-                options.nbytes,
-                result,
-            )
-        )
+    if target.progress:
+        target.progress(Progress.done(result, duration, options.nbytes))
     return result, server.congestion if server else ""
 
 

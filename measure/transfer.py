@@ -81,6 +81,21 @@ class Progress:
     total_bytes: int | None  # byte-limited transfer: its size
     result: ModeResult | None = None
 
+    @classmethod
+    def done(cls, result: ModeResult, total_s: float | None, total_bytes: int | None) -> Progress:
+        """The last update of a mode: its merged result."""
+        return cls(
+            result.mode,
+            result.direction,
+            "done",
+            result.seconds,
+            result.bytes,
+            result.throughput_mbps,
+            total_s,
+            total_bytes,
+            result,
+        )
+
 
 ProgressFn = Callable[[Progress], None]
 
@@ -220,19 +235,7 @@ def run_mode(
     sender, receiver = (local, peer) if direction == "up" else (peer, local)
     result = merge(mode, direction, options.streams, sender, receiver, err)
     if progress:
-        progress(
-            Progress(
-                mode,
-                direction,
-                "done",
-                result.seconds,
-                result.bytes,
-                result.throughput_mbps,
-                duration,
-                nbytes,
-                result,
-            )
-        )
+        progress(Progress.done(result, duration, nbytes))
     return ModeOutcome(result, peer_cc, control_ok)
 
 
