@@ -87,18 +87,20 @@ def run_iperf3_transfer(
                 break
             if mode not in IPERF3_MODES[direction]:
                 results.append(
-                    _failed(mode, direction, options.streams, _unsupported(mode, direction))
+                    ModeResult.failed(
+                        mode, direction, options.streams, _unsupported(mode, direction)
+                    )
                 )
                 continue
             if broken is not None:
-                results.append(_failed(mode, direction, options.streams, broken))
+                results.append(ModeResult.failed(mode, direction, options.streams, broken))
                 continue
             try:
                 result, cc = run_iperf3_mode(target, mode, direction, options)
             except Iperf3Error as exc:
                 if not tried:
                     raise  # nothing there spoke iperf3 yet: the caller decides what that means
-                result, cc = _failed(mode, direction, options.streams, str(exc)), ""
+                result, cc = ModeResult.failed(mode, direction, options.streams, str(exc)), ""
                 if exc.kind in ("busy", "auth", "refused", "not-iperf3") or (
                     exc.kind == "closed" and "refused" in str(exc)
                 ):
@@ -126,10 +128,6 @@ def _unsupported(mode: Mode, direction: Direction) -> str:
     return f"{mode} is not available against iperf3"
 
 
-def _failed(mode: Mode, direction: Direction, streams: int, error: str) -> ModeResult:
-    return ModeResult(mode, direction, streams, 0, 0.0, 0.0, 0, 0, (), error=error)
-
-
 @dataclass(frozen=True)
 class Iperf3Target:
     """Where the iperf3 server is, and what every test against it reports to."""
@@ -153,7 +151,7 @@ def run_iperf3_mode(
     try:
         plan = engine.plan_buffers(mode, limits, options.static_request, force)
     except engine.TransferError as exc:
-        return _failed(mode, direction, options.streams, str(exc)), ""
+        return ModeResult.failed(mode, direction, options.streams, str(exc)), ""
     duration = options.duration_s if options.nbytes is None else None
     params = Iperf3Params(
         duration_s=duration or 0.0,

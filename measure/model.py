@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from tcpwizard.measure.availbw import AvailBandwidth
 
 Direction = Literal["up", "down"]
 Mode = Literal["untuned", "autotune", "static", "overprovisioned", "drs"]
@@ -47,6 +50,8 @@ class PathEstimate:
     peer: bool = False  # a serve answered (False: peerless probes, lower confidence)
     capacity_down: CapacityEstimate | None = None  # serve -> client, when measured
     notes: tuple[str, ...] = ()  # what was skipped or fell back, and why
+    # What cross traffic leaves of the upload capacity (measure/availbw.py), when asked.
+    available: AvailBandwidth | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,11 @@ class ModeResult:
     notes: tuple[str, ...] = ()
     # Downloads from a far end that reports no TCP_INFO: our receiving socket's view.
     receiver_view: ReceiverView | None = None
+
+    @classmethod
+    def failed(cls, mode: Mode, direction: Direction, streams: int, error: str) -> ModeResult:
+        """A mode that measured nothing, and why."""
+        return cls(mode, direction, streams, 0, 0.0, 0.0, 0, 0, (), error=error)
 
     @property
     def mbps_per_mb(self) -> float:

@@ -129,7 +129,7 @@ def run_transfer(
                 if cancel is not None and cancel.is_set():
                     break  # cancelled: the modes not yet started are left out
                 if broken is not None:
-                    results.append(_failed(mode, direction, options.streams, broken))
+                    results.append(ModeResult.failed(mode, direction, options.streams, broken))
                     continue
                 out = run_mode(ctrl, mode, direction, options, progress, sysctl_root, cancel)
                 peer_cc = peer_cc or out.peer_congestion_control
@@ -151,10 +151,6 @@ def run_transfer(
         peer_congestion_control=peer_cc,
         local_congestion_control=local_cc,
     )
-
-
-def _failed(mode: Mode, direction: Direction, streams: int, error: str) -> ModeResult:
-    return ModeResult(mode, direction, streams, 0, 0.0, 0.0, 0, 0, (), error=error)
 
 
 @dataclass(frozen=True)
@@ -181,7 +177,7 @@ def run_mode(
         plan = engine.plan_buffers(mode, local_limits, options.static_request, force)
     except engine.TransferError as exc:
         # This mode cannot run (static without a BDP); the others still can.
-        return ModeOutcome(_failed(mode, direction, options.streams, str(exc)), "", True)
+        return ModeOutcome(ModeResult.failed(mode, direction, options.streams, str(exc)), "", True)
     stall = options.stall_timeout_s
     total_s = options.duration_s if options.nbytes is None else None
     try:
@@ -199,7 +195,7 @@ def run_mode(
         )
         ready = TransferReady.from_wire(ctrl.request(start.to_wire()))
     except (PeerUnavailable, ProtocolError) as exc:
-        return ModeOutcome(_failed(mode, direction, options.streams, str(exc)), "", False)
+        return ModeOutcome(ModeResult.failed(mode, direction, options.streams, str(exc)), "", False)
     session = ready.session
     peer_cc = ready.congestion_control
     # serve may have clamped the length to its limits; follow what it will do.
@@ -223,7 +219,7 @@ def run_mode(
                     drs.append(d)
             TransferRunning.from_wire(ctrl.recv(timeout=ATTACH_MARGIN))
         except (PeerUnavailable, ProtocolError) as exc:
-            failed = _failed(mode, direction, options.streams, str(exc))
+            failed = ModeResult.failed(mode, direction, options.streams, str(exc))
             return ModeOutcome(failed, peer_cc, False)
         local, peer, err, control_ok = _run_local(
             ctrl, plan, direction, data, drs, duration, nbytes, options, progress, cancel

@@ -396,7 +396,7 @@ def _two_phases(
         second = go(rest)
     except Iperf3Error as exc:
         failed = [
-            ModeResult(m, d, options.streams, 0, 0.0, 0.0, 0, 0, (), error=_why_second(exc))
+            ModeResult.failed(m, d, options.streams, _why_second(exc))
             for d in rest.directions()
             for m in rest.modes_for(d)
         ]
