@@ -791,8 +791,48 @@ def _rule_seen_from_receiver(ev: Evidence, d: _Direction) -> _Candidate | None:
 RECEIVER_FILLED = 0.6  # of the window we offered, arriving per RTT: the window was the limit
 
 
+CROSS_FREE_SHARE = 0.7  # others take more than 30 % of the capacity
+CROSS_TAKES_FREE = 1.3  # the transfer got no more than this times what is free
+
+
+def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:
+    """The capacity is there, but other traffic takes a share of it and this transfer gets
+    about what is left (the available bandwidth, measured upload only)."""
+    av = ev.path.available if ev.path else None
+    cur, cap = d.current, _capacity(ev, d)
+    if av is None or d.name != "up" or cur is None or cap is None or not av.loaded:
+        return None
+    free = av.estimate_bps / 1e6
+    rate = steady_mbps(cur)
+    if av.free_share > CROSS_FREE_SHARE or rate >= HEALTHY_SHARE * cap:
+        return None
+    if rate > CROSS_TAKES_FREE * free:
+        return None  # it got more than what is free: the others yield, look elsewhere
+    taken = max(0.0, av.capacity_bps / 1e6 - free)
+    confidence = 0.8 if rate >= 0.6 * free else 0.55
+    return _Candidate(
+        d.name,
+        "cross-traffic",
+        confidence,
+        None,
+        f"{d.name}: the path is shared: its capacity is there, but other traffic takes about "
+        f"{_fmt(taken)} of it and this transfer gets about what is left. No setting on either "
+        "host changes that: move the data when the path is quieter (nights, weekends), over "
+        "a less loaded path, or ask the network's operators for a reserved or prioritised "
+        "path; parallel streams take a larger share only at the others' expense.",
+        (
+            f"available bandwidth {_fmt(free)} ({_fmt(av.low_bps / 1e6)}-"
+            f"{_fmt(av.high_bps / 1e6)}) of capacity {_fmt(av.capacity_bps / 1e6)}: "
+            f"{av.free_share:.0%} free ({av.loaded} of {av.streams} periodic streams built "
+            f"a queue, {av.elapsed_s:.1f} s)",
+            f"transfer {_fmt(rate)} once up to speed, about what is free",
+        ),
+    )
+
+
 RULES: tuple[Callable[[Evidence, _Direction], _Candidate | None], ...] = (
     _rule_healthy,
+    _rule_cross_traffic,
     _rule_window_scaling,
     _rule_receiver_window,
     _rule_sender_buffer,

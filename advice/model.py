@@ -17,6 +17,7 @@ LimitingFactor = Literal[
     "application",
     "interface",
     "cached-metrics",
+    "cross-traffic",
     "unknown",
 ]
 LIMITING_FACTORS: tuple[str, ...] = get_args(LimitingFactor)

@@ -79,6 +79,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-method -xka "aut
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-count -x -d 'probes per hop (10); more tell small loss apart'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-interval -x -d 'between two probes, any hop (20ms)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-max-time -x -d 'stop sending probes after this long (30s)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l avail -d 'also measure what cross traffic leaves free of the capacity (periodic UDP streams to serve, ~1-2 s): a shared path is then named `cross-traffic`'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l iperf3-port -x -d 'use the iperf3 server (iperf3 -s) at this port (tried at 5201 when no serve answers)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l allow-predicted -d 'exit 0-2 on a verdict without a test transfer (default: UNKNOWN, exit 3)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l quick -d 'a shorter run (about 5 s)'

@@ -34,10 +34,10 @@ MIN_PACKETS, MAX_PACKETS = 40, 2000
 # Stream rates as shares of the capacity: half to 70 % first (above A when cross traffic
 # takes more than 30 %); only when none of them loaded the path, faster ones for the floor.
 LADDER = (0.5, 0.6, 0.7, 0.5, 0.6, 0.7)
-LADDER_HIGH = (0.85, 1.0)
+LADDER_HIGH = (0.8, 0.8)
 MAX_LOSS = 0.05  # a stream losing more (a full queue, a busy sender) gives no slope
 GROUPS = 12
-SLOPE_NOISE = 0.05  # a delay growing slower than this (s per s) is no trend
+SLOPE_NOISE = 0.1  # a delay growing slower than this (s per s) is no trend (busy hosts)
 BURST = 4  # packets sent back to back, the groups paced to the rate (less sender jitter)
 
 
@@ -111,12 +111,21 @@ def stream_result(
 
 def estimate(results: list[StreamResult], capacity_bps: float) -> tuple[float, float, float, int]:
     """(estimate, low, high, loaded streams) from the streams' rates and slopes."""
-    loaded = [r for r in results if r.slope > SLOPE_NOISE and r.loss <= MAX_LOSS]
-    free = [r.rate_bps for r in results if r.slope <= SLOPE_NOISE and r.loss <= MAX_LOSS]
+    good = [r for r in results if r.loss <= MAX_LOSS]
+    rising = [r for r in good if r.slope > SLOPE_NOISE]
+    # A queue that builds at rate R builds at every faster rate: a rising stream counts only
+    # when more than half of the streams at its rate or faster rose too (else a busy host
+    # delayed it).
+    loaded = [
+        r for r in rising
+        if 2 * sum(1 for x in rising if x.rate_bps >= r.rate_bps)
+        > sum(1 for x in good if x.rate_bps >= r.rate_bps)
+    ]  # fmt: skip
+    free = [r.rate_bps for r in good if r not in loaded]
     floor = max(free, default=0.0)
-    if len(loaded) * 2 < len(results):
-        # Most streams built no queue, up to the fastest one sent: the few that seemed to
-        # are noise (a busy host), and nothing takes the capacity.
+    if len(loaded) < 2:
+        # No stream (or a single one) built a queue, up to the fastest one sent: nothing
+        # takes the capacity.
         # No stream built a queue, up to the fastest one sent: nothing takes the capacity.
         return capacity_bps, min(floor, capacity_bps), capacity_bps, 0
     values = sorted(min(capacity_bps, max(0.0, r.rate_bps - capacity_bps * r.slope))
@@ -155,8 +164,9 @@ def measure_available(
         if time.monotonic() - start > budget_s:
             note = "time budget ended the streams early"
             break
-        if n == len(LADDER) - 1 and not any(r.slope > SLOPE_NOISE for r in results):
-            ladder += LADDER_HIGH  # nothing loaded the path yet: try closer to capacity
+        rising = sum(1 for r in results if r.slope > SLOPE_NOISE)
+        if n == len(LADDER) - 1 and 2 * rising < len(results):
+            ladder += LADDER_HIGH  # few loaded the path yet: try closer to the capacity
         rate = share * capacity_bps
         count = max(MIN_PACKETS, min(MAX_PACKETS, round(rate * STREAM_S / (wire * 8))))
         train = base + n * 64  # a stream's segments take consecutive train ids

@@ -67,6 +67,7 @@ def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
         # measured before any sysctl changes.
         force_buffers=args.force_buffers or ctx.is_root,
         bdp_hint=bdp_from_args(args.rtt, args.bandwidth),
+        available=getattr(args, "avail", False),
     )
 
 

@@ -57,6 +57,25 @@ def path_json(est: PathEstimate) -> dict[str, Any]:
         "port": est.port,
         "duration_s": round(est.duration_s, 3),
         "notes": list(est.notes),
+        **({} if est.available is None else {"available": available_json(est)}),
+    }
+
+
+def available_json(est: PathEstimate) -> dict[str, Any]:
+    """`check --avail`: what cross traffic leaves free of the upload capacity."""
+    a = est.available
+    assert a is not None
+    return {
+        "mbps": _round(a.estimate_bps / 1e6),
+        "low_mbps": _round(a.low_bps / 1e6),
+        "high_mbps": _round(a.high_bps / 1e6),
+        "capacity_mbps": _round(a.capacity_bps / 1e6),
+        "free_share": _round(a.free_share),
+        "streams": a.streams,
+        "loaded_streams": a.loaded,
+        "packets": a.packets,
+        "elapsed_s": _round(a.elapsed_s),
+        "note": a.note,
     }
 
 

@@ -152,7 +152,20 @@ PATH = _obj(
         "port": INT,
         "duration_s": NUM,
         "notes": _arr(STR),
-    }
+        # check --avail only (measure/availbw.py)
+        "available": _obj(
+            {
+                **{k: NUM for k in ("mbps", "low_mbps", "high_mbps", "capacity_mbps")},
+                "free_share": NUM,
+                "streams": INT,
+                "loaded_streams": INT,
+                "packets": INT,
+                "elapsed_s": NUM,
+                "note": STR,
+            }
+        ),
+    },
+    optional=("available",),
 )
 TCP_INFO = _obj({k: INT for k in TCP_INFO_FIELDS})
 SAMPLE = _obj(

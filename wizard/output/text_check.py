@@ -147,6 +147,13 @@ def _path(con: Console, r: Report) -> None:
         )
     if p.bdp_bytes:
         con.print(f"  bandwidth-delay product {format_bytes(p.bdp_bytes)}")
+    if p.available is not None:
+        a = p.available
+        con.print(
+            f"  available {_mbps(a.mbps)} ({_mbps(a.low_bps / 1e6)}-{_mbps(a.high_bps / 1e6)}) "
+            f"of {_mbps(a.capacity_bps / 1e6)}: {a.free_share:.0%} free ({a.loaded} of "
+            f"{a.streams} periodic streams built a queue, {a.elapsed_s:.1f} s)"
+        )
 
 
 def _transfers(con: Console, r: Report) -> None:

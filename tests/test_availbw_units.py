@@ -1,0 +1,95 @@
+"""Available bandwidth (measure/availbw.py) and the `cross-traffic` verdict, without a network:
+the slope of synthetic streams through a fluid FIFO bottleneck, the estimate from a fleet,
+and diagnose naming a shared path (and not a quiet one)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.measure.availbw import (
+    AvailBandwidth,
+    StreamResult,
+    estimate,
+    stream_result,
+    theil_sen,
+)
+from tests.test_diagnose_rules import _t, audit, fixes, mode, path
+
+WIRE = 1500
+
+
+def fluid_stream(
+    rate: float, cap: float, cross: float, count: int = 400
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Send times at `rate`; arrivals through a FIFO link of `cap` shared with `cross`:
+    above the available bandwidth the stream leaves at rate * cap / (rate + cross)."""
+    gap = WIRE * 8 / rate
+    out_rate = rate if rate + cross <= cap else rate * cap / (rate + cross)
+    out_gap = WIRE * 8 / out_rate
+    tx = {i: round(i * gap * 1e9) for i in range(count)}
+    rx = {
+        i: round((0.010 + i * out_gap) * 1e9) + (50_000 if i % 37 == 0 else 0) for i in range(count)
+    }
+    return tx, rx
+
+
+def test_theil_sen_ignores_an_outlier() -> None:
+    points = [(float(x), 2.0 * x) for x in range(10)]
+    points[4] = (4.0, 100.0)
+    assert theil_sen(points) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("cross", [0.0, 60e6, 120e6])
+def test_each_loaded_stream_estimates_the_available_bandwidth(cross: float) -> None:
+    cap = 200e6
+    results = []
+    for share in (0.5, 0.6, 0.7, 0.85, 1.0):
+        tx, rx = fluid_stream(share * cap, cap, cross)
+        r = stream_result(tx, rx, len(tx), WIRE)
+        assert r is not None and r.loss == 0.0
+        results.append(r)
+    est, low, high, loaded = estimate(results, cap)
+    assert low <= est <= high
+    assert est == pytest.approx(cap - cross, rel=0.03)
+    if cross == 0:
+        assert loaded == 0
+
+
+def test_lossy_streams_give_no_estimate() -> None:
+    cap = 200e6
+    lossy = [StreamResult(150e6, 0.3, 0.2)] * 4
+    est, _low, _high, loaded = estimate(lossy, cap)
+    assert loaded == 0 and est == cap  # nothing trustworthy: no claim of cross traffic
+
+
+def _shared(free_mbps: float, cap_mbps: float = 200.0) -> AvailBandwidth:
+    return AvailBandwidth(free_mbps * 1e6, (free_mbps - 5) * 1e6, (free_mbps + 5) * 1e6,
+                          cap_mbps * 1e6, 1.2, 6, 5, 3000)  # fmt: skip
+
+
+def test_shared_path_is_cross_traffic_without_fixes() -> None:
+    p = dataclasses.replace(path(20, 200), available=_shared(80))
+    ev = Evidence(audit(), audit(), p, _t(mode(76.0)), fixes("net.ipv4.tcp_rmem"))
+    d = diagnose(ev)
+    assert d.verdict.limiting_factor == "cross-traffic"
+    assert d.fixes == ()  # advice, never a sysctl
+    assert "quieter" in d.verdict.explanation
+    assert any("available bandwidth 80" in e for e in d.verdict.evidence)
+
+
+def test_quiet_path_keeps_its_verdict() -> None:
+    quiet = dataclasses.replace(_shared(195), loaded=0)
+    for av in (None, quiet):
+        p = dataclasses.replace(path(20, 200), available=av)
+        d = diagnose(Evidence(audit(), audit(), p, _t(mode(190.0))))
+        assert d.verdict.limiting_factor == "path-capacity"
+
+
+def test_transfer_faster_than_free_share_is_not_cross_traffic() -> None:
+    # It got far more than the streams found free: the others yield, something else limits.
+    p = dataclasses.replace(path(20, 200), available=_shared(40))
+    d = diagnose(Evidence(audit(), audit(), p, _t(mode(120.0))))
+    assert d.verdict.limiting_factor != "cross-traffic"
