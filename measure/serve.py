@@ -94,6 +94,7 @@ class Server:
         self._holder: str | None = None
         self._holder_sessions = 0
         self._release_timer: threading.Timer | None = None
+        self._release_asked = False  # the holder said its check is over
         self.secret = secret
         self.once = once
         self.log: Log = log or (lambda m: print(m, file=sys.stderr, flush=True))
@@ -259,7 +260,7 @@ class Server:
         if hello.get("release") is True:
             # The holder's check is over (exporter --lock says so): free the host now rather
             # than after the grace period, so the next slot of a mesh starts on time.
-            self._release_if_idle(_client_host(conn))
+            self._release_asked_by(_client_host(conn))
             self._send_error(conn, "released", "host lock released")
             return
         busy = not self._take_control_slot()
@@ -347,6 +348,7 @@ class Server:
             lock.extend(client, RESERVATION_EXPECT_S)
             self._holder = client
             self._holder_sessions += 1
+            self._release_asked = False  # a new check of the same client
             if self._release_timer is not None:
                 self._release_timer.cancel()
                 self._release_timer = None
@@ -363,6 +365,9 @@ class Server:
             self._holder_sessions -= 1
             if self._holder_sessions > 0:
                 return
+            if self._release_asked:
+                self._let_go()
+                return
             self.host_lock.extend(client, RESERVATION_GRACE_S)
             timer = threading.Timer(RESERVATION_GRACE_S, self._release_if_idle, args=(client,))
             timer.daemon = True
@@ -370,15 +375,31 @@ class Server:
         timer.start()
 
     def _release_if_idle(self, client: str) -> None:
+        """The grace period is over: let go unless the holder came back."""
         with self._lock:
-            if self._holder != client or self._holder_sessions > 0:
+            if self._holder == client and self._holder_sessions == 0:
+                self._let_go()
+
+    def _release_asked_by(self, client: str) -> None:
+        """The holder says its check is over: let go now, or as soon as the connections it
+        closed are done here (their threads may not have noticed yet)."""
+        with self._lock:
+            if self._holder != client:
                 return
-            self._holder = None
-            if self._release_timer is not None:
-                self._release_timer.cancel()
-                self._release_timer = None
-            if self.host_lock is not None:
-                self.host_lock.release()
+            if self._holder_sessions > 0:
+                self._release_asked = True
+            else:
+                self._let_go()
+
+    def _let_go(self) -> None:
+        """Free the host (self._lock held)."""
+        self._holder = None
+        self._release_asked = False
+        if self._release_timer is not None:
+            self._release_timer.cancel()
+            self._release_timer = None
+        if self.host_lock is not None:
+            self.host_lock.release()
 
     def _take_control_slot(self) -> bool:
         """A control slot; when all are taken, the session stalled longest in the middle of

@@ -210,3 +210,26 @@ def test_exporter_mesh_usage_errors_are_one_line_exit_64(
     assert main(["exporter", "--listen", "127.0.0.1:0", *argv]) == 64
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_release_asked_while_a_connection_closes_frees_the_host_at_once(tmp_path: Path) -> None:
+    """The exporter's release can overtake serve's noticing that the check's connections
+    closed: serve then lets go the moment the last one is done, not after the grace."""
+    import socket
+
+    from tcpwizard.measure.protocol import encode
+
+    path = str(tmp_path / "measure.lock")
+    with _serve(HostLock(path)) as srv:
+        ctl = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        ctl.sendall(encode({"type": "hello", "version": 1, "versions": [1]}))
+        assert b'"hello"' in ctl.recv(4096)  # a session of the check is open
+        assert ask_serve("127.0.0.1", srv.port, release=True) is None
+        other = HostLock(path)
+        assert not other.try_acquire("exporter", 5.0)  # still in use
+        ctl.close()
+        t0 = time.monotonic()
+        while not other.try_acquire("exporter", 5.0):
+            assert time.monotonic() - t0 < RESERVATION_GRACE_S - 0.5, "waited for the grace"
+            time.sleep(0.05)
+        other.release()
