@@ -1,0 +1,61 @@
+"""`check --avail` over a 200 Mbit/s lab bottleneck, with and without 120 Mbit/s of real
+iperf3 UDP cross traffic through it (lab/traffic.py): the available bandwidth, the capacity
+that stays, and the verdict `cross-traffic` only when the path is shared."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from tcpwizard.lab import Lab, LabSpec
+from tcpwizard.lab.traffic import CrossTraffic
+from tests.lab_fixtures import LabFactory
+
+pytestmark = pytest.mark.lab
+SPEC = LabSpec.symmetric(200e6, 0.020)
+SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
+
+
+def check(lab: Lab) -> dict[str, Any]:
+    proc = lab.run(
+        "a",
+        [sys.executable, "-m", "tcpwizard", "check", lab.addr_b, "--avail", "--quick",
+         "--direction", "up", "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    return doc
+
+
+def test_available_bandwidth_and_cross_traffic_verdict(lab_factory: LabFactory) -> None:
+    lab = lab_factory(SPEC)
+    serve = lab.popen(
+        "b", [sys.executable, "-m", "tcpwizard", "serve", "--port", "5301"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert serve.stderr is not None and "listening" in serve.stderr.readline()
+        quiet = check(lab)
+        with CrossTraffic(lab, udp_bps=120e6, duration_s=60):
+            shared = check(lab)
+    finally:
+        serve.kill()
+        serve.wait()
+    q_av = quiet["path"]["available"]
+    assert q_av["mbps"] >= 0.9 * quiet["path"]["capacity_mbps"]
+    assert quiet["verdict"]["limiting_factor"] == "path-capacity"
+
+    av = shared["path"]["available"]
+    assert 65 <= av["mbps"] <= 95, av
+    assert shared["path"]["capacity_mbps"] >= 170  # the capacity is still there
+    v = shared["verdict"]
+    assert v["limiting_factor"] == "cross-traffic", v
+    assert v["host_to_fix"] is None
+    assert not [f for f in shared["fixes"] if f["kind"] == "sysctl"]
