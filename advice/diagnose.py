@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.streams import streams_fix, streams_needed
 from tcpwizard.advice.window_law import (
     UNSCALED_WINDOW,
     mathis_mbps,
@@ -29,6 +30,7 @@ from tcpwizard.units import format_mbps
 
 HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
 IP_TCP_HEADERS = 52  # IPv4 + TCP with timestamps: goodput to the probes' IP-layer rate
+DELIVERED_OVER_GOODPUT = 1.2  # most a TCP_INFO delivery rate may add to the steady goodput
 PROBE_SURE = 0.7  # a capacity estimate at least this confident stands against a slower transfer
 TUNED_MODES = ("static", "overprovisioned", "drs")  # buffers sized for the path
 CHRONO_SHARE = 0.2  # of the busy time: how long a limit must hold to be the limit
@@ -72,6 +74,8 @@ class _Candidate:
     evidence: tuple[str, ...]
     # A measured healthy direction rules out every limit in that direction.
     decisive: bool = False
+    # Congestion that the loss bound explains: parallel streams (N, each stream's bound).
+    streams: tuple[int, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,10 @@ def reached_mbps(m: ModeResult) -> float:
         if s.tcp_info is not None and s.tcp_info.delivery_rate_bps > 0
     ]
     delivered = sorted(rates)[len(rates) // 2] if len(rates) >= 3 else 0.0
-    return max(steady_mbps(m), delivered)
+    steady = steady_mbps(m)
+    # ACKs released in batches (coalescing, a busy software bottleneck) inflate single
+    # delivery-rate samples: they may lift the goodput a little, never double it.
+    return max(steady, min(delivered, DELIVERED_OVER_GOODPUT * steady))
 
 
 def _mode_floor_mbps(m: ModeResult) -> float:
@@ -188,11 +195,17 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
             return False
     elif m.mode == "autotune":
         for w in (max_receive_window(d.receiver), max_send_window(d.sender)):
-            if w is None or window_limit_mbps(w, rtt) < HEALTHY_SHARE * claim_mbps:
+            if w is None or window_limit_mbps(w, rtt) < claim_mbps:
                 return False
     cc = m.congestion_control or (d.sender.congestion_control if d.sender else "")
     if cc in LOSS_BASED and _late_retransmits(m) >= LATE_LOSS_EVENTS:
         return False
+    if cc in LOSS_BASED and m.retransmits and m.bytes:
+        # Near the Mathis bound of its own loss rate, loss held the window down.
+        mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info), 1448)
+        bound = mathis_mbps(mss, rtt, m.retransmits * mss / m.bytes)
+        if bound is not None and m.throughput_mbps <= 3 * bound:
+            return False
     return not (len(m.samples) >= 8 and _still_ramping(m))
 
 
@@ -245,7 +258,9 @@ def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
         (rate, m)
         for rate, m in _floors(ev, d)
         if (weak or rate >= HEALTHY_SHARE * probe.mbps)
-        and _ran_at_path_rate(ev, d, m, rate / HEALTHY_SHARE if weak else probe.mbps)
+        and _ran_at_path_rate(
+            ev, d, m, rate / HEALTHY_SHARE if weak else HEALTHY_SHARE * probe.mbps
+        )
     ]
     if not speaks:
         return probe.mbps, ""
@@ -272,7 +287,7 @@ def _own_rate_only(ev: Evidence, d: _Direction) -> bool:
     low, mode = floor
     if low < probe.mbps or mode is not cur:
         return False
-    return not _ran_at_path_rate(ev, d, cur, low)
+    return not _ran_at_path_rate(ev, d, cur, low / HEALTHY_SHARE)
 
 
 def path_capacity(ev: Evidence) -> dict[str, tuple[float | None, str]]:
@@ -558,6 +573,13 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
             evidence.append("throughput is far above that bound: the losses were a burst")
     if cc:
         evidence.append(f"sender's congestion control: {cc}")
+    streams = _streams_work_around(ev, d, bound, cc)
+    if streams is not None:
+        n, per = streams
+        evidence.append(
+            f"{n} parallel streams would reach the path: {n} x {_fmt(per)} >= capacity "
+            f"{_fmt(_capacity(ev, d))} (each stream gets about the bound)"
+        )
     advice = (
         " A loss-based algorithm halves its window on every loss; BBR with fq pacing keeps "
         "most of the rate on a lossy long path."
@@ -565,6 +587,11 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
         else " The congestion controller already ignores random loss; look for a congested "
         "or faulty link."
     )
+    if streams is not None:
+        advice += (
+            f" Work-around that needs no change on either host: {streams[0]} parallel "
+            "streams (iperf3 -P, globus-url-copy -p, bbcp -s, rclone --multi-thread-streams)."
+        )
     return _Candidate(
         d.name,
         "congestion",
@@ -572,7 +599,25 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
         d.sender_role,
         f"{d.name}: packet loss holds the congestion window down.{advice}",
         tuple(evidence),
+        streams=streams,
     )
+
+
+def _streams_work_around(
+    ev: Evidence, d: _Direction, bound: float | None, cc: str
+) -> tuple[int, float] | None:
+    """(N, per-stream bound) when the loss bound explains one stream's rate, buffers are not
+    what limits it, and N loss-bound streams reach the capacity."""
+    cur, cap = d.current, _capacity(ev, d)
+    if cur is None or bound is None or cap is None or cc not in LOSS_BASED:
+        return None
+    if cur.throughput_mbps > 1.5 * bound or steady_mbps(cur) >= HEALTHY_SHARE * cap:
+        return None
+    rwnd, sndbuf, _busy = _chrono(cur)
+    if (rwnd or 0) > 0.2 or (sndbuf or 0) > 0.2:
+        return None  # a window limit: streams would only hide the buffer problem
+    n = streams_needed(cap, bound)
+    return None if n is None else (n, bound)
 
 
 def _rule_cached_metrics(ev: Evidence, d: _Direction) -> _Candidate | None:
@@ -1043,4 +1088,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         evidence,
         _gap(ev, dirs, best.factor, best.direction),
     )
-    return Diagnosis(verdict, _fixes_for(ev, best.factor, host))
+    fixes = _fixes_for(ev, best.factor, host)
+    if best.factor == "congestion" and best.streams is not None:
+        fixes += (streams_fix(*best.streams),)
+    return Diagnosis(verdict, fixes)

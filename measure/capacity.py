@@ -56,6 +56,7 @@ MIN_MINI = 5  # complete mini-trains needed for an estimate
 # "near zero": a software bottleneck that writes a batch spaces its packets by its own
 # per-packet cost (a third of the service time at 1 Gbit/s), and that must count as a burst.
 CLUSTERED = 0.5
+SPEEDUP = 1.3  # second half this much faster than the first: a catch-up burst
 HEAD_S = 0.002  # the head of a train covers at least this long at the train's rate
 IDLE = 0.2  # this share of the scored packets met an empty queue: a sender-limited train
 IDLE_SLACK_NS = 200_000  # one-way delay this close to its minimum counts as no queue
@@ -194,6 +195,11 @@ def score_train(
         ]
         rate = statistics.median(rates) if rates else rate
         first_rate = envelope_rate([t for _, t in first], wire) or first_rate
+    elif rate and first_rate and rate > SPEEDUP * first_rate:
+        # A bottleneck never speeds up halfway through a train (a shaper only slows it
+        # down): a fast second half is a catch-up burst after a stall, so the train's
+        # whole span is the rate.
+        rate = _span_rate([t for _, t in arr], wire) or rate
     # A burst's first packets say nothing about a token bucket when every burst is fast,
     # and at high rates HEAD packets pass within one batch: the head covers HEAD_S.
     head_n = max(HEAD, round(HEAD_S * (rate or 0.0) / (wire * 8)))

@@ -152,3 +152,19 @@ def test_bench_probes_judges_gigabit_rows_by_ten_percent_and_never_one_and_a_hal
     table = bp.markdown(rows)
     assert "1600 (1.60)" in table and "1.0 / 2.0" in table
     assert [c.rate_bps for c in bp.matrix(False, ("gigabit",))] == [200e6, 500e6, 1e9]
+
+
+def test_a_catch_up_burst_in_the_second_half_does_not_raise_the_rate() -> None:
+    # 1 Gbit/s; the receiver stalled 6 ms in the first half, then took the backlog at
+    # 3 Gbit/s well into the second: that half alone would claim twice the path.
+    arrivals, t = [], 0.0
+    for i in range(1000):
+        if i == 400:
+            t += 6_000_000
+        t += _service_ns(3e9) if 400 <= i < 900 else _service_ns(1e9)
+        arrivals.append((i, round(t)))
+    second = [t for _, t in arrivals[499:]]
+    assert (len(second) - 1) * WIRE * 8e9 / (second[-1] - second[0]) > 2e9
+    score = capacity.score_train(None, arrivals, 1000, WIRE)
+    assert not score.bursty
+    assert score.rate_bps is not None and 0.8e9 < score.rate_bps < 1.05e9

@@ -81,7 +81,7 @@ def test_a_probe_below_the_transfers_is_raised_to_what_they_carried() -> None:
 
 def test_delivery_rate_shows_the_path_rate_when_a_short_test_ends_ramping() -> None:
     # Goodput still climbing when the test ended; TCP_INFO delivered ~950 per round trip.
-    up = _ramp(mode(520.0), [20, 250, 450, 480, 540, 620, 680, 715, 700, 760], delivered=950)
+    up = _ramp(mode(620.0), [20, 350, 650, 700, 760, 780, 800, 820, 800, 810], delivered=950)
     ev = Evidence(audit(**STOCK), audit(**STOCK), _path(_bursty(1000)), TransferResult((up,)))
     v = diagnose(ev).verdict
     assert v.limiting_factor == "path-capacity"
@@ -131,3 +131,36 @@ def test_a_transfer_at_its_own_window_bound_is_no_capacity_even_above_a_weak_pro
     ev = Evidence(small, audit(), p, TransferResult((mode(95.0), down)))
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "local")
+
+
+def test_a_delivery_rate_inflated_by_batched_acks_does_not_double_the_floor() -> None:
+    # 200 Mbit/s path: goodput 160 once up to speed, but ACKs released in batches made the
+    # sender's delivery-rate samples read 340. The floor may not claim 1.7x the path.
+    up = _ramp(mode(150.0), [20, 120, 150, 160, 155, 165, 160, 158, 162, 160], delivered=340)
+    ev = Evidence(audit(**STOCK), audit(**STOCK), _path(_bursty(200)), TransferResult((up,)))
+    cap = path_capacity(ev)["up"][0]
+    assert cap is not None and cap <= 200 * 1.0
+    assert diagnose(ev).verdict.limiting_factor == "path-capacity"
+
+
+def test_a_weak_probe_is_not_overruled_by_a_transfer_at_its_own_window_bound() -> None:
+    # The probe, starved of CPU, read 352 of a 1 Gbit/s path; autotune sat at the 1 MB send
+    # buffer's bound (~290). The transfer is not the path's rate: the buffer is named.
+    small = audit(**{**STOCK, "net.ipv4.tcp_wmem": "4096 16384 1048576"})
+    bound = window_limit_mbps(0.7 * 1048576, 20)
+    ev = Evidence(
+        small, audit(**STOCK), _path(_bursty(352)), TransferResult((mode(bound, snd=0.6),))
+    )
+    assert path_capacity(ev)["up"][0] == pytest.approx(352)
+    assert diagnose(ev).verdict.limiting_factor == "sender-buffer"
+
+
+def test_a_loss_bound_reno_transfer_does_not_speak_for_the_path() -> None:
+    # Reno at 0.1 % loss on 1 Gbit/s x 20 ms: 28 Mbit/s, near its Mathis bound; a weak
+    # probe read 680. The tuned mode (drs) is as slow: loss, not the path, held both.
+    up = mode(28.0, cc="reno", retrans=20, nbytes=14_000_000)
+    drs = mode(27.0, name="drs", cc="reno", retrans=20, nbytes=14_000_000)
+    local = audit(**STOCK)
+    ev = Evidence(local, audit(**STOCK), _path(_bursty(680)), TransferResult((up, drs)))
+    assert path_capacity(ev)["up"][0] == pytest.approx(680)
+    assert diagnose(ev).verdict.limiting_factor == "congestion"
