@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
-from tcpwizard.advice.streams import streams_fix, streams_needed
 from tcpwizard.advice.window_law import (
     UNSCALED_WINDOW,
     mathis_mbps,
@@ -74,8 +73,6 @@ class _Candidate:
     evidence: tuple[str, ...]
     # A measured healthy direction rules out every limit in that direction.
     decisive: bool = False
-    # Congestion that the loss bound explains: parallel streams (N, each stream's bound).
-    streams: tuple[int, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -573,13 +570,6 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
             evidence.append("throughput is far above that bound: the losses were a burst")
     if cc:
         evidence.append(f"sender's congestion control: {cc}")
-    streams = _streams_work_around(ev, d, bound, cc)
-    if streams is not None:
-        n, per = streams
-        evidence.append(
-            f"{n} parallel streams would reach the path: {n} x {_fmt(per)} >= capacity "
-            f"{_fmt(_capacity(ev, d))} (each stream gets about the bound)"
-        )
     advice = (
         " A loss-based algorithm halves its window on every loss; BBR with fq pacing keeps "
         "most of the rate on a lossy long path."
@@ -587,11 +577,6 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
         else " The congestion controller already ignores random loss; look for a congested "
         "or faulty link."
     )
-    if streams is not None:
-        advice += (
-            f" Work-around that needs no change on either host: {streams[0]} parallel "
-            "streams (iperf3 -P, globus-url-copy -p, bbcp -s, rclone --multi-thread-streams)."
-        )
     return _Candidate(
         d.name,
         "congestion",
@@ -599,25 +584,7 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
         d.sender_role,
         f"{d.name}: packet loss holds the congestion window down.{advice}",
         tuple(evidence),
-        streams=streams,
     )
-
-
-def _streams_work_around(
-    ev: Evidence, d: _Direction, bound: float | None, cc: str
-) -> tuple[int, float] | None:
-    """(N, per-stream bound) when the loss bound explains one stream's rate, buffers are not
-    what limits it, and N loss-bound streams reach the capacity."""
-    cur, cap = d.current, _capacity(ev, d)
-    if cur is None or bound is None or cap is None or cc not in LOSS_BASED:
-        return None
-    if cur.throughput_mbps > 1.5 * bound or steady_mbps(cur) >= HEALTHY_SHARE * cap:
-        return None
-    rwnd, sndbuf, _busy = _chrono(cur)
-    if (rwnd or 0) > 0.2 or (sndbuf or 0) > 0.2:
-        return None  # a window limit: streams would only hide the buffer problem
-    n = streams_needed(cap, bound)
-    return None if n is None else (n, bound)
 
 
 def _rule_cached_metrics(ev: Evidence, d: _Direction) -> _Candidate | None:
@@ -1088,7 +1055,4 @@ def diagnose(ev: Evidence) -> Diagnosis:
         evidence,
         _gap(ev, dirs, best.factor, best.direction),
     )
-    fixes = _fixes_for(ev, best.factor, host)
-    if best.factor == "congestion" and best.streams is not None:
-        fixes += (streams_fix(*best.streams),)
-    return Diagnosis(verdict, fixes)
+    return Diagnosis(verdict, _fixes_for(ev, best.factor, host))
