@@ -67,7 +67,7 @@ def _triple(sysctls: Mapping[str, str], key: str) -> tuple[int, int, int] | None
     return lo, mid, hi
 
 
-def _buffer_fix(
+def buffer_fix(
     key: str, size: int, host: HostRole, sysctls: Mapping[str, str] | None, why: str
 ) -> Fix:
     """tcp_rmem/tcp_wmem with the max raised to `size` (this host's min and default kept;
@@ -180,7 +180,7 @@ def _judge_sender(
                 rate,
             ), (dataclasses.replace(fix, host="both", answers=("window-scaling",)),)
         fixes = (
-            _buffer_fix(
+            buffer_fix(
                 "net.ipv4.tcp_rmem",
                 size,
                 "peer",
@@ -270,7 +270,7 @@ def _sender_buffer(
         (setsockopt_fix("SO_SNDBUF", size // 2, "local"),)
         if locked
         else (
-            _buffer_fix(
+            buffer_fix(
                 "net.ipv4.tcp_wmem",
                 size,
                 "local",
@@ -332,7 +332,7 @@ def _judge_receiver(
         fixes: tuple[Fix, ...] = (setsockopt_fix("SO_RCVBUF", size // 2, "local"),)
         if not locked:
             fixes = (
-                _buffer_fix(
+                buffer_fix(
                     "net.ipv4.tcp_rmem",
                     size,
                     "local",

@@ -8,7 +8,7 @@
 _shtab_tcpwizard_lab_subparsers=(up status exec down demo bench)
 _shtab_tcpwizard_subparsers=(check conns calc probe path transfer serve fix lab exporter history tui)
 
-_shtab_tcpwizard_check_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color --hops --hops-method --hops-count --hops-interval --hops-max-time --avail --iperf3-port --allow-predicted --quick --fix --yes --warning --critical --no-history --ssh --ssh-option)
+_shtab_tcpwizard_check_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color --hops --hops-method --hops-count --hops-interval --hops-max-time --try-streams --avail --iperf3-port --allow-predicted --quick --fix --yes --warning --critical --no-history --pcap --ssh --ssh-option)
 _shtab_tcpwizard_conns_option_strings=(-h --help --port --address --process --busy --interval --bandwidth --watch --count --format --json --no-color)
 _shtab_tcpwizard_calc_option_strings=(-h --help --rtt --bandwidth --format --json --no-color)
 _shtab_tcpwizard_probe_option_strings=(-h --help --port --secret-file --tcp-port --budget --format --json --no-color)
@@ -55,6 +55,7 @@ _shtab_tcpwizard_check___force_buffers_nargs=0
 _shtab_tcpwizard_check___json_nargs=0
 _shtab_tcpwizard_check___no_color_nargs=0
 _shtab_tcpwizard_check___hops_nargs=0
+_shtab_tcpwizard_check___try_streams_nargs=0
 _shtab_tcpwizard_check___avail_nargs=0
 _shtab_tcpwizard_check___allow_predicted_nargs=0
 _shtab_tcpwizard_check___quick_nargs=0

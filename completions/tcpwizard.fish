@@ -51,7 +51,7 @@ function _shtab_tcpwizard_using
 end
 
 set -g _shtab_tcpwizard_commands check conns calc probe path transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
-set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hop --hops --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --modes --mtu --name --only --out --plan --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
+set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hop --hops --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --modes --mtu --name --only --out --pcap --plan --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -79,6 +79,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-method -xka "aut
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-count -x -d 'probes per hop (10); more tell small loss apart'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-interval -x -d 'between two probes, any hop (20ms)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-max-time -x -d 'stop sending probes after this long (30s)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l try-streams -d 'when loss holds one stream down, also measure the advised number of parallel streams (up to 8) beside the one stream, in the same run'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l avail -d 'also measure what cross traffic leaves free of the capacity (periodic UDP streams to serve, ~1-2 s): a shared path is then named `cross-traffic`'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l iperf3-port -x -d 'use the iperf3 server (iperf3 -s) at this port (tried at 5201 when no serve answers)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l allow-predicted -d 'exit 0-2 on a verdict without a test transfer (default: UNKNOWN, exit 3)'
@@ -88,6 +89,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l yes -d 'with --fix: a
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l warning -x -d 'Nagios warning threshold, e.g. 100mbit or gap:50%'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l critical -x -d 'Nagios critical threshold, e.g. 10mbit or gap:90%'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l no-history -d 'do not record this run'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l pcap -x -d 'judge the transfers in a capture file (pcap or pcapng, e.g. from tcpdump) instead of measuring; HOST, if given, picks the flows with that address'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l ssh -d 'HOST is [user@]host: start a one-time serve there over SSH for this check (needs python3 >= 3.9 there; no root, nothing left behind)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l ssh-option -x -d 'with --ssh, passed to ssh: Key=Value as -o Key=Value, '"'"'-i FILE'"'"' as it is (repeatable)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a conns -d 'why each live TCP connection of this host is as fast as it is'
@@ -226,8 +228,8 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using history' -s h -l help -d 'show 
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l since -x -d 'only this recent, e.g. 24h, 7d'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l db -x -d 'history database (default: ~/.local/state/tcpwizard)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l no-plot -d 'table only'
-complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l format -xka "text json prometheus nagios" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l buffer -d 'the socket buffer an application should ask for on this path (from the last measured BDPs), as shell, C and Python'
+complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l format -xka "text json prometheus nagios" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l json -d 'same as --format json'
 complete -c tcpwizard -n '_shtab_tcpwizard_using history' -l no-color -d 'plain text without colours'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a tui -d 'the check, live, in an interactive terminal UI'

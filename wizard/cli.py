@@ -147,6 +147,12 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     _add_hop_flags(p, prefix="hops-")
     p.add_argument(
+        "--try-streams",
+        action="store_true",
+        help="when loss holds one stream down, also measure the advised number of parallel "
+        "streams (up to 8) beside the one stream, in the same run",
+    )
+    p.add_argument(
         "--avail",
         action="store_true",
         help="also measure what cross traffic leaves free of the capacity (periodic UDP "
@@ -172,6 +178,12 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--warning", help="Nagios warning threshold, e.g. 100mbit or gap:50%%")
     p.add_argument("--critical", help="Nagios critical threshold, e.g. 10mbit or gap:90%%")
     p.add_argument("--no-history", action="store_true", help="do not record this run")
+    p.add_argument(
+        "--pcap",
+        metavar="FILE",
+        help="judge the transfers in a capture file (pcap or pcapng, e.g. from tcpdump) "
+        "instead of measuring; HOST, if given, picks the flows with that address",
+    )
     p.add_argument(
         "--ssh",
         action="store_true",
@@ -484,18 +496,18 @@ def _add_history(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--since", help="only this recent, e.g. 24h, 7d")
     p.add_argument("--db", help="history database (default: ~/.local/state/tcpwizard)")
     p.add_argument("--no-plot", action="store_true", help="table only")
-    _add_output_flags(p)
-
-
-def build_parser() -> Parser:
-    parser = Parser(
-        prog="tcpwizard",
     p.add_argument(
         "--buffer",
         action="store_true",
         help="the socket buffer an application should ask for on this path (from the last "
         "measured BDPs), as shell, C and Python",
     )
+    _add_output_flags(p)
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="tcpwizard",
         description="Why is my TCP transfer slow, how fast could it be, and what is the fix?",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

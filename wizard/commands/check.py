@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sqlite3
 import urllib.parse
-from typing import TextIO
+from typing import Literal, TextIO
 
 from tcpwizard.advice.path_advice import PathAdvice, path_advice
 from tcpwizard.checks import audit
@@ -17,9 +17,11 @@ from tcpwizard.commands.transfer import parse_modes
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, UsageError
 from tcpwizard.measure import spec
+from tcpwizard.measure.engine import MAX_STREAMS as ENGINE_MAX_STREAMS
 from tcpwizard.measure.far_end import IPERF3_PORT, SERVE_PORT, FarEndChoice
 from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.pathprobe import PathOptions, trace
+from tcpwizard.measure.transfer import TransferOptions, run_transfer
 from tcpwizard.measure.url_far_end import is_url, parse_url
 from tcpwizard.output import render_report
 from tcpwizard.output.nagios import Threshold
@@ -105,6 +107,10 @@ def _record(report: Report, args: argparse.Namespace, ctx: Context) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    if getattr(args, "pcap", None):  # a capture file instead of a live path
+        from tcpwizard.commands._pcap import run_pcap
+
+        return run_pcap(args, ctx)
     if getattr(args, "ssh", False):  # the far end's serve is started over SSH first
         from tcpwizard.commands._ssh import run_over_ssh
 
@@ -139,6 +145,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             return _machine_error(args, ctx, exc)
         if hops is not None:
             report = _with_hops(report, *hops)
+        if getattr(args, "try_streams", False):
+            report = _try_streams(report, args, ctx)
     color = False if args.no_color else ctx.color
     if args.fix and args.format != "text":
         # Fix first (its plan/result goes to stderr), so the document's exit_code is the
@@ -183,6 +191,38 @@ def _hops(args: argparse.Namespace, ctx: Context) -> tuple[PathHops, PathAdvice]
         ctx.progress(f"hops: probing the path to {host} (at most {opts.max_time_s:g} s)")
     hops = trace(host, opts)
     return hops, path_advice(hops)
+
+
+def _try_streams(report: Report, args: argparse.Namespace, ctx: Context) -> Report:
+    """--try-streams: when loss holds one stream down and the verdict gives N streams,
+    measure N streams beside the one in the same run (serve far ends)."""
+    fix = next((f for f in report.fixes if f.id == "parallel_streams"), None)
+    if fix is None or report.verdict.limiting_factor != "congestion":
+        note = "--try-streams: the verdict gives no stream count (only loss-bound paths do)"
+        return dataclasses.replace(report, notes=(*report.notes, note))
+    head = report.verdict.explanation.split(":", 1)[0]
+    direction: Literal["up", "down"] = "down" if head == "down" else "up"
+    n = min(int(fix.value), ENGINE_MAX_STREAMS)
+    modes = report.transfer.modes if report.transfer else ()
+    single = next((m for m in modes if m.mode == "autotune" and m.direction == direction), None)
+    if args.format == "text":
+        ctx.progress(f"--try-streams: {n} streams {direction}")
+    opts = TransferOptions(modes=("autotune",), streams=n, direction=direction, duration_s=5.0)
+    try:
+        got = run_transfer(args.host, args.port or SERVE_PORT, opts,
+                           secret=secret_from_args(args.secret_file, ctx))  # fmt: skip
+    except TcpWizardError as exc:
+        note = f"--try-streams: {n} streams could not run: {exc}"
+        return dataclasses.replace(report, notes=(*report.notes, note))
+    mode = got.modes[0] if got.modes else None
+    if mode is None or mode.error:
+        why = mode.error if mode else "no result"
+        note = f"--try-streams: {n} streams could not run: {why}"
+        return dataclasses.replace(report, notes=(*report.notes, note))
+    base = f", one stream {single.throughput_mbps:.1f} Mbit/s" if single else ""
+    line = f"measured {direction}: {n} streams moved {mode.throughput_mbps:.1f} Mbit/s{base}"
+    verdict = dataclasses.replace(report.verdict, evidence=(*report.verdict.evidence, line))
+    return dataclasses.replace(report, verdict=verdict, notes=(*report.notes, line))
 
 
 def _with_hops(report: Report, hops: PathHops, adv: PathAdvice) -> Report:

@@ -1,0 +1,288 @@
+"""The verdict for a captured transfer (`check --pcap`), in the vocabulary of `check`.
+
+Read the way a wizard reads Wireshark's stream graphs, from the busiest flow direction:
+* the receiver's window closing to zero for a while: its application does not read;
+* sends into a full window: the receiver's window is the limit — `window-scaling` when the
+  handshake did not agree to scaling and the window stops at 64 KB, else `receiver-window`;
+* losses that go on after the first half at the Mathis bound: `congestion` at the sender;
+* the RTT rising well above its minimum once up to speed: the sender fills the bottleneck's
+  queue, so the path is the limit (`path-capacity`);
+* the sender idle with the window open: its `application`;
+* otherwise the sender keeps a flat amount in flight far below the offered window without
+  losses or a queue: its send buffer (`sender-buffer`).
+Which host is "local": the side whose address belongs to this machine; any other is "peer".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tcpwizard.advice.conns import DEFAULT_RATE_BPS, buffer_fix
+from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.snippets import setsockopt_fix
+from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
+from tcpwizard.checks.base import sysctl_fix
+from tcpwizard.checks.model import BdpTarget, Fix, HostRole
+from tcpwizard.checks.window import recommended_buffer
+from tcpwizard.measure.capture import CaptureSummary, FlowDirection
+from tcpwizard.units import format_bytes
+
+ZERO_SHARE = 0.05  # of the transfer's time with a zero window: the reader is the limit
+FULL_SHARE = 0.3  # of the rounds (about an RTT each) with the window full: the limit
+QUEUE_RTT = 1.2  # median RTT (second half) over the minimum: a queue at the bottleneck
+IDLE_SHARE = 0.3  # of the time with nothing in flight and the window open
+LATE_EPISODES = 2  # loss episodes in the second half that make losses ongoing
+UNSCALED = 65535
+
+
+@dataclass(frozen=True)
+class CaptureDiagnosis:
+    direction: FlowDirection
+    verdict: Verdict
+    fixes: tuple[Fix, ...]
+    sender_role: HostRole
+    receiver_role: HostRole
+
+
+@dataclass(frozen=True)
+class CaptureReport:
+    summary: CaptureSummary
+    diagnosis: CaptureDiagnosis | None  # None: no flow moved enough data to judge
+    others: tuple[CaptureDiagnosis, ...] = ()  # the next busiest directions
+    notes: tuple[str, ...] = ()
+
+
+def _mbps(x: float) -> str:
+    return f"{x:.1f} Mbit/s"
+
+
+def _evidence(d: FlowDirection) -> list[str]:
+    ev = [
+        f"{d.sender}:{d.sender_port} sent {format_bytes(d.bytes)} to {d.receiver}:"
+        f"{d.receiver_port} in {d.seconds:.1f} s: {_mbps(d.rate_mbps)} "
+        f"({_mbps(d.steady_mbps)} once up to speed)",
+    ]
+    if d.rtt_min_ms is not None:
+        ev.append(
+            f"RTT min {d.rtt_min_ms:.1f} ms, median {d.rtt_p50_ms or 0:.1f} ms in the second "
+            f"half ({d.rtt_samples} samples from data to ACK)"
+        )
+    ev.append(
+        f"window offered up to {format_bytes(d.max_window)} (median {format_bytes(d.window_p50)});"
+        f" in flight median {format_bytes(d.inflight_p50)}, max {format_bytes(d.inflight_max)};"
+        f" the window was full in {d.window_full_share:.0%} of the round trips"
+    )
+    if d.handshake and d.sender_syn and d.receiver_syn:
+        s, r = d.sender_syn, d.receiver_syn
+        ev.append(
+            f"SYN options: sender wscale {s.wscale}, SACK {'on' if s.sack else 'off'}; "
+            f"receiver wscale {r.wscale}, SACK {'on' if r.sack else 'off'}"
+        )
+    else:
+        ev.append("no handshake in the capture: window scale unknown, windows read unscaled")
+    if d.retransmits:
+        ev.append(
+            f"{d.retransmits} retransmissions ({d.retransmitted_bytes / max(1, d.bytes):.2%} of "
+            f"the bytes) in {d.loss_episodes} loss episodes, {d.late_loss_episodes} in the "
+            "second half"
+        )
+    if d.zero_windows:
+        ev.append(f"zero window {d.zero_windows} times, {d.zero_window_s:.2f} s in all")
+    return ev
+
+
+def _verdict(
+    factor: LimitingFactor,
+    confidence: float,
+    host: HostRole | None,
+    explanation: str,
+    ev: list[str],
+    d: FlowDirection,
+    tuned: float | None = None,
+) -> Verdict:
+    return Verdict(
+        factor,
+        confidence,
+        host,
+        explanation,
+        tuple(ev),
+        WizardGap(d.steady_mbps or d.rate_mbps, tuned, False),
+    )
+
+
+def judge_direction(
+    d: FlowDirection,
+    is_local: Callable[[str], bool],
+    sysctls: Mapping[str, str] | None = None,
+    rate_bps: float = DEFAULT_RATE_BPS,
+) -> CaptureDiagnosis:
+    snd: HostRole = "local" if is_local(d.sender) else "peer"
+    rcv: HostRole = "local" if is_local(d.receiver) else "peer"
+    ev = _evidence(d)
+    rtt = d.rtt_min_ms or 0.0
+    size = recommended_buffer(BdpTarget((rtt or 100.0) / 1e3, rate_bps, "measured"), None)
+
+    def mine(host: HostRole) -> Mapping[str, str] | None:
+        return sysctls if host == "local" else None
+
+    span = max(d.seconds, 1e-9)
+    if d.zero_windows and d.zero_window_s / span >= ZERO_SHARE:
+        v = _verdict(
+            "application",
+            0.75,
+            rcv,
+            f"the receiving application ({d.receiver}) does not read fast enough: its buffer "
+            "fills, the window it offers closes to zero and the sender waits",
+            ev,
+            d,
+        )
+        return CaptureDiagnosis(d, v, (), snd, rcv)
+    if d.window_full_share >= FULL_SHARE:
+        unscaled = d.max_window <= UNSCALED
+        if unscaled and d.scaling is False:
+            assert d.sender_syn is not None and d.receiver_syn is not None
+            missing = [
+                who
+                for who, syn, role in (
+                    (d.sender, d.sender_syn, snd),
+                    (d.receiver, d.receiver_syn, rcv),
+                )
+                if syn.wscale is None
+            ]
+            host: HostRole = (
+                "both" if len(missing) == 2 else (rcv if d.receiver_syn.wscale is None else snd)
+            )
+            ev.append(f"no window scale option in the SYN of {' and '.join(missing)}")
+            fix = sysctl_fix(
+                "tcp_window_scaling",
+                "net.ipv4.tcp_window_scaling",
+                "1",
+                "Without window scaling no window exceeds 64 KB (a middlebox that strips the "
+                "option from SYNs has the same effect).",
+                "RFC 7323",
+            )
+            v = _verdict(
+                "window-scaling",
+                0.9,
+                host,
+                "window scaling was not agreed in the handshake: the receive window stops at "
+                f"64 KB, {_mbps(window_limit_mbps(UNSCALED, rtt)) if rtt else 'slow'} at "
+                f"this RTT",
+                ev,
+                d,
+            )
+            return CaptureDiagnosis(
+                d, v, (dataclasses.replace(fix, host=host, answers=("window-scaling",)),), snd, rcv
+            )
+        why = (
+            "The receive window, and so the rate per RTT, is bounded by the receiver's "
+            "tcp_rmem max."
+        )
+        fixes = (
+            buffer_fix("net.ipv4.tcp_rmem", size, rcv, mine(rcv), why),
+            setsockopt_fix("SO_RCVBUF", size // 2, rcv),
+        )
+        limit = window_limit_mbps(d.window_p50, rtt) if rtt else 0.0
+        ev.append(f"window law: {format_bytes(d.window_p50)} / {rtt:.1f} ms = {_mbps(limit)}")
+        v = _verdict(
+            "receiver-window",
+            0.8,
+            rcv,
+            f"the receiver ({d.receiver}) does not offer a window as large as the path's "
+            "bandwidth-delay product: the sender fills it and waits for window updates",
+            ev,
+            d,
+        )
+        return CaptureDiagnosis(d, v, fixes, snd, rcv)
+    loss = d.retransmitted_bytes / d.bytes if d.bytes else 0.0
+    bound = mathis_mbps(d.mss, d.rtt_p50_ms or rtt, loss) if rtt and loss else None
+    queued = (
+        d.rtt_min_ms is not None
+        and d.rtt_p50_ms is not None
+        and d.rtt_p50_ms >= QUEUE_RTT * d.rtt_min_ms
+    )
+    if d.late_loss_episodes >= LATE_EPISODES and bound is not None and not queued:
+        ev.append(f"Mathis bound at {loss:.2%} loss: {_mbps(bound)} for a loss-based sender")
+        fix = sysctl_fix(
+            "tcp_congestion_control",
+            "net.ipv4.tcp_congestion_control",
+            "bbr",
+            "BBR does not treat random loss as congestion (new connections only).",
+            "Cardwell et al., BBR (2016)",
+        )
+        v = _verdict(
+            "congestion",
+            0.65 if d.steady_mbps <= 1.5 * bound else 0.45,
+            snd,
+            "losses that go on after slow start, with no queue building, hold the sender's "
+            "congestion window down",
+            ev,
+            d,
+        )
+        return CaptureDiagnosis(
+            d, v, (dataclasses.replace(fix, host=snd, answers=("congestion",)),), snd, rcv
+        )
+    if queued:
+        ev.append(
+            "the RTT rose above its minimum once up to speed: the sender fills the "
+            "bottleneck's queue"
+        )
+        v = _verdict(
+            "path-capacity",
+            0.75,
+            None,
+            "healthy: neither window held the transfer back; the path's bottleneck sets the rate",
+            ev,
+            d,
+        )
+        return CaptureDiagnosis(d, v, (), snd, rcv)
+    if d.idle_share >= IDLE_SHARE:
+        ev.append(f"nothing in flight with the window open {d.idle_share:.0%} of the time")
+        v = _verdict(
+            "application",
+            0.65,
+            snd,
+            f"the sending application ({d.sender}) does not supply data fast enough: TCP "
+            "had nothing to send with the window open",
+            ev,
+            d,
+        )
+        return CaptureDiagnosis(d, v, (), snd, rcv)
+    why = "Unacknowledged data stays in the send buffer: tcp_wmem max bounds the rate."
+    fixes = (
+        buffer_fix("net.ipv4.tcp_wmem", size, snd, mine(snd), why),
+        setsockopt_fix("SO_SNDBUF", size // 2, snd),
+    )
+    ev.append(
+        f"in flight stays at ~{format_bytes(d.inflight_p50)}, far below the window, with no "
+        "queue and no ongoing loss"
+    )
+    v = _verdict(
+        "sender-buffer",
+        0.65,
+        snd,
+        f"the sender ({d.sender}) keeps too little data in flight for the path: its send "
+        "buffer is smaller than the bandwidth-delay product",
+        ev,
+        d,
+    )
+    return CaptureDiagnosis(d, v, fixes, snd, rcv)
+
+
+def judge_capture(
+    summary: CaptureSummary,
+    is_local: Callable[[str], bool],
+    sysctls: Mapping[str, str] | None = None,
+    rate_bps: float = DEFAULT_RATE_BPS,
+    others: int = 4,
+) -> CaptureReport:
+    diags = [judge_direction(d, is_local, sysctls, rate_bps) for d in summary.directions]
+    notes: list[str] = []
+    if summary.skipped:
+        notes.append(f"{summary.skipped} packets were not IP/TCP (or too short) and were skipped")
+    if not diags:
+        notes.append("no TCP flow in the capture moved enough data (64 KB) to judge")
+        return CaptureReport(summary, None, (), tuple(notes))
+    return CaptureReport(summary, diags[0], tuple(diags[1 : 1 + others]), tuple(notes))

@@ -1,0 +1,242 @@
+"""`check --pcap` without a lab: captures written here with scapy (a window-limited flow,
+the same without its handshake, broken files), the rules over constructed flows, and the
+text/JSON formats against golden files."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+from scapy.layers.inet import IP, TCP
+from scapy.utils import PcapWriter
+
+from tcpwizard.advice.capture import CaptureReport, judge_capture, judge_direction
+from tcpwizard.context import Context
+from tcpwizard.exitcodes import ExitCode
+from tcpwizard.main import main
+from tcpwizard.measure.capture import CaptureSummary, FlowDirection, SynOptions, read_capture
+from tcpwizard.output import capture_json, capture_text
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).parent / "golden"
+SCHEMA_FILE = ROOT / "docs" / "capture.schema.json"
+A, B = "198.18.0.1", "198.18.0.2"  # benchmark range: no real host here
+MSS, RTT_S, WINDOW = 1448, 0.040, 16 * 1448  # a 23 KB window: ~4.6 Mbit/s at 40 ms
+
+
+def window_limited_capture(path: Path, handshake: bool = True, rounds: int = 60) -> None:
+    """A sends to B; B offers WINDOW (scale 2) and acks each window one RTT later: A fills
+    the window every round and waits."""
+    pkts = []
+    t = 1000.0
+
+    def add(p: IP, when: float) -> None:
+        p.time = when
+        pkts.append(p)
+
+    if handshake:
+        opts = [("MSS", 1460), ("SAckOK", b""), ("WScale", 7)]
+        add(IP(src=A, dst=B) / TCP(sport=40000, dport=5201, flags="S", seq=999, options=opts), t)
+        opts_b = [("MSS", 1460), ("SAckOK", b""), ("WScale", 2)]
+        syn_ack = TCP(sport=5201, dport=40000, flags="SA", seq=4999, ack=1000, options=opts_b)
+        add(IP(src=B, dst=A) / syn_ack, t + RTT_S)
+        t += RTT_S
+    seq = 1000
+    for _ in range(rounds):
+        for i in range(WINDOW // MSS):
+            data = TCP(sport=40000, dport=5201, flags="PA", seq=seq, ack=5000) / (b"x" * MSS)
+            add(IP(src=A, dst=B) / data, t + i * 1e-4)
+            seq += MSS
+        t += RTT_S
+        ack = TCP(sport=5201, dport=40000, flags="A", seq=5000, ack=seq, window=WINDOW >> 2)
+        add(IP(src=B, dst=A) / ack, t)
+    with PcapWriter(str(path), linktype=101, sync=True) as w:
+        for p in pkts:
+            w.write(p)
+
+
+def test_window_limited_capture_is_the_receivers_window(tmp_path: Path) -> None:
+    path = tmp_path / "wl.pcap"
+    window_limited_capture(path)
+    summary = read_capture(str(path))
+    (d,) = summary.directions
+    assert (d.sender, d.receiver, d.handshake, d.scaling) == (A, B, True, True)
+    assert d.receiver_syn is not None and d.receiver_syn.wscale == 2
+    assert d.max_window == WINDOW  # the raw field times 2**2
+    assert d.rtt_min_ms == pytest.approx(40, abs=2) and d.retransmits == 0
+    assert d.window_full_share > 0.5
+    diag = judge_direction(d, lambda addr: addr == A)
+    assert (diag.verdict.limiting_factor, diag.verdict.host_to_fix) == ("receiver-window", "peer")
+    assert diag.fixes[0].key == "net.ipv4.tcp_rmem" and diag.fixes[0].host == "peer"
+
+
+def test_without_the_handshake_windows_are_read_unscaled(tmp_path: Path) -> None:
+    path = tmp_path / "mid.pcap"
+    window_limited_capture(path, handshake=False)
+    (d,) = read_capture(str(path)).directions
+    assert d.handshake is False and d.scaling is None
+    assert d.max_window == WINDOW >> 2  # the scale is unknown without the SYNs
+    v = judge_direction(d, lambda _a: False).verdict
+    assert any("no handshake" in e for e in v.evidence)
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["check", *args], Context(stdout=out, stderr=err))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_text_and_exit_code(tmp_path: Path) -> None:
+    path = tmp_path / "wl.pcap"
+    window_limited_capture(path)
+    code, out, err = _cli("--pcap", str(path))
+    assert code == ExitCode.WARNING and err == ""
+    assert "Limiting factor: receiver-window — fix the far end" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"this is not a capture at all, just text\n" * 3, "not a pcap or pcapng capture"),
+        (None, "cut short"),
+        (b"", "not a pcap or pcapng capture"),
+        ("header", "holds no packets"),
+    ],
+    ids=["garbage", "truncated", "empty", "no-packets"],
+)
+def test_bad_files_are_one_line_exit_3(
+    tmp_path: Path, content: bytes | str | None, why: str
+) -> None:
+    path = tmp_path / "bad.pcap"
+    if content is None:
+        window_limited_capture(path, rounds=3)
+        raw = path.read_bytes()
+        path.write_bytes(raw[: len(raw) - 700])  # the last record cut in the middle
+    elif content == "header":
+        with PcapWriter(str(path), linktype=101, sync=True) as w:
+            w.write_header(None)
+    else:
+        assert isinstance(content, bytes)
+        path.write_bytes(content)
+    code, out, err = _cli("--pcap", str(path), "--json")
+    assert code == ExitCode.UNKNOWN
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"tcpwizard: error: {path}") and why in line, line
+    assert json.loads(out)["exit_code"] == 3  # --json still prints a document
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    code, _, err = _cli("--pcap", str(tmp_path / "nope.pcap"))
+    assert code == ExitCode.UNKNOWN and "nope.pcap" in err
+
+
+def flow(**kw: object) -> FlowDirection:
+    base: dict[str, object] = dict(
+        sender="10.0.0.1",
+        sender_port=40000,
+        receiver="10.0.0.2",
+        receiver_port=5201,
+        handshake=True,
+        sender_syn=SynOptions(1460, 7, True, True, 64240),
+        receiver_syn=SynOptions(1460, 7, True, True, 65160),
+        scaling=True,
+        bytes=15_000_000,
+        data_packets=10_400,
+        retransmits=0,
+        retransmitted_bytes=0,
+        loss_episodes=0,
+        late_loss_episodes=0,
+        first_t=0.0,
+        last_t=5.0,
+        rate_mbps=24.0,
+        steady_mbps=25.0,
+        rtt_min_ms=50.2,
+        rtt_p50_ms=50.6,
+        rtt_samples=5000,
+        mss=1448,
+        max_window=162_432,
+        window_p50=162_432,
+        inflight_p50=160_000,
+        inflight_max=162_000,
+        window_full_share=0.7,
+        zero_windows=0,
+        zero_window_s=0.0,
+        idle_share=0.0,
+    )
+    base.update(kw)
+    return FlowDirection(**base)  # type: ignore[arg-type]
+
+
+def _factor(f: FlowDirection) -> tuple[str, str | None]:
+    v = judge_direction(f, lambda a: a == "10.0.0.1").verdict
+    return v.limiting_factor, v.host_to_fix
+
+
+def test_rules() -> None:
+    assert _factor(flow()) == ("receiver-window", "peer")
+    assert _factor(flow(zero_windows=12, zero_window_s=1.0)) == ("application", "peer")
+    unscaled = flow(
+        scaling=False, receiver_syn=SynOptions(1460, None, True, True, 65535), max_window=65535
+    )
+    assert _factor(unscaled) == ("window-scaling", "peer")
+    free = flow(window_full_share=0.0, max_window=6_000_000, window_p50=6_000_000)
+    assert _factor(free) == ("sender-buffer", "local")
+    assert _factor(dataclasses.replace(free, rtt_p50_ms=80.0)) == ("path-capacity", None)
+    assert _factor(dataclasses.replace(free, idle_share=0.6)) == ("application", "local")
+    lossy = dataclasses.replace(
+        free,
+        retransmits=300,
+        retransmitted_bytes=150_000,
+        loss_episodes=12,
+        late_loss_episodes=6,
+        steady_mbps=3.0,
+    )
+    assert _factor(lossy) == ("congestion", "local")
+
+
+def report() -> CaptureReport:
+    summary = CaptureSummary(
+        "upload.pcap",
+        16_006,
+        16_006,
+        0,
+        (101,),
+        5.4,
+        (flow(), flow(sender_port=40002, bytes=300_000, rate_mbps=0.5, window_full_share=0.0)),
+    )
+    return judge_capture(summary, lambda a: a == "10.0.0.1")
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("TCPWIZARD_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed (TCPWIZARD_UPDATE_GOLDEN=1 to accept)"
+
+
+def test_text_matches_golden() -> None:
+    out = io.StringIO()
+    capture_text.render(report(), out)
+    _golden("capture.txt", out.getvalue())
+    assert "Other flows:" in out.getvalue()
+
+
+def test_json_matches_golden_and_schema() -> None:
+    out = io.StringIO()
+    capture_json.render(report(), ExitCode.WARNING, out)
+    _golden("capture.json", out.getvalue())
+    doc = json.loads(out.getvalue())
+    jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text()))
+    assert doc["diagnosis"]["verdict"]["limiting_factor"] == "receiver-window"
+
+
+def test_schema_file_is_current() -> None:
+    assert SCHEMA_FILE.read_text() == capture_json.schema_text(), (
+        "run `python -m tcpwizard.output.capture_json docs/capture.schema.json` and commit"
+    )

@@ -1,0 +1,142 @@
+"""`check --pcap` on captures taken by Debian's real tcpdump in the lab during real iperf3
+uploads from host a with a known misconfiguration (the analysis runs in host a, so a's
+address is "local"):
+
+- the receiver's tcp_rmem max at 256 KB: receiver-window at the far end;
+- the sender's (a's) tcp_wmem max at 128 KB: sender-buffer here;
+- healthy: path-capacity — also read as pcapng, and from headers only;
+- window scaling off at the receiver: window-scaling at the far end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from tcpwizard.lab import Lab, LabSpec
+from tcpwizard.lab.netns import stop
+from tcpwizard.lab.serving import iperf3_serving, tcpwizard_argv
+from tests.lab_fixtures import LabFactory
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tcpdump") is None, reason="tcpdump not installed"),
+    pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed"),
+]
+SCHEMA = json.loads((Path(__file__).parent.parent / "docs/capture.schema.json").read_text())
+RATE, RTT = 100e6, 0.050
+HEALTHY = LabSpec.symmetric(RATE, RTT)
+SMALL_RMEM_B = LabSpec.symmetric(RATE, RTT, sysctls_b=(("net.ipv4.tcp_rmem", "4096 65536 262144"),))
+SMALL_WMEM_A = LabSpec.symmetric(RATE, RTT, sysctls_a=(("net.ipv4.tcp_wmem", "4096 16384 131072"),))
+NO_SCALING_B = LabSpec.symmetric(RATE, RTT, sysctls_b=(("net.ipv4.tcp_window_scaling", "0"),))
+
+
+def capture_upload(lab: Lab, path: Path, seconds: int = 5) -> float:
+    """tcpdump on a's WAN interface (headers only) during an iperf3 upload to b; the
+    goodput iperf3 reported, Mbit/s."""
+    dump = lab.popen(
+        "a",
+        ["tcpdump", "-i", "wan0", "-s", "128", "-U", "-Z", "root", "-w", str(path), "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert dump.stderr is not None
+        line = dump.stderr.readline()  # "listening on wan0, ...": capturing from now on
+        assert "listening on" in line, line
+        with iperf3_serving(lab, "b"):
+            out = lab.run(
+                "a",
+                ["iperf3", "-c", lab.addr_b, "-t", str(seconds), "-J"],
+                capture_output=True,
+                text=True,
+                timeout=seconds + 30,
+                check=True,
+            )
+        time.sleep(0.3)
+    finally:
+        stop(dump)
+    mbps: float = json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
+    return mbps
+
+
+def _check(lab: Lab, path: Path, fmt: str = "--json") -> tuple[int, Any, str]:
+    proc = lab.run(
+        "a",
+        tcpwizard_argv("check", "--pcap", str(path), *([fmt] if fmt else []), "--no-history"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    doc = json.loads(proc.stdout) if fmt == "--json" else proc.stdout
+    return proc.returncode, doc, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "factor", "host", "fix_key"),
+    [
+        (SMALL_RMEM_B, "receiver-window", "peer", "net.ipv4.tcp_rmem"),
+        (SMALL_WMEM_A, "sender-buffer", "local", "net.ipv4.tcp_wmem"),
+        (HEALTHY, "path-capacity", None, None),
+        (NO_SCALING_B, "window-scaling", "peer", "net.ipv4.tcp_window_scaling"),
+    ],
+    ids=["small-rmem-receiver", "small-wmem-sender", "healthy", "no-window-scaling"],
+)
+def test_capture_is_named(
+    lab_factory: LabFactory,
+    tmp_path: Path,
+    spec: LabSpec,
+    factor: str,
+    host: str | None,
+    fix_key: str | None,
+) -> None:
+    lab = lab_factory(spec)
+    pcap = tmp_path / "upload.pcap"
+    iperf3_mbps = capture_upload(lab, pcap)
+    code, doc, err = _check(lab, pcap)
+    jsonschema.validate(doc, SCHEMA)
+    d = doc["diagnosis"]
+    assert d is not None, (doc, err)
+    v = d["verdict"]
+    assert (v["limiting_factor"], v["host_to_fix"]) == (factor, host), v
+    flow = d["flow"]
+    assert flow["sender"]["address"] == lab.addr_a and flow["receiver"]["port"] == 5201
+    assert d["sender_host"] == "local" and d["receiver_host"] == "peer"
+    assert flow["handshake"] is True and flow["rtt_min_ms"] == pytest.approx(50, abs=3)
+    # The capture's rate is the one iperf3 measured.
+    assert flow["rate_mbps"] == pytest.approx(iperf3_mbps, rel=0.15), (flow, iperf3_mbps)
+    if fix_key is None:
+        assert code == 0 == doc["exit_code"] and d["fixes"] == []
+        _healthy_also_as_pcapng(lab, pcap, tmp_path)
+        return
+    assert code == 1 == doc["exit_code"]
+    assert any(f["key"] == fix_key and f["host"] == host for f in d["fixes"]), d["fixes"]
+    if factor == "window-scaling":
+        assert flow["window_scaling"] is False and flow["max_window"] <= 65535
+        assert flow["receiver_syn"]["wscale"] is None and flow["sender_syn"]["wscale"] is not None
+
+
+def _healthy_also_as_pcapng(lab: Lab, pcap: Path, tmp_path: Path) -> None:
+    from scapy.layers.inet import IP
+    from scapy.utils import PcapNgWriter, RawPcapReader
+
+    ng = tmp_path / "upload.pcapng"
+    writer = PcapNgWriter(str(ng))
+    for data, meta in RawPcapReader(str(pcap)):
+        pkt = IP(data)
+        pkt.time = meta.sec + meta.usec / 1e6
+        writer.write(pkt)
+    writer.close()
+    code, doc, err = _check(lab, ng)
+    assert code == 0, err
+    assert doc["diagnosis"]["verdict"]["limiting_factor"] == "path-capacity"
+    code, text, _ = _check(lab, pcap, fmt="")
+    assert code == 0 and "Limiting factor: path-capacity" in text

@@ -1,0 +1,214 @@
+"""`check --pcap FILE --json`: the document and its JSON Schema, built from the frozen
+CaptureReport. `python -m tcpwizard.output.capture_json docs/capture.schema.json` writes the
+committed schema; a test fails when it is stale."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from tcpwizard import TOOL_NAME, __version__
+from tcpwizard.advice.capture import CaptureDiagnosis, CaptureReport
+from tcpwizard.exitcodes import ExitCode
+from tcpwizard.measure.capture import FlowDirection, SynOptions
+from tcpwizard.output.conns_json import _VERDICT
+from tcpwizard.output.json_format import fix_json
+from tcpwizard.output.schema import BOOL, FIX, INT, NUM, STR, Schema, _arr, _nullable, _obj
+
+CAPTURE_SCHEMA_VERSION = 1
+Json = dict[str, Any]
+
+
+def _syn(s: SynOptions | None) -> Json | None:
+    if s is None:
+        return None
+    return {
+        "mss": s.mss,
+        "wscale": s.wscale,
+        "sack": s.sack,
+        "timestamps": s.timestamps,
+        "window": s.window,
+    }
+
+
+def _r(x: float | None, n: int = 3) -> float | None:
+    return None if x is None else round(x, n)
+
+
+def flow_json(f: FlowDirection) -> Json:
+    return {
+        "sender": {"address": f.sender, "port": f.sender_port},
+        "receiver": {"address": f.receiver, "port": f.receiver_port},
+        "handshake": f.handshake,
+        "sender_syn": _syn(f.sender_syn),
+        "receiver_syn": _syn(f.receiver_syn),
+        "window_scaling": f.scaling,
+        "bytes": f.bytes,
+        "seconds": _r(f.seconds),
+        "rate_mbps": _r(f.rate_mbps),
+        "steady_mbps": _r(f.steady_mbps),
+        "data_packets": f.data_packets,
+        "retransmits": f.retransmits,
+        "retransmitted_bytes": f.retransmitted_bytes,
+        "loss_episodes": f.loss_episodes,
+        "late_loss_episodes": f.late_loss_episodes,
+        "rtt_min_ms": _r(f.rtt_min_ms),
+        "rtt_p50_ms": _r(f.rtt_p50_ms),
+        "rtt_samples": f.rtt_samples,
+        "mss": f.mss,
+        "max_window": f.max_window,
+        "window_p50": f.window_p50,
+        "inflight_p50": f.inflight_p50,
+        "inflight_max": f.inflight_max,
+        "window_full_share": _r(f.window_full_share),
+        "zero_windows": f.zero_windows,
+        "zero_window_s": _r(f.zero_window_s),
+        "idle_share": _r(f.idle_share),
+    }
+
+
+def diagnosis_json(d: CaptureDiagnosis) -> Json:
+    v = d.verdict
+    return {
+        "flow": flow_json(d.direction),
+        "sender_host": d.sender_role,
+        "receiver_host": d.receiver_role,
+        "verdict": {
+            "limiting_factor": v.limiting_factor,
+            "confidence": round(v.confidence, 2),
+            "host_to_fix": v.host_to_fix,
+            "explanation": v.explanation,
+            "evidence": list(v.evidence),
+        },
+        "fixes": [fix_json(f) for f in d.fixes],
+    }
+
+
+def capture_json(report: CaptureReport, code: ExitCode) -> Json:
+    s = report.summary
+    return {
+        "schema_version": CAPTURE_SCHEMA_VERSION,
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "capture": {
+            "path": s.path,
+            "packets": s.packets,
+            "tcp_packets": s.tcp_packets,
+            "skipped": s.skipped,
+            "link_types": list(s.link_types),
+            "seconds": round(s.seconds, 3),
+        },
+        "diagnosis": None if report.diagnosis is None else diagnosis_json(report.diagnosis),
+        "others": [diagnosis_json(o) for o in report.others],
+        "notes": list(report.notes),
+        "exit_code": int(code),
+    }
+
+
+def render(report: CaptureReport, code: ExitCode, stream: TextIO) -> None:
+    stream.write(json.dumps(capture_json(report, code), indent=2) + "\n")
+    stream.flush()
+
+
+_ENDPOINT = _obj({"address": STR, "port": INT})
+_SYN = _nullable(
+    _obj(
+        {
+            "mss": _nullable(INT),
+            "wscale": _nullable(INT),
+            "sack": BOOL,
+            "timestamps": BOOL,
+            "window": INT,
+        }
+    )
+)
+FLOW = _obj(
+    {
+        "sender": _ENDPOINT,
+        "receiver": _ENDPOINT,
+        "handshake": BOOL,
+        "sender_syn": _SYN,
+        "receiver_syn": _SYN,
+        "window_scaling": _nullable(BOOL),
+        **{k: NUM for k in ("seconds", "rate_mbps", "steady_mbps", "window_full_share")},
+        **{k: NUM for k in ("zero_window_s", "idle_share")},
+        "rtt_min_ms": _nullable(NUM),
+        "rtt_p50_ms": _nullable(NUM),
+        **{
+            k: INT
+            for k in (
+                "bytes",
+                "data_packets",
+                "retransmits",
+                "retransmitted_bytes",
+                "loss_episodes",
+                "late_loss_episodes",
+                "rtt_samples",
+                "mss",
+                "max_window",
+                "window_p50",
+                "inflight_p50",
+                "inflight_max",
+                "zero_windows",
+            )
+        },
+    }
+)
+_HOST = {"enum": ["local", "peer", "both"]}
+DIAGNOSIS = _obj(
+    {
+        "flow": FLOW,
+        "sender_host": _HOST,
+        "receiver_host": _HOST,
+        "verdict": _VERDICT,
+        "fixes": _arr(FIX),
+    }
+)
+
+
+def capture_schema() -> Schema:
+    body = _obj(
+        {
+            "schema_version": {"const": CAPTURE_SCHEMA_VERSION},
+            "tool": _obj({"name": {"const": "tcpwizard"}, "version": STR}),
+            "capture": _obj(
+                {
+                    "path": STR,
+                    "packets": INT,
+                    "tcp_packets": INT,
+                    "skipped": INT,
+                    "link_types": _arr(INT),
+                    "seconds": NUM,
+                }
+            ),
+            "diagnosis": _nullable(DIAGNOSIS),
+            "others": _arr(DIAGNOSIS),
+            "notes": _arr(STR),
+            "exit_code": INT,
+        }
+    )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://tcpwizard.invalid/capture.schema.json",
+        "title": "tcpwizard check --pcap",
+        "description": "Output of `tcpwizard check --pcap FILE --json` "
+        f"(schema_version {CAPTURE_SCHEMA_VERSION}).",
+        **body,
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(capture_schema(), indent=2) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tcpwizard.output.capture_json OUTPUT.json", file=sys.stderr)
+        return 64
+    with open(argv[0], "w", encoding="utf-8") as fh:
+        fh.write(schema_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
