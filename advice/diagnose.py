@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.streams import streams_fix, streams_needed
 from tcpwizard.advice.window_law import (
     UNSCALED_WINDOW,
     mathis_mbps,
@@ -73,6 +74,8 @@ class _Candidate:
     evidence: tuple[str, ...]
     # A measured healthy direction rules out every limit in that direction.
     decisive: bool = False
+    # Congestion that the loss bound explains: parallel streams (N, each stream's bound).
+    streams: tuple[int, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -570,6 +573,16 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
             evidence.append("throughput is far above that bound: the losses were a burst")
     if cc:
         evidence.append(f"sender's congestion control: {cc}")
+    streams = _streams_work_around(ev, d, bound, cc)
+    if streams is not None:
+        n, per = streams
+        cap = _capacity(ev, d) or 0.0
+        reach = (
+            f"would reach the path: {n} x {_fmt(per)} >= capacity {_fmt(cap)}"
+            if n * per >= cap
+            else f"(the most worth opening) would reach ~{_fmt(n * per)} of {_fmt(cap)}"
+        )
+        evidence.append(f"{n} parallel streams {reach} (each stream gets about the bound)")
     advice = (
         " A loss-based algorithm halves its window on every loss; BBR with fq pacing keeps "
         "most of the rate on a lossy long path."
@@ -577,6 +590,11 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
         else " The congestion controller already ignores random loss; look for a congested "
         "or faulty link."
     )
+    if streams is not None:
+        advice += (
+            f" Work-around that needs no change on either host: {streams[0]} parallel "
+            "streams (iperf3 -P, globus-url-copy -p, bbcp -s, rclone --multi-thread-streams)."
+        )
     return _Candidate(
         d.name,
         "congestion",
@@ -584,7 +602,27 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
         d.sender_role,
         f"{d.name}: packet loss holds the congestion window down.{advice}",
         tuple(evidence),
+        streams=streams,
     )
+
+
+def _streams_work_around(
+    ev: Evidence, d: _Direction, bound: float | None, cc: str
+) -> tuple[int, float] | None:
+    """(N, rate per stream) when loss holds a loss-based stream down and buffers are not
+    what limits it: N streams, each getting the Mathis bound (or what one got, if less),
+    add up to the capacity."""
+    cur, cap = d.current, _capacity(ev, d)
+    if cur is None or bound is None or cap is None or cc not in LOSS_BASED:
+        return None
+    if steady_mbps(cur) >= HEALTHY_SHARE * cap:
+        return None
+    rwnd, sndbuf, _busy = _chrono(cur)
+    if (rwnd or 0) > 0.2 or (sndbuf or 0) > 0.2:
+        return None  # a window limit: streams would only hide the buffer problem
+    per = min(bound, cur.throughput_mbps)  # the lower: rather a stream too many
+    n = streams_needed(cap, per)
+    return None if n is None else (n, per)
 
 
 def _rule_cached_metrics(ev: Evidence, d: _Direction) -> _Candidate | None:
@@ -803,6 +841,7 @@ def _rule_seen_from_receiver(ev: Evidence, d: _Direction) -> _Candidate | None:
 RECEIVER_FILLED = 0.6  # of the window we offered, arriving per RTT: the window was the limit
 
 
+WINDOW_FACTORS = ("receiver-window", "sender-buffer", "window-scaling")
 CROSS_FREE_SHARE = 0.7  # others take more than 30 % of the capacity
 CROSS_TAKES_FREE = 1.3  # the transfer got no more than this times what is free
 
@@ -1047,6 +1086,11 @@ def diagnose(ev: Evidence) -> Diagnosis:
         if best.factor == "path-capacity":
             return _predicted_healthy(ev, dirs, best, missing)
     evidence = found + tuple(f"missing: {m}" for m in missing)
+    if best.factor in WINDOW_FACTORS and ev.measured:
+        evidence += (
+            "parallel streams would only hide this: every stream is held by the same "
+            "window; fix the buffer instead",
+        )
     verdict = Verdict(
         best.factor,
         round(confidence, 2),
@@ -1055,4 +1099,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         evidence,
         _gap(ev, dirs, best.factor, best.direction),
     )
-    return Diagnosis(verdict, _fixes_for(ev, best.factor, host))
+    fixes = _fixes_for(ev, best.factor, host)
+    if best.factor == "congestion" and best.streams is not None:
+        fixes += (streams_fix(*best.streams),)
+    return Diagnosis(verdict, fixes)

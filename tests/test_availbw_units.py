@@ -93,3 +93,20 @@ def test_transfer_faster_than_free_share_is_not_cross_traffic() -> None:
     p = dataclasses.replace(path(20, 200), available=_shared(40))
     d = diagnose(Evidence(audit(), audit(), p, _t(mode(120.0))))
     assert d.verdict.limiting_factor != "cross-traffic"
+
+
+def test_window_limit_says_streams_only_hide_it() -> None:
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
+    ev = Evidence(audit(), small, path(50, 100), _t(mode(20.0, rwnd=0.9)))
+    d = diagnose(ev)
+    assert d.verdict.limiting_factor == "receiver-window"
+    assert any("streams would only hide" in e for e in d.verdict.evidence)
+    assert not [f for f in d.fixes if f.key == "streams"]
+
+
+def test_streams_needed_bounds() -> None:
+    from tcpwizard.advice.streams import MAX_STREAMS, streams_needed
+
+    assert streams_needed(90, 1.9) == 48 or streams_needed(90, 1.9) == MAX_STREAMS
+    assert streams_needed(100, 30) == 4
+    assert streams_needed(100, 120) is None

@@ -6,10 +6,12 @@ Numbers are built from the laws the rules encode (window / RTT, Mathis), not cop
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.advice.streams import MAX_STREAMS
 from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
 from tcpwizard.checks.audit import CHECKS
 from tcpwizard.checks.model import Finding, Fix, HostAudit
@@ -172,8 +174,14 @@ def test_loss_with_reno_is_congestion() -> None:
 
     v = d.verdict
     assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")
-    assert {f.key for f in d.fixes} == {"net.ipv4.tcp_congestion_control", "net.core.default_qdisc"}
+    keys = {f.key for f in d.fixes}
+    assert keys == {"net.ipv4.tcp_congestion_control", "net.core.default_qdisc", "streams"}
     assert "BBR" in v.explanation
+    # The work-around: N loss-bound streams reach the 90 Mbit/s path (advice/streams.py).
+    streams = next(f for f in d.fixes if f.key == "streams")
+    n = int(streams.value)
+    assert n == min(MAX_STREAMS, math.ceil(90 / bound))
+    assert f"iperf3 -c HOST -P {n}" in streams.command and f"bbcp -s {n}" in streams.command
 
 
 def test_lossy_path_where_bbr_keeps_the_rate_is_healthy() -> None:
