@@ -33,6 +33,7 @@ from typing import Any
 from tcpwizard.lab import netns
 from tcpwizard.lab.mesh import Mesh, MeshSpec
 from tcpwizard.lab.tun import in_netns
+from tcpwizard.mesh import rounds
 
 SERVE_PORT = 5301
 EXPORTER_PORT = 9788
@@ -166,6 +167,10 @@ def running_fleet(
     fleet = Fleet(mesh, work, interval_s)
     try:
         mesh.up()
+        # Start everything just after a slot boundary, so the burst of nine programs starting
+        # on a small machine is over before the first slot (a real site starts them apart).
+        slot = interval_s / len(rounds([str(i) for i in range(spec.hosts)]))
+        time.sleep((slot - time.time() % slot + 0.2) % slot)
         n = spec.hosts
         (work / "mesh.txt").write_text("".join(f"{fleet.target(i)} node=h{i}\n" for i in range(n)))
         py = sys.executable

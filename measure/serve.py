@@ -47,7 +47,7 @@ MAX_TRAIN_PACKETS = 1024
 RESERVATION_GRACE_S = 2.0
 # When a refused client should ask again while the holder's check runs (written in the lock
 # file, renewed by each of its connections): asking is one hello, so poll rather than guess.
-RESERVATION_EXPECT_S = 3.0
+RESERVATION_EXPECT_S = 1.0
 # Open connections per allowed control client: a DRS transfer with 8 streams uses 16 attach
 # connections (data + DRS channel each) besides its control connection.
 CONNECTIONS_PER_CLIENT = 20  # 8 streams x (data + DRS) + control + slack
