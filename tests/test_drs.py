@@ -380,3 +380,20 @@ def test_receiver_only_drs_without_a_channel() -> None:
     finally:
         for s in (ls, rx_sock, tx_sock):
             s.close()
+
+
+def test_a_queue_building_ends_startup_at_2_bdp() -> None:
+    """HyStart's delay test at the receiver: rcv_rtt 25 % above the path's RTT means the
+    bottleneck's queue is filling. Startup stops there instead of another 4x window."""
+    rx = DrsReceiver(DrsConfig(max_request=64 << 20), now=0.0)
+    rx.on_rtt(0.1, 0.0)
+    rounds = _slow_start(rx, 0.1, 10 * 1448, 7)
+    assert rx.startup and rx.request > 2_000_000  # a 4x window ahead of 0.93 MB per RTT
+    assert not rx.on_queue_rtt(0.12)  # 20 % above: queueing noise, startup goes on
+    assert rx.on_queue_rtt(0.13)
+    assert not rx.startup
+    best = max(rounds[-1][0], rounds[-2][0]) / 0.1 * 8  # bit/s of the best interval
+    assert rx.request == int(best / 8 * 0.1)  # 2 x BDP of memory: the request is the BDP
+    assert not rx.on_queue_rtt(0.2)  # once only
+    # The clamp-first rule then brings the socket down without dropping what is in flight.
+    assert rx.step(1.0, offered=3_000_000).clamp is not None
