@@ -462,7 +462,7 @@ def run_sender(
         now = clock()
         if now >= next_sample:
             next_sample = now + sample_interval
-            report.samples.append(_sender_sample(streams, now - start))
+            report.samples.append(_sample(streams, now - start, tcp_info=True))
             if on_sample:
                 on_sample(report.samples[-1])
             if detector is not None and not enough.is_set():
@@ -478,17 +478,28 @@ def run_sender(
     echo_stop.set()
     for t in threads:
         t.join(timeout=1.0)
-    report.samples.append(_sender_sample(streams, clock() - start))
-    report.bytes = sum(s.count for s in streams)
+    report.samples.append(_sample(streams, clock() - start, tcp_info=True))
     ends = [s.end for s in streams if s.end is not None]
     report.seconds = (max(ends) if ends else clock()) - start
     report.final_tcp_info = [ti for s in streams if (ti := _safe_tcp_info(s.sock))]
+    return _finish(report, streams, plan, echo_errors)
+
+
+def _finish(
+    report: SideReport,
+    streams: Sequence[_Stream],
+    plan: BufferPlan | None,
+    side_errors: Sequence[str],
+) -> SideReport:
+    """The bookkeeping both roles end with. A side channel's error (DRS, SBUF echo) only
+    stops the adaptation; it is an error of the transfer only with a broken data stream."""
+    report.bytes = sum(s.count for s in streams)
     report.max_sndbuf = max((x.sndbuf for x in report.samples), default=0)
     report.max_rcvbuf = max((x.rcvbuf for x in report.samples), default=0)
     errors = [s.error for s in streams if s.error]
     if errors:
-        errors += echo_errors
-    report.error = errors[0] if errors else None
+        errors += side_errors
+    report.error = errors[0] if errors else report.error
     if plan is not None:
         report.forced = plan.force and buffers.can_force()
         report.rcv_autotuning = plan.rcv_autotuning
@@ -544,14 +555,31 @@ def _join_any(threads: Sequence[threading.Thread], timeout: float) -> None:
             return
 
 
-def _sender_sample(streams: Sequence[_Stream], t: float) -> SideSample:
+def _sample(
+    streams: Sequence[_Stream],
+    t: float,
+    *,
+    tcp_info: bool = False,
+    channels: Sequence[DrsReceiverChannel] = (),
+) -> SideSample:
+    """One sampling instant, for either role (as ndt-server's one measurer): bytes and
+    buffers summed over streams, the sender's TCP_INFO aggregated, the receiver's DRS
+    estimate."""
     bufs = [_safe_buffers(s.sock) for s in streams]
-    infos = [ti for s in streams if (ti := _safe_tcp_info(s.sock))]
+    infos = [ti for s in streams if (ti := _safe_tcp_info(s.sock))] if tcp_info else []
+    bw: float | None = None
+    rtt: float | None = None
+    if channels:
+        bw = sum(c.core.last_bandwidth_bps for c in channels)
+        rtts = [r for c in channels if (r := c.core.rtt_s) is not None]
+        rtt = min(rtts) if rtts else None
     return SideSample(
         t=t,
         bytes=sum(s.count for s in streams),
         rcvbuf=sum(b[1] for b in bufs),
         sndbuf=sum(b[0] for b in bufs),
+        drs_bandwidth_bps=bw,
+        drs_rtt_s=rtt,
         tcp_info=aggregate_tcp_info(infos),
     )
 
@@ -642,7 +670,7 @@ def run_receiver(
         if now >= next_sample:
             next_sample = now + sample_interval
             if t0 is not None:
-                report.samples.append(_receiver_sample(streams, channels, now - t0))
+                report.samples.append(_sample(streams, now - t0, channels=channels))
                 if on_sample:
                     on_sample(report.samples[-1])
         wait = max(0.001, min(wake, next_sample) - clock())
@@ -664,39 +692,6 @@ def run_receiver(
     ends = [s.last_data or s.end for s in streams if s.end is not None]
     t0 = min(firsts) if firsts else None
     if t0 is not None and ends:
-        report.samples.append(_receiver_sample(streams, channels, max(ends) - t0))
+        report.samples.append(_sample(streams, max(ends) - t0, channels=channels))
         report.seconds = max(ends) - t0
-    report.bytes = sum(s.count for s in streams)
-    report.max_rcvbuf = max((x.rcvbuf for x in report.samples), default=0)
-    report.max_sndbuf = max((x.sndbuf for x in report.samples), default=0)
-    errors = [s.error for s in streams if s.error]
-    # A DRS channel that breaks while the data flows only stops the adaptation; it is
-    # an error of the transfer only together with a broken data stream.
-    if errors:
-        errors += [c.error for c in channels if c.error]
-    if errors:
-        report.error = errors[0]
-    if plan is not None:
-        report.forced = plan.force and buffers.can_force()
-        report.rcv_autotuning = plan.rcv_autotuning
-    return report
-
-
-def _receiver_sample(
-    streams: Sequence[_Stream], channels: Sequence[DrsReceiverChannel], t: float
-) -> SideSample:
-    bufs = [_safe_buffers(s.sock) for s in streams]
-    bw: float | None = None
-    rtt: float | None = None
-    if channels:
-        bw = sum(c.core.last_bandwidth_bps for c in channels)
-        rtts = [r for c in channels if (r := c.core.rtt_s) is not None]
-        rtt = min(rtts) if rtts else None
-    return SideSample(
-        t=t,
-        bytes=sum(s.count for s in streams),
-        rcvbuf=sum(b[1] for b in bufs),
-        sndbuf=sum(b[0] for b in bufs),
-        drs_bandwidth_bps=bw,
-        drs_rtt_s=rtt,
-    )
+    return _finish(report, streams, plan, [c.error for c in channels if c.error])
