@@ -51,7 +51,7 @@ function _shtab_tcpwizard_using
 end
 
 set -g _shtab_tcpwizard_commands check conns calc probe path transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
-set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hop --hops --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --modes --mtu --name --only --out --pcap --plan --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
+set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hop --hops --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --modes --mtu --name --only --out --pcap --plan --plot --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -79,6 +79,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-method -xka "aut
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-count -x -d 'probes per hop (10); more tell small loss apart'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-interval -x -d 'between two probes, any hop (20ms)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l hops-max-time -x -d 'stop sending probes after this long (30s)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l plot -x -d 'time-sequence graphs (tcptrace/xplot style: data, ACKs, window edge, retransmissions) of every flow, PNG and SVG into DIR; captures with tcpdump (root), or draws the flows of --pcap FILE'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l try-streams -d 'when loss holds one stream down, also measure the advised number of parallel streams (up to 8) beside the one stream, in the same run'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l avail -d 'also measure what cross traffic leaves free of the capacity (periodic UDP streams to serve, ~1-2 s): a shared path is then named `cross-traffic`'
 complete -c tcpwizard -n '_shtab_tcpwizard_using check' -l iperf3-port -x -d 'use the iperf3 server (iperf3 -s) at this port (tried at 5201 when no serve answers)'
@@ -153,6 +154,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l force-buffers -d '
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l format -xka "text json prometheus nagios" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l json -d 'same as --format json'
 complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l no-color -d 'plain text without colours'
+complete -c tcpwizard -n '_shtab_tcpwizard_using transfer' -l plot -x -d 'time-sequence graphs (tcptrace/xplot style: data, ACKs, window edge, retransmissions) of every flow, PNG and SVG into DIR; captures with tcpdump (root), or draws the flows of --pcap FILE'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a serve -d 'the far end: reflect probes and take part in transfers'
 complete -c tcpwizard -n '_shtab_tcpwizard_using serve' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using serve' -l bind -x -d 'address to listen on (default: all)'

@@ -100,7 +100,7 @@ def series_from_capture(path: str, min_bytes: int = MIN_FLOW_BYTES) -> list[TsgS
             d.data.append((t, start, end))
             d.high = max(d.high, end)
             d.nbytes += seg.payload
-        if seg.flags & ACK:
+        if seg.flags & ACK and not seg.flags & SYN:  # a SYN's window is never scaled
             # This segment acknowledges the reverse direction's data: record it there.
             rev = dirs.get((seg.dst, seg.dport, seg.src, seg.sport))
             if rev is not None and rev.isn is not None:

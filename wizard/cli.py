@@ -146,6 +146,7 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
         "begins, the path MTU and a PMTU black hole, with its fix",
     )
     _add_hop_flags(p, prefix="hops-")
+    _add_plot_flag(p)
     p.add_argument(
         "--try-streams",
         action="store_true",
@@ -357,6 +358,17 @@ def _add_transfer(sub: argparse._SubParsersAction[Parser]) -> None:
     _add_path_hint_flags(p)
     _add_transfer_flags(p)
     _add_output_flags(p)
+    _add_plot_flag(p)
+
+
+def _add_plot_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--plot",
+        metavar="DIR",
+        help="time-sequence graphs (tcptrace/xplot style: data, ACKs, window edge, "
+        "retransmissions) of every flow, PNG and SVG into DIR; captures with tcpdump (root), "
+        "or draws the flows of --pcap FILE",
+    )
 
 
 def _add_fix(sub: argparse._SubParsersAction[Parser]) -> None:

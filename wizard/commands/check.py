@@ -11,6 +11,7 @@ from typing import Literal, TextIO
 from tcpwizard.advice.path_advice import PathAdvice, path_advice
 from tcpwizard.checks import audit
 from tcpwizard.commands._path_hint import bdp_from_args
+from tcpwizard.commands._plot import plot_capture, plotting
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.commands.fix import apply_fixes
 from tcpwizard.commands.transfer import parse_modes
@@ -110,6 +111,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if getattr(args, "pcap", None):  # a capture file instead of a live path
         from tcpwizard.commands._pcap import run_pcap
 
+        if getattr(args, "plot", None):
+            plot_capture(args.pcap, args.plot, ctx)
         return run_pcap(args, ctx)
     if getattr(args, "ssh", False):  # the far end's serve is started over SSH first
         from tcpwizard.commands._ssh import run_over_ssh
@@ -134,11 +137,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         try:
             # First, so a PMTU black hole is named even when the transfers then stall.
             hops = _hops(args, ctx) if getattr(args, "hops", False) else None
-            if log.bars is not None:
-                with log.bars:
+            with plotting(args, ctx, req.host):
+                if log.bars is not None:
+                    with log.bars:
+                        report = run_check(req, ctx, log)
+                else:
                     report = run_check(req, ctx, log)
-            else:
-                report = run_check(req, ctx, log)
         except TcpWizardError as exc:
             if args.format == "text":
                 raise

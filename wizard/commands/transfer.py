@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import get_args
 
 from tcpwizard import TOOL_NAME, __version__
+from tcpwizard.commands._plot import plotting
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
@@ -103,11 +104,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.format == "text":
         from tcpwizard.output.transfer_progress import ProgressDisplay
 
-        with ProgressDisplay(ctx.stderr, enabled=not args.no_color) as display:
+        with (
+            plotting(args, ctx, args.host),
+            ProgressDisplay(ctx.stderr, enabled=not args.no_color) as display,
+        ):
             result = run_transfer(args.host, args.port, opts, secret=secret, progress=display)
         print(render_text(args.host, result), file=ctx.stdout)
     else:
-        result = run_transfer(args.host, args.port, opts, secret=secret)
+        with plotting(args, ctx, args.host):
+            result = run_transfer(args.host, args.port, opts, secret=secret)
         doc = {
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": TOOL_NAME, "version": __version__},
