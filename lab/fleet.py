@@ -262,9 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     spec = MeshSpec(hosts=args.hosts, sysctls=((args.hosts - 1, "net.ipv4.tcp_rmem", SMALL_RMEM),))
     with running_fleet(spec, args.name, args.interval, args.rules.resolve()) as fleet:
-        # Whole intervals only: from the next boundary, then the last check's run time, a
-        # scrape and a rule evaluation.
-        begin = time.time() + until_next_interval(args.interval)
+        # Whole intervals only: from the first boundary a slot from now (every exporter is
+        # in its loop by then), then the last check's run time, a scrape and an evaluation.
+        slot = args.interval / len(rounds([str(i) for i in range(args.hosts)]))
+        soon = time.time() + slot
+        begin = soon + until_next_interval(args.interval, soon)
         end = begin + args.intervals * args.interval
         time.sleep(end + 8 - time.time())
         records = [r for r in fleet.records() if begin <= r.started < end]
