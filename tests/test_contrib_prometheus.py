@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tcpwizard.exitcodes import UsageError
 from tests.exporter_names import METRIC_RE, exported_series
 
 CONTRIB = Path(__file__).resolve().parent.parent / "contrib" / "prometheus"
@@ -70,7 +71,13 @@ def test_promtool_rule_unit_tests_pass() -> None:
         # the gap threshold moved: the hour-long gap no longer alerts
         ("tcpwizard:path_wizard_gap:ratio > 0.5", "tcpwizard:path_wizard_gap:ratio > 0.8", "test"),
         # a runbook that no longer names the command
-        ("tcpwizard check {{ $labels.target }} (one line", "check it (one line", "test"),
+        (
+            "On {{ $labels.instance }}: tcpwizard check {{",
+            "On {{ $labels.instance }}: check {{",
+            "test",
+        ),
+        # a runbook whose command line would not be accepted (host:port instead of --port)
+        ('`^([^:\\[\\]]+):([0-9]+)$` "$1 --port $2"', '`^([^:\\[\\]]+):([0-9]+)$` "$1:$2"', "test"),
         # PromQL that does not parse
         ("tcpwizard_up == 0", "tcpwizard_up == (0", "check"),
         # YAML that is not a rule file
@@ -114,3 +121,31 @@ def test_rules_read_only_series_the_exporter_exposes() -> None:
     # The recording rules keep a path apart by its target label: the exporter sets it.
     assert "target" in exposed["tcpwizard_verdict"]
     assert {"limiting_factor", "host_to_fix"} <= exposed["tcpwizard_verdict"]
+
+
+RUNBOOK_CMD = re.compile(
+    r"tcpwizard (?:check|fix|history|exporter)(?: (?!\(|on\b|shows\b|by\b|then\b|>)[^ ;,()]+)*"
+)
+
+
+def test_runbook_commands_as_rendered_are_accepted_by_tcpwizard() -> None:
+    """The runbooks as promtool renders them (the expected annotations of the rule tests,
+    which promtool compares): every `tcpwizard ...` in them parses as tcpwizard's CLI."""
+    from tcpwizard.cli import build_parser
+
+    doc = yaml.safe_load(RULE_TESTS.read_text())
+    runbooks = [
+        a["exp_annotations"]["runbook"]
+        for t in doc["tests"]
+        for case in t.get("alert_rule_test", [])
+        for a in case.get("exp_alerts", [])
+    ]
+    commands = [c for rb in runbooks for c in RUNBOOK_CMD.findall(rb)]
+    assert len(runbooks) >= 6 and len(commands) >= 10
+    assert "tcpwizard check fd00::2 --port 7000" in commands
+    parser = build_parser()
+    for cmd in commands:
+        try:
+            parser.parse_args(cmd.split()[1:])
+        except (SystemExit, UsageError):
+            pytest.fail(f"a runbook says {cmd!r}, which tcpwizard does not accept")
