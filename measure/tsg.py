@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,13 +30,14 @@ from tcpwizard.exitcodes import PermissionRequired, Unavailable
 from tcpwizard.measure.capture import (
     ACK,
     SYN,
+    _ip_offset,
     _records,
     _unwrap,
     parse_segment,
     syn_options,
 )
 
-MAX_POINTS = 20_000
+MAX_POINTS = 4_000  # per series: ~4 per pixel column of the 1000-pixel-wide graph
 MIN_FLOW_BYTES = 64 * 1024
 
 
@@ -56,7 +59,7 @@ class TsgSeries:
 
 @dataclass
 class _Dir:
-    key: tuple[str, int, str, int]
+    key: tuple[bytes, int, bytes, int]
     t0: float
     isn: int | None = None
     last: int = 0
@@ -77,37 +80,112 @@ def _rel(d: _Dir, raw: int) -> int:
     return d.last - d.isn
 
 
+_PCAP_MAGIC = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1e-6),
+    b"\xa1\xb2\xc3\xd4": (">", 1e-6),
+    b"\x4d\x3c\xb2\xa1": ("<", 1e-9),
+    b"\xa1\xb2\x3c\x4d": (">", 1e-9),
+}
+
+
+def _classic_pcap(path: str) -> Iterator[tuple[float, int, bytes, int]]:
+    """Records of a classic pcap file, read in large blocks with struct (tcpdump -w writes
+    this format): several times faster than a general reader on a 1 GB capture."""
+    with open(path, "rb", buffering=1 << 20) as f:
+        head = f.read(24)
+        endian, unit = _PCAP_MAGIC[head[:4]]
+        link = struct.unpack(endian + "I", head[20:24])[0] & 0x0FFFFFFF
+        rec = struct.Struct(endian + "IIII")
+        while True:
+            h = f.read(16)
+            if len(h) < 16:
+                return
+            sec, frac, caplen, wire = rec.unpack(h)
+            data = f.read(caplen)
+            if len(data) < caplen:
+                return  # cut short: what was read stands
+            yield sec + frac * unit, link, data, wire
+
+
+def _read(path: str) -> Iterator[tuple[float, int, bytes, int]]:
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    return _classic_pcap(path) if magic in _PCAP_MAGIC else _records(path)
+
+
+def _fast_segment(
+    t: float, link: int, data: bytes
+) -> tuple[tuple[bytes, int, bytes, int], int, int, int, int, int] | None:
+    """(key, seq, ack, flags, window, payload) of an IPv4/IPv6 TCP segment, without building
+    address strings (the hot loop of a 1 GB capture); SYNs go the full way."""
+    off = _ip_offset(link, data)
+    if off is None or len(data) < off + 40:
+        return None
+    v = data[off] >> 4
+    if v == 4:
+        if data[off + 9] != 6:
+            return None
+        ihl = (data[off] & 0x0F) * 4
+        total = (data[off + 2] << 8) | data[off + 3]
+        src, dst, tcp, ip_payload = (
+            data[off + 12 : off + 16],
+            data[off + 16 : off + 20],
+            off + ihl,
+            total - ihl,
+        )
+    elif v == 6:
+        if data[off + 6] != 6 or len(data) < off + 60:
+            return None
+        ip_payload = (data[off + 4] << 8) | data[off + 5]
+        src, dst, tcp = data[off + 8 : off + 24], data[off + 24 : off + 40], off + 40
+    else:
+        return None
+    if len(data) < tcp + 20:
+        return None
+    sport, dport, seq, ack, offres, flags, window = _TCP.unpack_from(data, tcp)
+    return (src, sport, dst, dport), seq, ack, flags, window, ip_payload - (offres >> 4) * 4
+
+
+_TCP = struct.Struct("!HHIIBBH")
+
+
+def _ip(raw: bytes) -> str:
+    return socket.inet_ntop(socket.AF_INET6 if len(raw) == 16 else socket.AF_INET, raw)
+
+
 def series_from_capture(path: str, min_bytes: int = MIN_FLOW_BYTES) -> list[TsgSeries]:
     """Every flow direction of the capture that carried at least min_bytes, largest first."""
-    dirs: dict[tuple[str, int, str, int], _Dir] = {}
-    for t, link, raw, _wire in _records(path):
-        seg = parse_segment(t, link, raw)
-        if seg is None:
+    dirs: dict[tuple[bytes, int, bytes, int], _Dir] = {}
+    for t, link, raw, _wire in _read(path):
+        fast = _fast_segment(t, link, raw)
+        if fast is None:
             continue
-        key = (seg.src, seg.sport, seg.dst, seg.dport)
+        key, seq, ack_no, flags, window, payload = fast
         d = dirs.get(key)
         if d is None:
             d = dirs[key] = _Dir(key, t)
-        if seg.flags & SYN:
-            d.wscale = syn_options(seg).wscale or 0
-            d.isn = seg.seq + 1
-            d.last = seg.seq + 1
-        elif seg.payload > 0:
-            start = _rel(d, seg.seq)
-            end = start + seg.payload
+        if flags & SYN:
+            seg = parse_segment(t, link, raw)
+            d.wscale = (syn_options(seg).wscale if seg else None) or 0
+            d.isn = seq + 1
+            d.last = seq + 1
+        elif payload > 0:
+            start = _rel(d, seq)
+            end = start + payload
             if end <= d.high:
                 d.retrans.append((t, start, end))
+            else:
+                d.high = end
             d.data.append((t, start, end))
-            d.high = max(d.high, end)
-            d.nbytes += seg.payload
-        if seg.flags & ACK and not seg.flags & SYN:  # a SYN's window is never scaled
+            d.nbytes += payload
+        if flags & ACK and not flags & SYN:  # a SYN's window is never scaled
             # This segment acknowledges the reverse direction's data: record it there.
-            rev = dirs.get((seg.dst, seg.dport, seg.src, seg.sport))
+            rev = dirs.get((key[2], key[3], key[0], key[1]))
             if rev is not None and rev.isn is not None:
-                ack = _unwrap(rev.isn, seg.ack) - rev.isn
+                ack = _unwrap(rev.isn, ack_no) - rev.isn
                 scale = d.wscale or 0
                 rev.acks.append((t, ack))
-                rev.window.append((t, ack + (seg.window << scale)))
+                rev.window.append((t, ack + (window << scale)))
     out = []
     for d in dirs.values():
         if d.nbytes < min_bytes:
@@ -116,11 +194,12 @@ def series_from_capture(path: str, min_bytes: int = MIN_FLOW_BYTES) -> list[TsgS
         t0 = min(d.t0, rev.t0) if rev else d.t0
         thinned = len(d.data) > MAX_POINTS or len(d.acks) > MAX_POINTS
         end_t = max((x[0] for x in (d.data[-1:] + d.retrans[-1:])), default=t0)
+        src, dst = _ip(d.key[0]), _ip(d.key[2])
         out.append(
             TsgSeries(
-                flow=f"{d.key[0]}:{d.key[1]} > {d.key[2]}:{d.key[3]}",
-                src=d.key[0],
-                dst=d.key[2],
+                flow=f"{src}:{d.key[1]} > {dst}:{d.key[3]}",
+                src=src,
+                dst=dst,
                 t0=t0,
                 data=tuple(_shift3(_thin3(d.data), t0)),
                 retransmits=tuple(_shift3(d.retrans[:MAX_POINTS], t0)),
