@@ -72,6 +72,7 @@ class StreamResult:
     rate_bps: float  # as really sent (first to last send time)
     slope: float  # growth of the one-way delay, seconds per second of sending
     loss: float
+    out_bps: float = 0.0  # as it arrived (first to last arrival of what arrived)
 
 
 def theil_sen(points: list[tuple[float, float]]) -> float:
@@ -106,13 +107,25 @@ def stream_result(
                 statistics.median(rx[i] - tx[i] for i in grp) / 1e9,
             )
         )
-    return StreamResult(rate, theil_sen(points), 1 - len(idx) / count)
+    rx_span = (rx[idx[-1]] - rx[idx[0]]) / 1e9
+    out = (len(idx) - 1) * wire * 8 / rx_span if rx_span > 0 else 0.0
+    return StreamResult(rate, theil_sen(points), 1 - len(idx) / count, out)
+
+
+def _estimate(r: StreamResult, capacity_bps: float) -> float:
+    """A from one loaded stream: R - C s from the delay slope; from a lossy one the rate
+    response, R + C - R C / R_out (FIFO drops share out like the queue does)."""
+    if r.loss > MAX_LOSS and r.out_bps > 0:
+        return r.rate_bps + capacity_bps - r.rate_bps * capacity_bps / r.out_bps
+    return r.rate_bps - capacity_bps * r.slope
 
 
 def estimate(results: list[StreamResult], capacity_bps: float) -> tuple[float, float, float, int]:
     """(estimate, low, high, loaded streams) from the streams' rates and slopes."""
-    good = [r for r in results if r.loss <= MAX_LOSS]
-    rising = [r for r in good if r.slope > SLOPE_NOISE]
+    # A stream that lost many packets overflowed the queue: it rose, whatever its slope
+    # says (a full queue stops growing); its estimate comes from how fast it arrived.
+    good = [r for r in results if r.loss <= MAX_LOSS or r.out_bps > 0]
+    rising = [r for r in good if r.slope > SLOPE_NOISE or r.loss > MAX_LOSS]
     # A queue that builds at rate R builds at every faster rate: a rising stream counts only
     # when more than half of the streams at its rate or faster rose too (else a busy host
     # delayed it).
@@ -128,8 +141,7 @@ def estimate(results: list[StreamResult], capacity_bps: float) -> tuple[float, f
         # takes the capacity.
         # No stream built a queue, up to the fastest one sent: nothing takes the capacity.
         return capacity_bps, min(floor, capacity_bps), capacity_bps, 0
-    values = sorted(min(capacity_bps, max(0.0, r.rate_bps - capacity_bps * r.slope))
-                    for r in loaded)  # fmt: skip
+    values = sorted(min(capacity_bps, max(0.0, _estimate(r, capacity_bps))) for r in loaded)
     mid = statistics.median(values)
     q = max(1, len(values) // 4)
     low, high = (

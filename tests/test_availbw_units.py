@@ -110,3 +110,14 @@ def test_streams_needed_bounds() -> None:
     assert streams_needed(90, 1.9) == 48 or streams_needed(90, 1.9) == MAX_STREAMS
     assert streams_needed(100, 30) == 4
     assert streams_needed(100, 120) is None
+
+
+def test_streams_that_overflow_the_queue_estimate_from_their_arrival_rate() -> None:
+    # 160 Mbit/s of cross traffic on 200: every stream overflows the queue (loss), its
+    # delay stops growing, but it arrives at R C / (R + X): A = R + C - R C / R_out.
+    cap, cross = 200e6, 160e6
+    streams = [StreamResult(r, 0.01, 0.3, r * cap / (r + cross)) for r in (100e6, 120e6, 140e6)]
+    est, low, high, loaded = estimate(streams, cap)
+    assert loaded == 3
+    assert est == pytest.approx(cap - cross, rel=0.01)
+    assert low <= est <= high
