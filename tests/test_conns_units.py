@@ -246,3 +246,25 @@ def test_receiver_whose_window_closes_with_data_unread_is_the_local_application(
     d = judge(o, SYSCTLS)
     assert d.verdict is not None and d.verdict.limiting_factor == "application"
     assert d.verdict.host_to_fix == "local" and d.fixes == ()
+
+
+def test_slow_scp_names_the_ssh_channel_window() -> None:
+    d = judge(obs(busy=0.3), SYSCTLS, program="sshd")
+    assert d.verdict is not None and d.verdict.limiting_factor == "application"
+    assert any("channel window of 2 MB" in e for e in d.verdict.evidence)
+    assert [f.id for f in d.fixes] == ["ssh-channel-window"]
+    plain = judge(obs(busy=0.3), SYSCTLS, program="nginx")
+    assert plain.fixes == ()
+
+
+def test_watch_json_lines_validate() -> None:
+    """Two rounds of the real inet_diag of this namespace, one JSON document per line."""
+    out = io.StringIO()
+    argv = ["conns", "--json", "--watch", "--count", "2", "--interval", "0.2s"]
+    code = main(argv, Context(stdout=out))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    schema = json.loads(SCHEMA_FILE.read_text())
+    for line in lines:
+        jsonschema.validate(json.loads(line), schema)
+    assert code == json.loads(lines[-1])["exit_code"]
