@@ -30,7 +30,11 @@ from tcpwizard.units import format_mbps
 
 HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
 IP_TCP_HEADERS = 52  # IPv4 + TCP with timestamps: goodput to the probes' IP-layer rate
-DELIVERED_OVER_GOODPUT = 1.2  # most a TCP_INFO delivery rate may add to the steady goodput
+# Most a TCP_INFO delivery rate may lift the steady goodput: judging whether a short test
+# reached the path (a ramp still under way) and, more cautiously, as capacity evidence.
+REACHED_LIFT = 1.5
+FLOOR_LIFT = 1.2
+OVERRULE_MIN = 0.3  # a weak probe yields only to a transfer at least this share of its claim
 PROBE_SURE = 0.7  # a capacity estimate at least this confident stands against a slower transfer
 TUNED_MODES = ("static", "overprovisioned", "drs")  # buffers sized for the path
 CHRONO_SHARE = 0.2  # of the busy time: how long a limit must hold to be the limit
@@ -130,7 +134,7 @@ def _probe_capacity(ev: Evidence, d: _Direction) -> CapacityEstimate | None:
     return None
 
 
-def reached_mbps(m: ModeResult) -> float:
+def reached_mbps(m: ModeResult, lift: float = REACHED_LIFT) -> float:
     """The rate a mode reached once up to speed: its steady goodput, or the sender's
     TCP_INFO delivery rate (median of the second half) when that is higher. A short test
     on a fast path ends while goodput, averaged over sampling intervals, still lags what
@@ -144,13 +148,13 @@ def reached_mbps(m: ModeResult) -> float:
     steady = steady_mbps(m)
     # ACKs released in batches (coalescing, a busy software bottleneck) inflate single
     # delivery-rate samples: they may lift the goodput a little, never double it.
-    return max(steady, min(delivered, DELIVERED_OVER_GOODPUT * steady))
+    return max(steady, min(delivered, lift * steady))
 
 
 def _mode_floor_mbps(m: ModeResult) -> float:
     """What one mode showed the path carries, at the IP layer like the probes."""
     mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info and s.tcp_info.snd_mss), 1448)
-    return reached_mbps(m) * (mss + IP_TCP_HEADERS) / mss
+    return reached_mbps(m, FLOOR_LIFT) * (mss + IP_TCP_HEADERS) / mss
 
 
 def _floors(ev: Evidence, d: _Direction) -> list[tuple[float, ModeResult]]:
@@ -257,7 +261,7 @@ def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
     speaks = [
         (rate, m)
         for rate, m in _floors(ev, d)
-        if (weak or rate >= HEALTHY_SHARE * probe.mbps)
+        if (rate >= OVERRULE_MIN * probe.mbps if weak else rate >= HEALTHY_SHARE * probe.mbps)
         and _ran_at_path_rate(
             ev, d, m, rate / HEALTHY_SHARE if weak else HEALTHY_SHARE * probe.mbps
         )
