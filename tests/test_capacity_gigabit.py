@@ -168,3 +168,11 @@ def test_a_catch_up_burst_in_the_second_half_does_not_raise_the_rate() -> None:
     score = capacity.score_train(None, arrivals, 1000, WIRE)
     assert not score.bursty
     assert score.rate_bps is not None and 0.8e9 < score.rate_bps < 1.05e9
+
+
+def test_a_bursty_train_too_short_for_its_own_estimate_asks_for_a_longer_one() -> None:
+    short = capacity.score_train(None, _batched(1e9, 300, 150_000), 300, WIRE)
+    assert short.bursty and short.span_s < capacity.MIN_SPAN_S
+    assert capacity._too_short(short, 300, WIRE)
+    long = capacity.score_train(None, _batched(1e9, 3000, 150_000), 3000, WIRE)
+    assert not capacity._too_short(long, 3000, WIRE)
