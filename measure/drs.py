@@ -91,6 +91,9 @@ class DrsConfig:
     # the path's: a queue is building at the bottleneck, the pipe is full, and a window that
     # kept on doubling would let the sender overflow that queue (HyStart's delay test).
     queue_rtt_factor: float = 1.25
+    # ...and at least this much above it: rcv_rtt comes from TCP timestamps (1 ms ticks) and
+    # the sender's scheduling, so on a short path a quarter of the RTT is noise.
+    queue_rtt_floor_s: float = 0.005
     kernel_doubles: bool = True  # Linux stores 2x the request
 
 
@@ -256,7 +259,9 @@ class DrsReceiver:
         (step) instead of a round trip later. True if it ended startup."""
         c = self.config
         base = self.rtt_s
-        if not self.startup or base is None or not self._bws or rtt <= c.queue_rtt_factor * base:
+        if not self.startup or base is None or not self._bws:
+            return False
+        if rtt <= max(c.queue_rtt_factor * base, base + c.queue_rtt_floor_s):
             return False
         self.startup, self._flat = False, 0
         best = max(max(self._bws), self._prev_bw or 0.0)
