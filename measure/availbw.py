@@ -151,6 +151,21 @@ def estimate(results: list[StreamResult], capacity_bps: float) -> tuple[float, f
     return mid, min(low, mid), max(high, mid), len(loaded)
 
 
+def _arrivals(client: ControlClient, train: int, count: int, wait_s: float) -> dict[int, int]:
+    """serve's arrival times of a stream sent as segments of capacity.SEGMENT packets
+    (train ids train, train + 1, ...), keyed by packet index."""
+    sizes = capacity.segments(count)
+    out: dict[int, int] = {}
+    for first in range(0, len(sizes), capacity.REPORT_SEGMENTS):
+        ids = [train + k for k in range(first, min(len(sizes), first + capacity.REPORT_SEGMENTS))]
+        expect = sum(sizes[first : first + capacity.REPORT_SEGMENTS])
+        rx = capacity._report(client, ids, expect, wait_s if first == 0 else min(wait_s, 0.2))
+        for tid in ids:
+            for seq, t in rx.get(tid, {}).items():
+                out[(tid - train) * capacity.SEGMENT + seq] = t
+    return out
+
+
 def measure_available(
     client: ControlClient,
     sock: socket.socket,
@@ -185,7 +200,7 @@ def measure_available(
         tx = sender.train(train, count, rate, wire, BURST)
         packets += count
         time.sleep(max(STREAM_S, rtt_s))  # the queue it built drains
-        rx = capacity._report_train(client, train, count, 0.5)
+        rx = _arrivals(client, train, count, 0.5)
         r = stream_result(tx, rx, count, wire)
         if r is not None:
             results.append(r)
