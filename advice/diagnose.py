@@ -368,6 +368,16 @@ def _scaling_off(ev: Evidence, role: HostRole, audit: HostAudit | None) -> bool:
     return role == "peer" and ev.peer_handshake is not None and ev.peer_handshake.peer_scaling_off
 
 
+def _capacity_trusted(ev: Evidence, d: _Direction) -> bool:
+    """Whether the capacity may rule a limit out: measured by a transfer, or probed with
+    a far end that reflects probes. A peerless guess alone (it read 2-470 Mbit/s on an
+    80 Mbit/s lab path) never excuses a limit that the settings show."""
+    if d.current is not None or ev.path is None or ev.path.peer:
+        return True
+    cap = ev.path.capacity
+    return cap is not None and cap.confidence >= 0.5
+
+
 def _rule_window_scaling(ev: Evidence, d: _Direction) -> _Candidate | None:
     off = [
         role
@@ -389,7 +399,7 @@ def _rule_window_scaling(ev: Evidence, d: _Direction) -> _Candidate | None:
         ceiling = window_limit_mbps(UNSCALED_WINDOW, rtt)
         evidence.append(f"64 KB / {rtt:.1f} ms = {_fmt(ceiling)} at most")
         cap = _capacity(ev, d)
-        if cap is not None and ceiling >= HEALTHY_SHARE * cap:
+        if cap is not None and ceiling >= HEALTHY_SHARE * cap and _capacity_trusted(ev, d):
             return None  # short path: 64 KB is enough, not the limit here
         if d.current and d.current.throughput_mbps <= 1.3 * ceiling:
             evidence.append(f"measured {_fmt(d.current.throughput_mbps)}, at that ceiling")

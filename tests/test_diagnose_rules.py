@@ -457,3 +457,14 @@ def test_healthy_both_ways_speaks_for_up_and_shows_down() -> None:
     assert v.limiting_factor == "path-capacity"
     assert v.explanation.startswith("up: ")
     assert any(e.startswith("down: autotune moved 96.0") for e in v.evidence)
+
+
+def test_a_peerless_guess_never_excuses_window_scaling_off() -> None:
+    """A SYN-pair capacity that reads far too low must not make 64 KB look enough."""
+    guess = dataclasses.replace(
+        path(50, 7),
+        peer=False,
+        capacity=CapacityEstimate(7.0, "peerless-tcp-syn-pairs", 0.2),
+    )
+    ev = Evidence(audit(), None, guess, peer_handshake=_handshake(False))
+    assert diagnose(ev).verdict.limiting_factor == "window-scaling"
