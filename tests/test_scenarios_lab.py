@@ -13,9 +13,15 @@ from tcpwizard.lab.scenarios import SCENARIOS, Scenario, run_scenario
 from tests.lab_fixtures import LabFactory
 
 
+# These rows have their own, stricter end-to-end tests (tests/test_iperf3_lab.py: exit codes,
+# rates against iperf3 -c); the bench still runs them. Kept out here for the suite's time.
+COVERED_ELSEWHERE = ("iperf3-healthy", "iperf3-receiver-rmem")
+IN_SUITE = [s for s in SCENARIOS if s.name not in COVERED_ELSEWHERE]
+
+
 @pytest.mark.lab
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", IN_SUITE, ids=[s.name for s in IN_SUITE])
 def test_scenario(scenario: Scenario, lab_factory: LabFactory) -> None:
     if scenario.name == "stale-ssthresh" and shutil.which("nft") is None:
         pytest.skip("nftables is not installed (make system-deps)")
