@@ -12,7 +12,6 @@ import pytest
 from tcpwizard.lab.scenarios import SCENARIOS, Scenario, run_scenario
 from tests.lab_fixtures import LabFactory
 
-
 # These rows have their own, stricter end-to-end tests (tests/test_iperf3_lab.py: exit codes,
 # rates against iperf3 -c); the bench still runs them. Kept out here for the suite's time.
 COVERED_ELSEWHERE = ("iperf3-healthy", "iperf3-receiver-rmem")
