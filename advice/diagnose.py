@@ -821,6 +821,22 @@ def _rule_seen_from_receiver(ev: Evidence, d: _Direction) -> _Candidate | None:
     if not rtt or not _below_path(ev, d):
         return None
     offered = window_limit_mbps(view.max_rcv_wnd, rtt)
+    if _receiver_saw_path(cur, rtt, steady_mbps(cur)):
+        # The download filled the bottleneck's queue: whatever a peerless probe guessed
+        # above it, the network set this rate.
+        return _Candidate(
+            d.name,
+            "path-capacity",
+            0.65,
+            None,
+            f"{d.name}: the download filled the path's bottleneck (its queue raised the RTT "
+            "our receiver saw): the network itself is the limit.",
+            (
+                f"{cur.mode} moved {_fmt(steady_mbps(cur))} once up to speed; the receiver's "
+                f"RTT {view.rcv_rtt_us / 1e3:.1f} ms against {rtt:.1f} ms minimum",
+                "the capacity probe toward a web server is peerless (a guess)",
+            ),
+        )
     if steady_mbps(cur) >= RECEIVER_FILLED * offered:
         return None  # our window was filled each RTT: the receiver-window rule speaks
     evidence = [

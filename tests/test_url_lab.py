@@ -81,7 +81,7 @@ def test_download_is_named(
     assert doc["measured"] is True and code == doc["exit_code"]
     assert doc["far_end"]["kind"] == "url" and doc["far_end"]["port"] == web.port
     modes = {m["mode"]: m for m in doc["transfer"]["modes"]}
-    assert set(modes) == {"autotune", "static"}, modes
+    assert set(modes) == {"autotune", "drs"}, modes
     assert all(m["direction"] == "down" and m["error"] is None for m in modes.values())
     assert doc["peer_handshake"]["window_scaling"] is True
     auto = modes["autotune"]["throughput_mbps"]
@@ -90,6 +90,12 @@ def test_download_is_named(
         return
     assert code in (1, 2) and auto < 40, auto
     assert any(f["key"] == fix_key and f["host"] == host for f in doc["fixes"]), doc["fixes"]
+    if factor == "receiver-window":
+        # DRS on our receiver (forced as root) measures what a right-sized window gives.
+        gap = v["wizard_gap"]
+        assert gap["measured"] is True and gap["tuned_mbps"] > 70, gap
+        rmem = next(f for f in doc["fixes"] if f["key"] == fix_key)
+        assert int(rmem["value"].split()[2]) >= 625_000  # at least the path's BDP
 
 
 def test_https_behind_a_redirect(lab_factory: LabFactory, tmp_path: Path) -> None:

@@ -115,3 +115,15 @@ def test_queue_built_at_the_rate_of_the_transfer_is_the_path() -> None:
         "path-capacity",
         None,
     )
+
+
+def test_a_download_that_filled_the_queue_is_the_path_whatever_the_probe_guessed() -> None:
+    # A peerless guess of 470 Mbit/s on a 100 Mbit/s path; the receiver's RTT rose 60 %.
+    probe = PathEstimate(
+        RTT, CapacityEstimate(470.0, "peerless-tcp-syn-pairs", 0.35), 0, 1, "b", 80
+    )
+    view = ReceiverView(20_000_000, 80_000, 900, 1448)
+    local = HostAudit("near", "6.18", (), "bbr", (("net.ipv4.tcp_rmem", "4096 131072 6291456"),))
+    ev = Evidence(local, None, probe, TransferResult((_download(95.0, view),), "down"))
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("path-capacity", None)

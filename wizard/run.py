@@ -151,6 +151,8 @@ def _default_modes(
         tuned: Mode = "static" if target is not None else "overprovisioned"
         up = ("autotune", "untuned", tuned)
         back = ("autotune", "static" if target is not None else "drs")
+        if far.kind == "url":  # a web server: our receiver's DRS sizes itself to the path
+            back = ("autotune", "drs")
     return up, None if req.direction else back
 
 
