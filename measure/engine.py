@@ -142,6 +142,11 @@ class SideSample:
     drs_bandwidth_bps: float | None = None
     drs_rtt_s: float | None = None
     tcp_info: TcpInfoSample | None = None
+    # Sender: bytes the network delivered (TCP_INFO delivered x MSS), which, unlike what the
+    # app wrote, does not run ahead by the send buffer. Receiver: bytes TCP received in
+    # order (tcpi_bytes_received), which a late read of the app does not delay. Not on the
+    # wire.
+    delivered: int | None = None
 
 
 @dataclass
@@ -581,7 +586,21 @@ def _sample(
         drs_bandwidth_bps=bw,
         drs_rtt_s=rtt,
         tcp_info=aggregate_tcp_info(infos),
+        delivered=_acked(streams)[0] if tcp_info else _received(streams),
     )
+
+
+def _received(streams: Sequence[_Stream]) -> int | None:
+    total = 0
+    for st in streams:
+        try:
+            got = read_tcp_info(st.sock).get("bytes_received")
+        except OSError:
+            return None
+        if got is None:
+            return None
+        total += got
+    return total
 
 
 def run_receiver(
