@@ -8,7 +8,7 @@ The receiver takes the RTT from the echoed timestamp, computes BDP = bandwidth x
 SO_RCVBUF for 2 x BDP *before* sending the next SBUF (the new drsFTP favours throughput over
 memory frugality).
 
-Choices this implementation makes where the paper leaves room (documented in the README):
+Choices this implementation makes where the paper leaves room (documented in docs/transfer.md):
 - RTT samples come from the kernel too: the handshake's RTT (TCP_INFO min_rtt, there before
   the first byte) and the receiver's own estimate (TCP_INFO rcv_rtt, from timestamps). Startup
   cannot wait for SBUF echoes: the first one comes back a round trip after the first
