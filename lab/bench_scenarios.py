@@ -41,7 +41,9 @@ def run_scenarios(out_dir: str, only: tuple[str, ...], ctx: Context, quick: bool
         f"{RATE / 1e6:g} Mbit/s x {RTT * 1e3:g} ms; {time.monotonic() - t0:.0f} s in all.",
         "",
         "Each scenario builds a fresh lab with one cause, runs `tcpwizard check B --json` on "
-        "host a against `tcpwizard serve` on host b, applies the printed fixes with "
+        "host a against the far end the row names on host b (`tcpwizard serve`, a stock "
+        "`iperf3 -s`, or only a web server's port: then the verdict is a prediction, and "
+        "`--allow-predicted` keeps its exit code), applies the printed fixes with "
         "`tcpwizard fix --plan report.json --for local|peer --yes` on the host the verdict "
         "names, then re-measures with `tcpwizard transfer` (4 s). *after / rate* must reach "
         f"{RECHECK_SHARE:.0%} of the bottleneck rate (TCP goodput tops out at 96.5 %). "
