@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
 from tcpwizard.measure import buffers, engine
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import (
@@ -63,8 +64,11 @@ class TransferOptions:
 
 def static_request(rtt_s: float, rate_bps: float) -> int:
     """The SO_*BUF argument for a statically tuned (2 x BDP) buffer: Linux doubles the
-    request, so asking for BDP yields a 2 x BDP buffer (what getsockopt then reports)."""
-    return max(buffers.UNTUNED_BYTES, int(rate_bps / 8.0 * rtt_s))
+    request, so asking for BDP yields a 2 x BDP buffer (what getsockopt then reports).
+    Capped where the advice caps buffers (1 GiB of memory): setsockopt takes a C int, and
+    no single socket should hold more."""
+    bdp = int(rate_bps / 8.0 * rtt_s)
+    return max(buffers.UNTUNED_BYTES, min(bdp, MAX_RECOMMENDED_BUFFER // 2))
 
 
 @dataclass(frozen=True)

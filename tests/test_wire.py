@@ -58,3 +58,11 @@ def test_ready_and_running() -> None:
     assert TransferRunning.from_wire(TransferRunning("sender").to_wire()).role == "sender"
     with pytest.raises(ProtocolError, match="serve: busy"):
         TransferRunning.from_wire({"type": "error", "message": "busy", "code": "busy"})
+
+
+def test_static_request_at_100_gbit_fits_what_serve_accepts() -> None:
+    from tcpwizard.measure.transfer import static_request
+
+    request = static_request(0.200, 100e9)  # 2.5 GB of BDP
+    assert TransferStart.from_wire({**start(static_request=request).to_wire()}).static_request
+    assert 2 * request <= 1 << 30  # the kernel doubles it: at most the advice's 1 GiB
