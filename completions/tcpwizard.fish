@@ -209,6 +209,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l probes -d 'RTT an
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l transfer -d 'transfer modes against iperf3'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l paper -d 'the seed papers'"'"' experiment matrix'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l scenarios -d 'misconfigurations: verdict, fix, re-measure'
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l far-ends -d 'check against iperf3 -s beside iperf3 -c'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l only -x -d 'only these scenarios (--paper: tunings)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l rtt -x -d '--paper: only these delays, e.g. 25ms'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l quick -d 'a smaller matrix'

@@ -443,6 +443,9 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     what.add_argument(
         "--scenarios", action="store_true", help="misconfigurations: verdict, fix, re-measure"
     )
+    what.add_argument(
+        "--far-ends", action="store_true", help="check against iperf3 -s beside iperf3 -c"
+    )
     bench.add_argument(
         "--only", action="append", metavar="NAME", help="only these scenarios (--paper: tunings)"
     )

@@ -190,6 +190,13 @@ def _bench_scenarios(args: argparse.Namespace, ctx: Context) -> int:
     return run_scenarios(args.out, tuple(args.only or ()), ctx, quick=args.quick)
 
 
+def _bench_far_ends(args: argparse.Namespace, ctx: Context) -> int:
+    from tcpwizard.lab.bench_far_ends import run_far_ends
+
+    require_root()
+    return run_far_ends(args.out, args.quick, ctx)
+
+
 # Other benchmarks plug in here: flag name (as in cli.py) -> runner.
 BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "calibrate": _bench_calibrate,
@@ -197,6 +204,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "transfer": _bench_transfer,
     "paper": _bench_paper,
     "scenarios": _bench_scenarios,
+    "far_ends": _bench_far_ends,
 }
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Context], int]] = {
