@@ -195,7 +195,11 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
         # path at both ends (iperf3 -w sets the far end's too) speaks for the path, and so
         # does one whose sender's kernel saw neither window limit it.
         measured_free = rwnd is not None and (_chrono(m)[1] or 0.0) < CHRONO_SHARE
-        if m.mode not in TUNED_MODES and not measured_free:
+        if (
+            m.mode not in TUNED_MODES
+            and not measured_free
+            and not _filled_path(d, m, rtt, claim_mbps)
+        ):
             return False
     elif m.mode == "autotune":
         for w in (max_receive_window(d.receiver), max_send_window(d.sender)):
@@ -211,6 +215,16 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
         if bound is not None and m.throughput_mbps <= 3 * bound:
             return False
     return not (len(m.samples) >= 8 and _still_ramping(m))
+
+
+def _filled_path(d: _Direction, m: ModeResult, rtt_ms: float, claim_mbps: float) -> bool:
+    """A download from an unaudited sender (iperf3) that overflowed the path's queue (it
+    retransmitted) while our own receive window allowed the claim: the sender was not held
+    back by its buffer, the path was full."""
+    if m.direction != "down" or d.receiver is None or not m.retransmits:
+        return False
+    window = max_receive_window(d.receiver)
+    return window is not None and window_limit_mbps(window, rtt_ms) >= claim_mbps
 
 
 QUEUE_RTT = 1.2  # the receiver's RTT this much above the minimum: a queue at the bottleneck

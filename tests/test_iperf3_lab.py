@@ -58,9 +58,9 @@ def _mode(doc: Any, mode: str, direction: str) -> dict[str, Any]:
 
 def test_small_receive_buffer_at_an_iperf3_far_end(lab_factory: LabFactory) -> None:
     lab = lab_factory(SMALL_RMEM)
-    reference = iperf3_tcp(lab, "a", seconds=5.0)  # iperf3 -c: what its own client sees
+    reference = iperf3_tcp(lab, "a", seconds=4.0)  # iperf3 -c: what its own client sees
     with iperf3_serving(lab, "b"):
-        code, doc, _ = _check(lab, lab.addr_b, "--duration", "5")
+        code, doc, _ = _check(lab, lab.addr_b, "--duration", "4")
     jsonschema.validate(doc, SCHEMA)
     v = doc["verdict"]
     assert (v["limiting_factor"], v["host_to_fix"]) == ("receiver-window", "peer"), v
@@ -94,7 +94,7 @@ def test_healthy_iperf3_far_end_matches_iperf3_itself(lab_factory: LabFactory) -
         ("autotune", "up", (), 0.08),
         ("autotune", "down", ("-R",), 0.08),
     ):
-        ref = iperf3_tcp(lab, "a", seconds=5.0, extra=extra).receiver_bps / 1e6
+        ref = iperf3_tcp(lab, "a", seconds=4.0, extra=extra).receiver_bps / 1e6
         ours = _mode(doc, mode, direction)["throughput_mbps"]
         assert ours == pytest.approx(ref, rel=tolerance), (mode, direction, ours, ref)
 
