@@ -14,7 +14,20 @@ from tcpwizard.exitcodes import ExitCode
 from tcpwizard.measure.capture import FlowDirection, SynOptions
 from tcpwizard.output.conns_json import _VERDICT
 from tcpwizard.output.json_format import fix_json
-from tcpwizard.output.schema import BOOL, FIX, INT, NUM, STR, Schema, _arr, _nullable, _obj
+from tcpwizard.output.schema import (
+    BOOL,
+    FIX,
+    INT,
+    NUM,
+    STR,
+    Schema,
+    _arr,
+    _nullable,
+    _obj,
+    document,
+    text_of,
+    write_main,
+)
 
 CAPTURE_SCHEMA_VERSION = 1
 Json = dict[str, Any]
@@ -187,27 +200,21 @@ def capture_schema() -> Schema:
             "exit_code": INT,
         }
     )
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://tcpwizard.invalid/capture.schema.json",
-        "title": "tcpwizard check --pcap",
-        "description": "Output of `tcpwizard check --pcap FILE --json` "
+    return document(
+        "capture",
+        "tcpwizard check --pcap",
+        "Output of `tcpwizard check --pcap FILE --json` "
         f"(schema_version {CAPTURE_SCHEMA_VERSION}).",
-        **body,
-    }
+        body,
+    )
 
 
 def schema_text() -> str:
-    return json.dumps(capture_schema(), indent=2) + "\n"
+    return text_of(capture_schema())
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m tcpwizard.output.capture_json OUTPUT.json", file=sys.stderr)
-        return 64
-    with open(argv[0], "w", encoding="utf-8") as fh:
-        fh.write(schema_text())
-    return 0
+    return write_main(argv, "capture_json", schema_text())
 
 
 if __name__ == "__main__":

@@ -12,7 +12,20 @@ from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.advice.model import LIMITING_FACTORS
 from tcpwizard.conns_report import ConnEntry, ConnsReport
 from tcpwizard.output.json_format import fix_json
-from tcpwizard.output.schema import BOOL, FIX, INT, NUM, STR, Schema, _arr, _nullable, _obj
+from tcpwizard.output.schema import (
+    BOOL,
+    FIX,
+    INT,
+    NUM,
+    STR,
+    Schema,
+    _arr,
+    _nullable,
+    _obj,
+    document,
+    text_of,
+    write_main,
+)
 
 CONNS_SCHEMA_VERSION = 1
 Json = dict[str, Any]
@@ -177,27 +190,21 @@ def conns_schema() -> Schema:
             "exit_code": INT,
         }
     )
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://tcpwizard.invalid/conns.schema.json",
-        "title": "tcpwizard conns",
-        "description": "Output of `tcpwizard conns --json` (one document per round with "
+    return document(
+        "conns",
+        "tcpwizard conns",
+        "Output of `tcpwizard conns --json` (one document per round with "
         f"--watch; schema_version {CONNS_SCHEMA_VERSION}).",
-        **body,
-    }
+        body,
+    )
 
 
 def schema_text() -> str:
-    return json.dumps(conns_schema(), indent=2) + "\n"
+    return text_of(conns_schema())
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m tcpwizard.output.conns_json OUTPUT.json", file=sys.stderr)
-        return 64
-    with open(argv[0], "w", encoding="utf-8") as fh:
-        fh.write(schema_text())
-    return 0
+    return write_main(argv, "conns_json", schema_text())
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ writes the committed schema; a test fails when it is stale."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -12,7 +11,21 @@ from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.advice.path_advice import PathAdvice
 from tcpwizard.measure.hop_model import Hop, MtuFinding, PathHops
 from tcpwizard.output.json_format import finding_json, fix_json
-from tcpwizard.output.schema import BOOL, FINDING, FIX, INT, NUM, STR, Schema, _arr, _nullable, _obj
+from tcpwizard.output.schema import (
+    BOOL,
+    FINDING,
+    FIX,
+    INT,
+    NUM,
+    STR,
+    Schema,
+    _arr,
+    _nullable,
+    _obj,
+    document,
+    text_of,
+    write_main,
+)
 
 PATH_SCHEMA_VERSION = 1
 Json = dict[str, Any]
@@ -143,27 +156,21 @@ def path_schema() -> Schema:
             "exit_code": INT,
         }
     )
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://tcpwizard.invalid/path.schema.json",
-        "title": "tcpwizard path",
-        "description": "Output of `tcpwizard path --json` "
+    return document(
+        "path",
+        "tcpwizard path",
+        "Output of `tcpwizard path --json` "
         f"(schema_version {PATH_SCHEMA_VERSION}); docs/path.md explains each field.",
-        **body,
-    }
+        body,
+    )
 
 
 def schema_text() -> str:
-    return json.dumps(path_schema(), indent=2) + "\n"
+    return text_of(path_schema())
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m tcpwizard.output.path_json OUTPUT.json", file=sys.stderr)
-        return 64
-    with open(argv[0], "w", encoding="utf-8") as fh:
-        fh.write(schema_text())
-    return 0
+    return write_main(argv, "path_json", schema_text())
 
 
 if __name__ == "__main__":

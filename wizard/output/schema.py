@@ -276,26 +276,46 @@ def report_schema() -> Schema:
         },
         optional=("error", "measured", "far_end", "peer_handshake", "hops"),
     )
+    return document(
+        "report",
+        "tcpwizard report",
+        f"Output of `tcpwizard check --json` (schema_version {SCHEMA_VERSION}).",
+        schema,
+    )
+
+
+def document(name: str, title: str, description: str, body: Schema) -> Schema:
+    """A JSON Schema document (draft 2020-12) around `body`: every schema the tool ships
+    (report, path, conns, capture) has this one envelope."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://tcpwizard.invalid/report.schema.json",
-        "title": "tcpwizard report",
-        "description": f"Output of `tcpwizard check --json` (schema_version {SCHEMA_VERSION}).",
-        **schema,
+        "$id": f"https://tcpwizard.invalid/{name}.schema.json",
+        "title": title,
+        "description": description,
+        **body,
     }
 
 
+def text_of(schema: Schema) -> str:
+    return json.dumps(schema, indent=2) + "\n"
+
+
+def write_main(argv: list[str], module: str, text: str) -> int:
+    """`python -m tcpwizard.output.MODULE OUTPUT.json`: write a schema file (make schema)."""
+    if len(argv) != 1:
+        print(f"usage: python -m tcpwizard.output.{module} OUTPUT.json", file=sys.stderr)
+        return 64
+    with open(argv[0], "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return 0
+
+
 def schema_text() -> str:
-    return json.dumps(report_schema(), indent=2, sort_keys=False) + "\n"
+    return text_of(report_schema())
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m tcpwizard.output.schema OUTPUT.json", file=sys.stderr)
-        return 64
-    with open(argv[0], "w", encoding="utf-8") as fh:
-        fh.write(schema_text())
-    return 0
+    return write_main(argv, "schema", schema_text())
 
 
 if __name__ == "__main__":
