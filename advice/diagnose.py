@@ -249,6 +249,17 @@ def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
     probe claiming more than a transfer that ran at the path's rate is overruled."""
     probe = _probe_capacity(ev, d)
     floor = _transfer_floor(ev, d)
+    av = ev.path.available if ev.path else None
+    if (
+        probe is not None
+        and av is not None
+        and d.name == "up"
+        and av.loaded
+        and av.free_share <= CROSS_FREE_SHARE
+    ):
+        # Other traffic takes a share: a transfer gets what is left, which says nothing
+        # against the capacity the probe saw.
+        return probe.mbps, ""
     if probe is None:
         # Without a probe only a forced (root what-if) tuned transfer says what the path
         # could do; an ordinary transfer's rate is what is being judged.
