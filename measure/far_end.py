@@ -159,7 +159,25 @@ class ServeFar:
 # ---------------------------------------------------------------------------- iperf3
 
 
-class Iperf3Far:
+class Unaudited:
+    """A far end that takes part in tests but does not report its settings (iperf3, a web
+    server): what it agreed to in a handshake is all that is known of it."""
+
+    program: str  # what runs there, for the report
+    host: str
+    _handshake: HandshakeFacts | None
+
+    def facts(self) -> tuple[HostFacts | None, str | None]:
+        return None, (
+            f"{self.host} is {self.program}, which does not report its settings: the far "
+            "end's sysctls are not audited (only tcpwizard serve reports them)"
+        )
+
+    def handshake(self) -> HandshakeFacts | None:
+        return self._handshake
+
+
+class Iperf3Far(Unaudited):
     """A stock `iperf3 -s`. Nothing may connect to its port without speaking iperf3 (a
     silent connection ends a one-off server), so the probe stays peerless (ICMP, SYN
     pairs) and the handshake is read from the first test's control connection."""
@@ -169,21 +187,14 @@ class Iperf3Far:
         False, False, IPERF3_MODES["up"], IPERF3_MODES["down"], False, steady_end=True
     )
 
+    program = "an iperf3 server"
+
     def __init__(self, address: str, port: int, host: str) -> None:
         self.address, self.port, self.host = address, port, host
         self._handshake: HandshakeFacts | None = None
 
     def describe(self) -> str:
         return f"iperf3 server at port {self.port}"
-
-    def facts(self) -> tuple[HostFacts | None, str | None]:
-        return None, (
-            f"{self.host} runs iperf3, which does not report its settings: the far end's "
-            "sysctls are not audited (only tcpwizard serve reports them)"
-        )
-
-    def handshake(self) -> HandshakeFacts | None:
-        return self._handshake
 
     def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
         return probe(

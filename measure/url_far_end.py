@@ -22,10 +22,9 @@ import urllib.parse
 from dataclasses import dataclass
 
 from tcpwizard import __version__
-from tcpwizard.checks.facts import HostFacts
 from tcpwizard.exitcodes import Unavailable
 from tcpwizard.measure import buffers, engine
-from tcpwizard.measure.far_end import Abilities, FarEndKind
+from tcpwizard.measure.far_end import Abilities, FarEndKind, Unaudited
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, ReceiverView, TransferResult
 from tcpwizard.measure.probe import Progress as ProbeProgress
@@ -420,12 +419,13 @@ def _local_cc(sysctl_root: str) -> str:
 # ---------------------------------------------------------------------------- far end
 
 
-class UrlFar:
+class UrlFar(Unaudited):
     """A web server: downloads of the URL (it only sends), its TCP options from the
     handshake, RTT and capacity from peerless probes toward its port."""
 
     kind: FarEndKind = "url"
     abilities = Abilities(False, False, (), URL_MODES, False)
+    program = "a web server"
 
     def __init__(self, url_text: str, address: str, host: str, sysctl_root: str) -> None:
         first = parse_url(url_text)
@@ -437,15 +437,6 @@ class UrlFar:
 
     def describe(self) -> str:
         return f"web server at {self.url.text} ({'HTTPS' if self.url.tls else 'HTTP'})"
-
-    def facts(self) -> tuple[HostFacts | None, str | None]:
-        return None, (
-            f"{self.host} is a web server, which does not report its settings: the far "
-            "end's sysctls are not audited (only tcpwizard serve reports them)"
-        )
-
-    def handshake(self) -> HandshakeFacts | None:
-        return self._handshake
 
     def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
         return probe(
