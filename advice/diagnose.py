@@ -240,7 +240,7 @@ def _receiver_saw_path(m: ModeResult, rtt_ms: float, claim_mbps: float) -> bool:
         return False
     if window_limit_mbps(view.max_rcv_wnd, rtt_ms) < HEALTHY_SHARE * claim_mbps:
         return False
-    return view.rcv_rtt_us / 1e3 >= QUEUE_RTT * rtt_ms
+    return max(view.rcv_rtt_us, view.rcv_rtt_high_us) / 1e3 >= QUEUE_RTT * rtt_ms
 
 
 def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
@@ -867,7 +867,8 @@ def _rule_seen_from_receiver(ev: Evidence, d: _Direction) -> _Candidate | None:
             "our receiver saw): the network itself is the limit.",
             (
                 f"{cur.mode} moved {_fmt(steady_mbps(cur))} once up to speed; the receiver's "
-                f"RTT {view.rcv_rtt_us / 1e3:.1f} ms against {rtt:.1f} ms minimum",
+                f"RTT {view.rcv_rtt_us / 1e3:.1f} ms (90th percentile "
+                f"{view.rcv_rtt_high_us / 1e3:.1f} ms) against {rtt:.1f} ms minimum",
                 "the capacity probe toward a web server is peerless (a guess)",
             ),
         )
@@ -921,7 +922,9 @@ def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:
     rate = steady_mbps(cur)
     if av.free_share > CROSS_FREE_SHARE or rate >= HEALTHY_SHARE * cap:
         return None
-    if rate > CROSS_TAKES_FREE * free:
+    # A short transfer's last samples can run above what is free while it overdrives the
+    # queue (unresponsive traffic loses its share of the drops too); its average cannot.
+    if min(rate, cur.throughput_mbps) > CROSS_TAKES_FREE * free:
         return None  # it got more than what is free: the others yield, look elsewhere
     taken = max(0.0, av.capacity_bps / 1e6 - free)
     confidence = 0.8 if rate >= 0.6 * free else 0.55

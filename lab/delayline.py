@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcpwizard.lab.netns import pid_alive, start_time
-from tcpwizard.lab.tun import NETNS_RUN_DIR, in_netns, open_tun, set_timer_slack
+from tcpwizard.lab.tun import NETNS_RUN_DIR, in_netns, open_tun, set_timer_slack, take_the_wire
 
 # Packets read per fd per wakeup: bounds the time spent reading before due packets go out.
 READ_BATCH = 64
@@ -203,6 +203,7 @@ class DelayLine:
         rng = random.Random(a.seed)
         self.dirs = [Direction(fd_a, fd_b, fwd, rng, a.mtu), Direction(fd_b, fd_a, rev, rng, a.mtu)]
         set_timer_slack(1)
+        take_the_wire()
 
         def on_term(signum: int, frame: object) -> None:
             self.stop_reason = "signal"

@@ -92,6 +92,9 @@ class ReceiverView:
     rcv_rtt_us: int
     ooo_packets: int
     rcv_mss: int
+    # The 90th percentile of the receiver's RTT estimate: a queue at the bottleneck shows
+    # here even where a loss-based sender drains it after each loss (the median misses it).
+    rcv_rtt_high_us: int = 0
 
 
 @dataclass(frozen=True)

@@ -304,6 +304,7 @@ class _ViewSampler:
             rcv_rtt_us=rtts[len(rtts) // 2] if rtts else 0,
             ooo_packets=self.last_ooo - (self.first_ooo or 0),
             rcv_mss=self.rcv_mss,
+            rcv_rtt_high_us=rtts[(9 * len(rtts)) // 10] if rtts else 0,
         )
 
 

@@ -16,6 +16,7 @@ from tcpwizard.measure.availbw import (
     stream_result,
     theil_sen,
 )
+from tcpwizard.measure.model import TransferSample
 from tests.test_diagnose_rules import _t, audit, fixes, mode, path
 
 WIRE = 1500
@@ -93,6 +94,17 @@ def test_transfer_faster_than_free_share_is_not_cross_traffic() -> None:
     p = dataclasses.replace(path(20, 200), available=_shared(40))
     d = diagnose(Evidence(audit(), audit(), p, _t(mode(120.0))))
     assert d.verdict.limiting_factor != "cross-traffic"
+
+
+def test_short_transfer_overdriving_the_queue_is_still_cross_traffic() -> None:
+    # Its last samples ran at 110 Mbit/s against 75 free (unresponsive traffic loses its
+    # share of the drops too), its average at 81: the path is shared.
+    rates = [20.0, 50.0, 70.0, 80.0, 85.0, 90.0, 105.0, 110.0]
+    samples = tuple(TransferSample(0.125 * (i + 1), r, 1 << 20, 0) for i, r in enumerate(rates))
+    short = dataclasses.replace(mode(81.0), seconds=1.0, samples=samples)
+    p = dataclasses.replace(path(50, 190), available=_shared(75, 190))
+    d = diagnose(Evidence(audit(), audit(), p, _t(short)))
+    assert d.verdict.limiting_factor == "cross-traffic"
 
 
 def test_window_limit_says_streams_only_hide_it() -> None:

@@ -53,6 +53,14 @@ def test_ping_min_rtt_matches_configured_rtt(lab: Lab) -> None:
     assert 0.050 <= result.min_s <= 0.050 + 0.001
 
 
+def test_the_emulator_runs_ahead_of_ordinary_processes(lab: Lab) -> None:
+    # As root it is real-time FIFO: a transfer's own processes cannot starve the wire.
+    if lab.backend != "delayline":
+        pytest.skip("the kernel's netem needs no process")
+    expected = os.SCHED_FIFO if os.geteuid() == 0 else os.SCHED_OTHER
+    assert os.sched_getscheduler(lab.pid) == expected
+
+
 def test_ipv6_crosses_the_same_emulated_path(lab: Lab) -> None:
     result = ping(lab, "b", count=3, interval_s=0.05, ipv6=True)
     assert len(result.rtts_s) == 3

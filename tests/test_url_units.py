@@ -117,6 +117,16 @@ def test_queue_built_at_the_rate_of_the_transfer_is_the_path() -> None:
     )
 
 
+def test_a_queue_drained_after_each_loss_still_shows_in_the_high_percentile() -> None:
+    # CUBIC drains the queue after every loss: the median RTT sits at the minimum, the
+    # 90th percentile 30 % above it. With losses and the rate far under our window, the
+    # median alone would call this congestion.
+    view = ReceiverView(20_000_000, 50_400, 600, 1448, rcv_rtt_high_us=65_000)
+    assert _verdict(_download(96.0, view)) == ("path-capacity", None)
+    flat = ReceiverView(20_000_000, 50_400, 600, 1448, rcv_rtt_high_us=51_000)
+    assert _verdict(_download(96.0, flat)) == ("congestion", "peer")
+
+
 def test_a_download_that_filled_the_queue_is_the_path_whatever_the_probe_guessed() -> None:
     # A peerless guess of 470 Mbit/s on a 100 Mbit/s path; the receiver's RTT rose 60 %.
     probe = PathEstimate(
