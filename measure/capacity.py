@@ -474,7 +474,6 @@ class _Sender:
         self.size = size
         self.buf = bytearray(size)
         self.gso = True  # until the kernel refuses UDP_SEGMENT
-        self.batch = bytearray(size * udpwire.GSO_SEGMENTS)
 
     def send(self, train: int, seq: int) -> int:
         now = time.time_ns()
@@ -506,31 +505,21 @@ class _Sender:
         """An unpaced train in batches of GSO_SEGMENTS datagrams per system call; every
         packet of a batch carries the batch's send time. False (nothing sent) when the
         kernel has no UDP GSO."""
-        size, buf = self.size, self.batch
-        for first in range(0, count, udpwire.GSO_SEGMENTS):
-            k = min(udpwire.GSO_SEGMENTS, count - first)
-            now = time.time_ns()
-            for j in range(k):
-                i = first + j
-                udpwire.HEADER.pack_into(
-                    buf,
-                    j * size,
-                    udpwire.MAGIC,
-                    udpwire.KIND_TRAIN_UP,
-                    self.token,
-                    train + i // SEGMENT,
-                    i % SEGMENT,
-                    now,
-                    0,
-                )
-                tx[i] = now
-            if not udpwire.send_segments(self.sock, memoryview(buf)[: k * size], size):
-                if first == 0:
-                    self.gso = False
-                    tx.clear()
-                    return False
-                for j in range(k):  # refused mid-train: the rest one datagram at a time
-                    tx[first + j] = self.send(train + (first + j) // SEGMENT, (first + j) % SEGMENT)
+
+        def stamp(buf: bytearray, offset: int, i: int, now: int) -> None:
+            udpwire.HEADER.pack_into(
+                buf, offset, udpwire.MAGIC, udpwire.KIND_TRAIN_UP, self.token,
+                train + i // SEGMENT, i % SEGMENT, now, 0,
+            )  # fmt: skip
+            tx[i] = now
+
+        sent = udpwire.send_train_batches(self.sock, count, self.size, stamp)
+        if sent == 0:
+            self.gso = False
+            tx.clear()
+            return False
+        for i in range(sent, count):  # refused mid-train: the rest one datagram at a time
+            tx[i] = self.send(train + i // SEGMENT, i % SEGMENT)
         return True
 
     def pairs(self, train: int, npairs: int, spacing_s: float) -> dict[int, int]:

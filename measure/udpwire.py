@@ -12,7 +12,9 @@ import errno
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 # include/uapi/asm-generic/socket.h (x86-64, arm64 use the generic values).
 SO_TIMESTAMPNS = 35
@@ -41,19 +43,54 @@ MAX_DATAGRAM = 9000  # jumbo-frame sized probes are allowed, nothing larger
 # that pace, not the path, set the rate of a 1 Gbit/s train.
 UDP_SEGMENT = 103
 GSO_SEGMENTS = 32  # datagrams per call (the kernel allows 64; 32 x 1472 B fits 64 KB)
+GSO_MAX_BYTES = 65_000  # one call's payload: a UDP length field, less the headers
 
 
-def send_segments(sock: socket.socket, buf: bytes | bytearray | memoryview, seg: int) -> bool:
-    """Send buf as len(buf) / seg datagrams of seg bytes in one call (UDP GSO). False when
-    this kernel or socket cannot (the caller then sends one datagram at a time)."""
+def send_segments(
+    sock: socket.socket,
+    buf: bytes | bytearray | memoryview,
+    seg: int,
+    address: tuple[Any, ...] | None = None,
+) -> bool:
+    """Send buf as len(buf) / seg datagrams of seg bytes in one call (UDP GSO), to the
+    connected peer or to `address`. False when this kernel or socket cannot (the caller
+    then sends one datagram at a time)."""
+    cmsg = [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("=H", seg))]
     try:
-        sock.sendmsg([buf], [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("=H", seg))])
+        if address is None:
+            sock.sendmsg([buf], cmsg)
+        else:
+            sock.sendmsg([buf], cmsg, 0, address)
     except BlockingIOError:
         return True  # a full buffer drops the batch, as a plain send would drop a packet
     except OSError as exc:
         # ENOBUFS: the interface queue overflowed; the packets are lost like any others.
         return exc.errno == errno.ENOBUFS
     return True
+
+
+def send_train_batches(
+    sock: socket.socket,
+    count: int,
+    size: int,
+    stamp: Callable[[bytearray, int, int, int], None],
+    address: tuple[Any, ...] | None = None,
+) -> int:
+    """Send `count` datagrams of `size` bytes back to back, up to GSO_SEGMENTS per system
+    call; stamp(buf, offset, i, now_ns) writes packet i at offset with its batch's send
+    time (taken once per batch: its packets leave together). Returns how many went to the
+    kernel: fewer than `count` when it refused UDP GSO (0 when it never took a batch); the
+    caller sends the rest one datagram at a time."""
+    per = max(1, min(GSO_SEGMENTS, GSO_MAX_BYTES // size))
+    buf = bytearray(size * min(count, per))
+    for first in range(0, count, per):
+        k = min(per, count - first)
+        now = time.time_ns()
+        for j in range(k):
+            stamp(buf, j * size, first + j, now)
+        if not send_segments(sock, memoryview(buf)[: k * size], size, address):
+            return first
+    return count
 
 
 @dataclass(frozen=True)
