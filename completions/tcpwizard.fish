@@ -184,7 +184,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l rate -x -d 'bottlene
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l loss -x -d 'random loss per direction, e.g. 0.5%'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l jitter -x -d 'delay jitter, e.g. 2ms'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l queue -x -d 'drop-tail queue: 1bdp, 0.5bdp or bytes'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l mtu -x -d mtu
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l mtu -x -d 'link MTU, 576-9000 bytes'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l reverse -x -d 'a different b->a direction, e.g. '"'"'rate=10mbit,loss=1%,delay=40ms'"'"' (one-way)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l sysctl -x -d 'per-host sysctl, e.g. a:net.ipv4.tcp_rmem='"'"'4096 65536 131072'"'"' (repeatable)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l backend -xka "auto netem delayline" -d backend
