@@ -524,6 +524,12 @@ def _add_tui(sub: argparse._SubParsersAction[Parser]) -> None:
 def _add_exporter(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("exporter", help="serve Prometheus /metrics for a list of targets")
     p.add_argument("--listen", default="127.0.0.1:9788", help="ADDR:PORT for /metrics")
+    p.add_argument(
+        "--max-clients",
+        type=argtypes.int_range(1, 256),
+        default=16,
+        help="HTTP connections served at once; more get 503 (16)",
+    )
     p.add_argument("--targets", help="file: one 'host[:port] [key=value...]' a line")
     p.add_argument(
         "--mesh",
