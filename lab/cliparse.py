@@ -185,6 +185,8 @@ def build_spec(
     backend: str = "auto",
     hops: tuple[HopSpec, ...] = (),
 ) -> LabSpec:
+    """The lab the flags' values describe, validated: the RTT split evenly, b->a as a->b
+    where `reverse` does not say otherwise, each direction's queue of its own rate."""
     fwd_delay = rtt_s / 2
     back_delay = fwd_delay if reverse.delay_s is None else reverse.delay_s
     back_rate = rate_bps if reverse.rate_bps is None else reverse.rate_bps

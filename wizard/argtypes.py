@@ -46,8 +46,7 @@ port = parsed(check_port)
 
 def _listen_port(text: str) -> int:
     """A port to listen on: 0 asks the kernel for a free one."""
-    value: int = check_port(text, listen=True)
-    return value
+    return check_port(text, listen=True)
 
 
 listen_port = parsed(_listen_port)

@@ -211,12 +211,6 @@ def split_host_port(text: str, what: str, listen: bool = False) -> tuple[str, in
     return clean, check_port(port, f"{what}: port", listen=listen)
 
 
-def check_finite_positive(value: float, text: str, what: str) -> float:
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{what} must be a finite positive value, not {text!r}", ExitCode.USAGE)
-    return value
-
-
 # -- what a duration, a rate, a size, a share and an MTU are ----------------------------------
 # One rule each for every flag and every KEY=VALUE list that takes one. The messages name no
 # subject: argparse (through argtypes) puts the flag in front, a KEY=VALUE parser the key.
