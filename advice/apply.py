@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tcpwizard.advice.plan_guard import (
@@ -410,8 +410,11 @@ def _write_state(path: Path, text: str | None, what: str) -> None:
 
 
 def apply_plan(plan: Plan, sysctl_root: str, state_dir: str) -> ApplyReport:
-    """All or nothing for the sysctls: the backup, then the file, then the live values; if
-    a step fails, everything done so far is undone and one FixError says what happened."""
+    """All or nothing: the backup, then the file, then the live values, then the routes; if
+    a step fails, everything done so far is undone and one FixError says what happened.
+    Route changes run before tcp_metrics flushes: a flush cannot be undone (it only drops
+    values the kernel learns again), so it comes when nothing that could fail is left but
+    other flushes."""
     backup_path = Path(state_dir, BACKUP_NAME)
     try:
         backup_before = read_text_if_exists(str(backup_path), "backup")
@@ -444,47 +447,67 @@ def apply_plan(plan: Plan, sysctl_root: str, state_dir: str) -> ApplyReport:
         try:
             _write_state(conf, conf_new, "sysctl.d file")
         except FixError as exc:
-            undo = _undo([], sysctl_root, None, backup_path, backup_before)
+            undo = _undo(_Done(), sysctl_root, None, backup_path, backup_before)
             raise FixError(f"{exc}; {undo}", ExitCode.WARNING) from None
 
-    done: list[SysctlChange] = []
+    done = _Done()
+    written = plan if conf_changed else None
     try:
         for c in todo:
             reason = _write_live(sysctl_root, c.key, c.new)
             if reason:
-                undo = _undo(done, sysctl_root, plan, backup_path, backup_before)
+                undo = _undo(done, sysctl_root, written, backup_path, backup_before)
                 raise FixError(f"{reason}; {undo}", ExitCode.DATA_ERROR)
-            done.append(c)
+            done.sysctls.append(c)
             applied.append(Applied(c.fix_id, c.key, c.old, c.new))
+        for r in sorted(plan.routes, key=lambda r: not r.prefix):
+            out = _run(list(r.argv))
+            if out.returncode != 0:
+                why = (out.stderr.strip().splitlines() or ["failed"])[0]
+                undo = _undo(done, sysctl_root, written, backup_path, backup_before)
+                raise FixError(f"{r.command}: {why}; {undo}", ExitCode.DATA_ERROR)
+            done.routes.append(r)
+            applied.append(Applied(r.fix_id, r.prefix or r.command, r.old_route, r.command))
     except FixError:
         raise
     except BaseException:
         # Interrupted or a bug mid-way: the host must not stay half-tuned.
-        _undo(done, sysctl_root, plan, backup_path, backup_before)
+        _undo(done, sysctl_root, written, backup_path, backup_before)
         raise
-    for r in plan.routes:
-        out = _run(list(r.argv))
-        if out.returncode == 0:
-            applied.append(Applied(r.fix_id, r.prefix or r.command, r.old_route, r.command))
-        else:
-            msg = (out.stderr.strip().splitlines() or ["failed"])[0]
-            skipped.append(Skipped(r.fix_id, r.prefix or r.command, msg))
     for m in plan.manual:
         skipped.append(Skipped(m.id, m.key, f"not applied automatically ({m.kind}): {m.command}"))
     return ApplyReport(tuple(applied), tuple(skipped), str(backup_path))
 
 
+@dataclass
+class _Done:
+    """What apply_plan has changed so far, in order."""
+
+    sysctls: list[SysctlChange] = field(default_factory=list)
+    routes: list[RouteChange] = field(default_factory=list)
+
+
+def _restore_route(family: str, prefix: str, old_route: str | None) -> list[str]:
+    """The command that puts back the route for `prefix` as `ip route show` printed it."""
+    if old_route:
+        return ["ip", family, "route", "replace", *old_route.split()]
+    return ["ip", family, "route", "del", prefix]
+
+
 def _undo(
-    done: Sequence[SysctlChange],
+    done: _Done,
     sysctl_root: str,
     plan: Plan | None,
     backup_path: Path,
     backup_before: str | None,
 ) -> str:
-    """Put back the live values in `done`, the file (when `plan` says it was written) and the
-    backup as they were; the words for what the host is left with."""
+    """Put back the routes and live values in `done`, the file (when `plan` says it was
+    written) and the backup as they were; the words for what the host is left with."""
     failed: list[str] = []
-    for c in reversed(done):
+    for r in reversed(done.routes):
+        if r.prefix and _run(_restore_route(r.family, r.prefix, r.old_route)).returncode != 0:
+            failed.append(r.prefix)
+    for c in reversed(done.sysctls):
         if c.old is not None and _write_live(sysctl_root, c.key, c.old):
             failed.append(c.key)
     if plan is not None:
@@ -501,10 +524,21 @@ def _undo(
     # If even this fails, the backup holds the state just restored: a rollback is harmless.
     with contextlib.suppress(FixError):
         _write_state(backup_path, backup_before, "backup")
-    restored = (
-        f"restored {len(done)} live value{'s' * (len(done) != 1)} and the file; " if done else ""
-    )
-    return f"{restored}nothing was changed"
+    routes = [r for r in done.routes if r.prefix]
+    restored = [
+        _count(len(done.sysctls), "live value"),
+        _count(len(routes), "route"),
+        "the file" if plan is not None else "",
+    ]
+    words = [w for w in restored if w]
+    if not words:
+        return "nothing was changed"
+    listed = ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
+    return f"restored {listed}; nothing was changed"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}" if n else ""
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -537,12 +571,7 @@ def rollback(state_dir: str, sysctl_root: str, conf_dir: str) -> ApplyReport:
             applied.append(Applied("rollback", key, current, old))
     for where, old_route in backup.routes.items():
         family, _, prefix = where.partition(" ")
-        cmd = (
-            ["ip", family, "route", "replace", *old_route.split()]
-            if old_route
-            else ["ip", family, "route", "del", prefix]
-        )
-        out = _run(cmd)
+        out = _run(_restore_route(family, prefix, old_route))
         if out.returncode == 0:
             applied.append(Applied("rollback", prefix, None, old_route or "(removed)"))
         else:

@@ -184,7 +184,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l rate -x -d 'bottlene
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l loss -x -d 'random loss per direction, e.g. 0.5%'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l jitter -x -d 'delay jitter, e.g. 2ms'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l queue -x -d 'drop-tail queue: 1bdp, 0.5bdp or bytes'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l mtu -x -d mtu
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l mtu -x -d 'link MTU, 576-9000 bytes'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l reverse -x -d 'a different b->a direction, e.g. '"'"'rate=10mbit,loss=1%,delay=40ms'"'"' (one-way)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l sysctl -x -d 'per-host sysctl, e.g. a:net.ipv4.tcp_rmem='"'"'4096 65536 131072'"'"' (repeatable)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l backend -xka "auto netem delayline" -d backend
@@ -217,6 +217,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l out -x -d 'folder
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a exporter -d 'serve Prometheus /metrics for a list of targets'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l listen -x -d 'ADDR:PORT for /metrics'
+complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l max-clients -x -d 'HTTP connections served at once; more get 503 (16)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l targets -x -d 'file: one '"'"'host[:port] [key=value...]'"'"' a line'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l mesh -x -d 'site mesh file (same format): check every other host in it, each in its own slot of the interval, so no two checks run through one host at once'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l self -x -d 'with --mesh: this host'"'"'s line in the file'

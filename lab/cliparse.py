@@ -1,130 +1,217 @@
-"""From `tcpwizard lab up` flag strings to a LabSpec (kept out of the CLI module so the
-benchmarks and tests can build the same specs from the same strings)."""
+"""The grammar of `tcpwizard lab up`'s compound flags (--queue, --reverse, --hop, --sysctl,
+--name) and the LabSpec the flags build. What a value inside them is (a duration, a rate, a
+share, an MTU, a size) is tcpwizard.inputs' rule, the one every other flag of the CLI follows;
+argparse (through argtypes.parsed) puts the flag in front of a one-line error, exit 64."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
-from tcpwizard.exitcodes import UsageError
+from tcpwizard.exitcodes import TcpWizardError, UsageError
+from tcpwizard.inputs import (
+    MIN_MTU_IPV6,
+    check_duration,
+    check_mtu,
+    check_rate,
+    check_share,
+    check_size,
+)
 from tcpwizard.lab.spec import (
-    MAX_HOPS,
     MIN_QUEUE_PACKETS,
     HopSpec,
     LabSpec,
     LinkSpec,
     Side,
+    check_name,
     parse_side_sysctl,
 )
-from tcpwizard.units import parse_duration, parse_percent, parse_rate, parse_size
+
+N = TypeVar("N", int, float)
 
 
-def queue_bytes(text: str, rate_bps: float, rtt_s: float, mtu: int) -> int:
-    """'1bdp', '0.5bdp' (of this direction's rate x the RTT) or a size like '256KB'."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*bdp\s*", text, re.IGNORECASE)
-    if m:
+@dataclass(frozen=True)
+class Queue:
+    """A drop-tail limit: `bdp` times the direction's bandwidth-delay product, or `nbytes`."""
+
+    bdp: float = 1.0
+    nbytes: int | None = None
+
+    def resolve(self, rate_bps: float, rtt_s: float, mtu: int) -> int:
+        if self.nbytes is not None:
+            return self.nbytes
         # A queue below a few packets only measures timeouts; floor it like LabSpec does.
-        return max(round(float(m.group(1)) * rate_bps * rtt_s / 8), MIN_QUEUE_PACKETS * mtu)
-    return parse_size(text)
+        return max(round(self.bdp * rate_bps * rtt_s / 8), MIN_QUEUE_PACKETS * mtu)
 
 
-def parse_link_overrides(text: str) -> dict[str, str]:
-    """'rate=10mbit,loss=1%' -> {'rate': '10mbit', 'loss': '1%'}."""
-    out: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.partition("=")
-        key = key.strip().lower()
-        if not sep or key not in ("rate", "delay", "loss", "jitter", "queue"):
-            raise UsageError(
-                f"--reverse {text!r}: use comma-separated rate=, delay= (one-way), loss=, "
-                "jitter=, queue="
-            )
-        out[key] = value.strip()
-    return out
+def parse_queue(text: str) -> Queue:
+    """'1bdp', '0.5bdp' (of each direction's rate x the RTT) or a size like '256KB'."""
+    m = re.fullmatch(r"\s*(.*?)\s*bdp\s*", text, re.IGNORECASE)
+    if m is None:
+        return Queue(nbytes=check_size(text))
+    if not re.fullmatch(r"[0-9]*\.?[0-9]+", m.group(1)) or float(m.group(1)) <= 0:
+        raise UsageError(f"{text!r}: use a positive multiple of the BDP (1bdp, 0.5bdp) or a size")
+    return Queue(bdp=float(m.group(1)))
 
 
+ONE_BDP = Queue()
+
+
+@dataclass(frozen=True)
+class Reverse:
+    """`--reverse`: how the b->a direction differs from a->b (None: the same)."""
+
+    rate_bps: float | None = None
+    delay_s: float | None = None
+    jitter_s: float | None = None
+    loss: float | None = None
+    queue: Queue | None = None
+
+
+def _settings(body: str, keys: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """(key, value) of 'key=value,key,...' (a bare key has the value ''), keys checked."""
+    for part in filter(None, (p.strip() for p in body.split(","))):
+        key, _sep, value = (x.strip() for x in part.partition("="))
+        if key.lower() not in keys:
+            raise UsageError(f"{key!r}: use {', '.join(keys)}")
+        yield key.lower(), value
+
+
+def _value(key: str, read: Callable[[str], N], text: str) -> N:
+    try:
+        return read(text)
+    except TcpWizardError as exc:
+        raise UsageError(f"{key}: {exc}") from None
+
+
+def _zero_ok(text: str) -> float:
+    return check_duration(text, "ms", zero_ok=True)
+
+
+REVERSE_KEYS = ("rate", "delay", "loss", "jitter", "queue")
+
+
+def parse_reverse(text: str) -> Reverse:
+    """'rate=10mbit,delay=40ms,loss=1%,jitter=1ms,queue=0.5bdp' (delay is one-way)."""
+    rev = Reverse()
+    for key, value in _settings(text, REVERSE_KEYS):
+        if key == "rate":
+            rev = replace(rev, rate_bps=_value(key, check_rate, value))
+        elif key == "delay":
+            rev = replace(rev, delay_s=_value(key, _zero_ok, value))
+        elif key == "loss":
+            rev = replace(rev, loss=_value(key, check_share, value))
+        elif key == "jitter":
+            rev = replace(rev, jitter_s=_value(key, _zero_ok, value))
+        else:
+            try:
+                rev = replace(rev, queue=parse_queue(value))
+            except TcpWizardError as exc:
+                raise UsageError(f"queue: {exc}") from None
+    return rev
+
+
+SAME_BOTH_WAYS = Reverse()
 HOP_KEYS = ("rtt", "rate", "loss", "mtu", "icmp-ratelimit", "drop-frag-needed")
 
 
-def parse_hops(count: int, texts: list[str] | tuple[str, ...] = ()) -> tuple[HopSpec, ...]:
-    """`--hops N` routers; each `--hop K:rtt=40ms,loss=1%,mtu=1500,icmp-ratelimit=1s,
-    drop-frag-needed` sets hop K (its link from the previous node, and its ICMP)."""
-    if not 0 <= count <= MAX_HOPS:
-        raise UsageError(f"--hops {count}: use 0-{MAX_HOPS}")
+def _hop_mtu(text: str) -> int:
+    return check_mtu(text, lowest=MIN_MTU_IPV6)
+
+
+def parse_hop(text: str) -> tuple[int, HopSpec]:
+    """'K:rtt=40ms,rate=50mbit,loss=1%,mtu=1500,icmp-ratelimit=1s,drop-frag-needed': hop K
+    (its link from the previous node, and its ICMP)."""
+    m = re.fullmatch(r"\s*(\d+)\s*:(.*)", text)
+    if not m:
+        raise UsageError(f"{text!r}: use K:key=value,... with K the hop's number")
+    hop = HopSpec()
+    for key, value in _settings(m.group(2), HOP_KEYS):
+        if key == "rtt":
+            hop = replace(hop, rtt_s=_value(key, _zero_ok, value))
+        elif key == "rate":
+            hop = replace(hop, rate_bps=_value(key, check_rate, value))
+        elif key == "loss":
+            hop = replace(hop, loss=_value(key, check_share, value))
+        elif key == "mtu":
+            hop = replace(hop, mtu=_value(key, _hop_mtu, value))
+        elif key == "icmp-ratelimit":
+            hop = replace(hop, icmp_ratelimit_ms=round(_value(key, _zero_ok, value) * 1e3))
+        elif value.lower() in ("", "1", "yes", "on"):
+            hop = replace(hop, drop_frag_needed=True)
+        else:
+            raise UsageError(f"drop-frag-needed takes no value, not {value!r}")
+    return int(m.group(1)), hop
+
+
+def hops_from(count: int, settings: Sequence[tuple[int, HopSpec]] = ()) -> tuple[HopSpec, ...]:
+    """`--hops N` routers, hop K as its `--hop K:...` sets it (the others plain routers)."""
     hops = [HopSpec() for _ in range(count)]
-    for text in texts:
-        m = re.fullmatch(r"\s*(\d+)\s*:(.*)", text)
-        if not m or not 1 <= int(m.group(1)) <= count:
-            raise UsageError(f"--hop {text!r}: use K:key=value,... with K in 1-{count} (--hops)")
-        k = int(m.group(1))
-        fields: dict[str, object] = {}
-        for part in filter(None, (p.strip() for p in m.group(2).split(","))):
-            key, _sep, value = (x.strip() for x in part.partition("="))
-            key = key.lower()
-            if key == "rtt":
-                fields["rtt_s"] = parse_duration(value)
-            elif key == "rate":
-                fields["rate_bps"] = parse_rate(value)
-            elif key == "loss":
-                fields["loss"] = parse_percent(value)
-            elif key == "mtu" and value.isdigit():
-                fields["mtu"] = int(value)
-            elif key == "icmp-ratelimit":
-                fields["icmp_ratelimit_ms"] = round(parse_duration(value, default_unit="ms") * 1e3)
-            elif key == "drop-frag-needed" and value in ("", "1", "yes", "on"):
-                fields["drop_frag_needed"] = True
-            else:
-                raise UsageError(f"--hop {text!r}: {key!r}: use {', '.join(HOP_KEYS)}")
-        hops[k - 1] = replace(hops[k - 1], **fields)  # type: ignore[arg-type]
+    given: set[int] = set()
+    for k, hop in settings:
+        if not 1 <= k <= count:
+            known = f"use 1-{count} (--hops {count})" if count else "give --hops N for N routers"
+            raise UsageError(f"lab up: argument --hop: hop {k}: {known}")
+        if k in given:
+            raise UsageError(f"lab up: argument --hop: hop {k} twice: give its settings in one")
+        given.add(k)
+        hops[k - 1] = hop
     return tuple(hops)
+
+
+# What argparse calls for each flag (by `lab up --FLAG`; `name` also for exec and down).
+FLAG_TYPES: dict[str, Callable[[str], object]] = {
+    "name": check_name,
+    "queue": parse_queue,
+    "reverse": parse_reverse,
+    "hop": parse_hop,
+    "sysctl": parse_side_sysctl,
+}
 
 
 def build_spec(
     *,
     name: str,
-    rtt: str,
-    rate: str,
-    loss: str = "0%",
-    jitter: str = "0ms",
-    queue: str = "1bdp",
+    rtt_s: float,
+    rate_bps: float,
+    loss: float = 0.0,
+    jitter_s: float = 0.0,
+    queue: Queue = ONE_BDP,
     mtu: int = 1500,
-    reverse: str | None = None,
-    sysctls: list[str] | tuple[str, ...] = (),
+    reverse: Reverse = SAME_BOTH_WAYS,
+    sysctls: Sequence[tuple[Side, str, str]] = (),
     backend: str = "auto",
     hops: tuple[HopSpec, ...] = (),
 ) -> LabSpec:
-    rate_bps = parse_rate(rate)
-    o = parse_link_overrides(reverse or "")
-    fwd_delay = parse_duration(rtt) / 2
-    back_delay = parse_duration(o["delay"]) if "delay" in o else fwd_delay
-    back_rate = parse_rate(o["rate"]) if "rate" in o else rate_bps
-    rtt_s = fwd_delay + back_delay  # what a 'bdp' queue is measured against, both ways
+    """The lab the flags' values describe, validated: the RTT split evenly, b->a as a->b
+    where `reverse` does not say otherwise, each direction's queue of its own rate."""
+    fwd_delay = rtt_s / 2
+    back_delay = fwd_delay if reverse.delay_s is None else reverse.delay_s
+    back_rate = rate_bps if reverse.rate_bps is None else reverse.rate_bps
+    round_trip = fwd_delay + back_delay  # what a 'bdp' queue is measured against, both ways
     forward = LinkSpec(
         rate_bps=rate_bps,
         delay_s=fwd_delay,
-        jitter_s=parse_duration(jitter),
-        loss=parse_percent(loss),
-        queue_bytes=queue_bytes(queue, rate_bps, rtt_s, mtu),
+        jitter_s=jitter_s,
+        loss=loss,
+        queue_bytes=queue.resolve(rate_bps, round_trip, mtu),
     )
-    back = replace(
-        forward,
+    back = LinkSpec(
         rate_bps=back_rate,
         delay_s=back_delay,
-        jitter_s=parse_duration(o["jitter"]) if "jitter" in o else forward.jitter_s,
-        loss=parse_percent(o["loss"]) if "loss" in o else forward.loss,
-        queue_bytes=queue_bytes(o.get("queue", queue), back_rate, rtt_s, mtu),
+        jitter_s=jitter_s if reverse.jitter_s is None else reverse.jitter_s,
+        loss=loss if reverse.loss is None else reverse.loss,
+        queue_bytes=(reverse.queue or queue).resolve(back_rate, round_trip, mtu),
     )
-    per_side: dict[Side, list[tuple[str, str]]] = {"a": [], "b": []}
-    for item in sysctls:
-        side, key, value = parse_side_sysctl(item)
-        per_side[side].append((key, value))
     spec = LabSpec(
         forward=forward,
         reverse=back,
         name=name,
         mtu=mtu,
-        sysctls_a=tuple(per_side["a"]),
-        sysctls_b=tuple(per_side["b"]),
+        sysctls_a=tuple((key, value) for side, key, value in sysctls if side == "a"),
+        sysctls_b=tuple((key, value) for side, key, value in sysctls if side == "b"),
         backend=backend,
         hops=hops,
     )

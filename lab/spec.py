@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from tcpwizard.exitcodes import UsageError
+from tcpwizard.inputs import MAX_MTU, MIN_MTU, MIN_MTU_IPV6
 
 Side = Literal["a", "b"]
 SIDES: tuple[Side, Side] = ("a", "b")
@@ -83,8 +84,10 @@ class HopSpec:
             raise UsageError(f"{what}: rate must be positive")
         if not 0.0 <= self.loss < 1.0:
             raise UsageError(f"{what}: loss must be a fraction in [0, 1)")
-        if self.mtu is not None and not 1280 <= self.mtu <= 9000:
-            raise UsageError(f"{what}: mtu {self.mtu}: use 1280-9000 (IPv6 needs 1280)")
+        if self.mtu is not None and not MIN_MTU_IPV6 <= self.mtu <= MAX_MTU:
+            raise UsageError(
+                f"{what}: mtu {self.mtu}: use {MIN_MTU_IPV6}-{MAX_MTU} (IPv6 needs {MIN_MTU_IPV6})"
+            )
         if not 0 <= self.icmp_ratelimit_ms <= 60000:
             raise UsageError(f"{what}: icmp rate limit must be 0-60000 ms")
 
@@ -150,12 +153,10 @@ class LabSpec:
         return self.sysctls_a if side == "a" else self.sysctls_b
 
     def validate(self) -> None:
-        if self.name and not _NAME_RE.fullmatch(self.name):
-            raise UsageError(
-                f"lab name {self.name!r}: use 1-40 of a-z 0-9 _ - (starting with a letter/digit)"
-            )
-        if not 576 <= self.mtu <= 9000:
-            raise UsageError(f"mtu {self.mtu}: use 576-9000")
+        if self.name:
+            check_name(self.name)
+        if not MIN_MTU <= self.mtu <= MAX_MTU:
+            raise UsageError(f"mtu {self.mtu}: use {MIN_MTU}-{MAX_MTU}")
         if self.backend not in BACKENDS:
             raise UsageError(f"backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
         self.forward.validate("a->b", self.mtu)
@@ -196,6 +197,15 @@ class LabSpec:
 
     def with_name(self, name: str) -> LabSpec:
         return replace(self, name=name)
+
+
+def check_name(name: str) -> str:
+    """A lab name: it becomes namespace names and a file name in the state directory."""
+    if not _NAME_RE.fullmatch(name):
+        raise UsageError(
+            f"lab name {name!r}: use 1-40 of a-z 0-9 _ - (starting with a letter/digit)"
+        )
+    return name
 
 
 # net.core.* memory limits are global: a child namespace cannot see or change them.
@@ -246,7 +256,7 @@ def parse_side_sysctl(text: str) -> tuple[Side, str, str]:
     """'a:net.ipv4.tcp_rmem=4096 65536 131072' -> ('a', key, value)."""
     m = re.fullmatch(r"\s*([ab])\s*:\s*([^=\s]+)\s*=\s*(.*?)\s*", text)
     if not m:
-        raise UsageError(f"--sysctl {text!r}: use HOST:KEY=VALUE with HOST a or b")
+        raise UsageError(f"{text!r}: use HOST:KEY=VALUE with HOST a or b")
     side: Side = "a" if m.group(1) == "a" else "b"
     value = m.group(3)
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":

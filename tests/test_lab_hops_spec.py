@@ -7,33 +7,50 @@ import pytest
 
 from tcpwizard.exitcodes import UsageError
 from tcpwizard.lab import hops
-from tcpwizard.lab.cliparse import build_spec, parse_hops
+from tcpwizard.lab.cliparse import build_spec, hops_from, parse_hop
 from tcpwizard.lab.spec import HopSpec, LabSpec
 
 
+def _hops(count: int, *texts: str) -> tuple[HopSpec, ...]:
+    return hops_from(count, [parse_hop(t) for t in texts])
+
+
 def test_parse_hops() -> None:
-    got = parse_hops(
-        4, ["2:rtt=40ms,icmp-ratelimit=1s", "3:loss=1%,mtu=1500", "4:drop-frag-needed"]
-    )
+    got = _hops(4, "2:rtt=40ms,icmp-ratelimit=1s", "3:loss=1%,mtu=1500", "4:drop-frag-needed")
     assert got == (
         HopSpec(),
         HopSpec(rtt_s=0.040, icmp_ratelimit_ms=1000),
         HopSpec(loss=0.01, mtu=1500),
         HopSpec(drop_frag_needed=True),
     )
-    assert parse_hops(0) == ()
+    assert _hops(0) == ()
 
 
 @pytest.mark.parametrize(
-    "bad", ["5:rtt=1ms", "x:rtt=1ms", "2:colour=blue", "2:mtu=big", "2:drop-frag-needed=maybe"]
+    "bad",
+    [
+        "5:rtt=1ms",
+        "x:rtt=1ms",
+        "2:colour=blue",
+        "2:mtu=big",
+        "2:mtu=1000",  # IPv6 needs 1280
+        "2:drop-frag-needed=maybe",
+        "2:rtt=-1ms",
+        "2:loss=100%",
+    ],
 )
 def test_parse_hops_rejects(bad: str) -> None:
     with pytest.raises(UsageError):
-        parse_hops(4, [bad])
+        _hops(4, bad)
+
+
+def test_a_hop_given_twice_is_refused() -> None:
+    with pytest.raises(UsageError, match="twice"):
+        _hops(3, "2:rtt=1ms", "2:loss=1%")
 
 
 def test_spec_with_hops_round_trips_and_validates() -> None:
-    spec = build_spec(name="x", rtt="2ms", rate="100mbit", hops=parse_hops(3, ["2:rtt=40ms"]))
+    spec = build_spec(name="x", rtt_s=0.002, rate_bps=100e6, hops=_hops(3, "2:rtt=40ms"))
     assert spec.rtt_s == pytest.approx(0.042)
     assert LabSpec.from_json(spec.to_json()) == spec
     with pytest.raises(UsageError, match="hop 1's link is the lab's bottleneck"):

@@ -152,6 +152,55 @@ def test_kernel_refusing_one_value_undoes_the_others(tmp_path: Path) -> None:
         assert not (state / BACKUP_NAME).exists()
 
 
+def _routes(ns: str) -> str:
+    return "".join(
+        ns_run(ns, "ip", "-d", family, "route", "show", "table", "all").stdout
+        for family in ("-4", "-6")
+    )
+
+
+def _route_fix(fix_id: str, prefix: str, command: str) -> Fix:
+    return Fix(fix_id, "route", "local", f"route:{prefix}", "", command)
+
+
+def test_a_refused_route_change_undoes_the_routes_and_sysctls_before_it(tmp_path: Path) -> None:
+    """Two sysctls, an IPv4 and an IPv6 route change succeed; then the kernel refuses a route
+    change (no route of that prefix has metric 7): the routes, the live values, the file and
+    the backup are all as before, exit 65 as for a refused sysctl."""
+    conf_dir, state = tmp_path / "sysctl.d", tmp_path / "state"
+    with temp_netns() as ns:
+        for cmd in (
+            ["ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1"],
+            ["ip", "link", "set", "v0", "up"],
+            ["ip", "addr", "add", "10.77.0.1/24", "dev", "v0"],
+            ["ip", "-6", "addr", "add", "fd77::1/64", "dev", "v0", "nodad"],
+            ["ip", "route", "add", "10.78.0.0/24", "via", "10.77.0.254", "dev", "v0"],
+            ["ip", "route", "add", "10.79.0.0/24", "via", "10.77.0.254", "dev", "v0"],
+            ["ip", "-6", "route", "add", "fd78::/64", "via", "fd77::fe", "dev", "v0"],
+        ):
+            assert ns_run(ns, *cmd).returncode == 0, cmd
+        _mistuned(ns)
+        live, routes = _live(ns), _routes(ns)
+        code, _, err = _fix(
+            ns,
+            tmp_path,
+            conf_dir,
+            state,
+            *FIXES,
+            _route_fix("r4", "10.78.0.0/24", "ip route change 10.78.0.0/24 dev v0 initcwnd 20"),
+            _route_fix("r6", "fd78::/64", "ip route change fd78::/64 dev v0 initcwnd 20"),
+            _route_fix("refused", "10.79.0.0/24", "ip route change 10.79.0.0/24 dev v0 metric 7"),
+        )
+        assert code == 65, err
+        assert len(err.strip().splitlines()) == 1, err
+        assert "10.79.0.0/24 dev v0 metric 7" in err, err
+        assert "restored 2 live values, 2 routes and the file; nothing was changed" in err
+        assert _live(ns) == live
+        assert _routes(ns) == routes
+        assert not (conf_dir / FILE_NAME).exists()
+        assert not (state / BACKUP_NAME).exists()
+
+
 def test_fix_keeps_an_admins_conf_lines(tmp_path: Path) -> None:
     conf_dir, state = tmp_path / "sysctl.d", tmp_path / "state"
     conf_dir.mkdir()

@@ -69,6 +69,43 @@ def test_named_argument_cases(argv: list[str], needle: str, tmp_path: Path) -> N
     assert "tcpwizard: error: tcpwizard" not in o.err  # the program name once, not twice
 
 
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["up", "--rtt", "-5ms"], "argument --rtt: must be positive"),
+        (["up", "--rtt", "nan"], "argument --rtt: cannot read duration"),
+        (["up", "--jitter", "1e308m"], "argument --jitter: duration '1e308m' is too large"),
+        (["up", "--rate", "inf"], "argument --rate: cannot read rate"),
+        (["up", "--rate", "0"], "argument --rate: rate must be positive"),
+        (["up", "--loss", "100%"], "argument --loss: must be below 100%"),
+        (["up", "--loss", "-1%"], "argument --loss: must be positive"),
+        (["up", "--mtu", "1e3"], "argument --mtu: must be a whole number of bytes from 576"),
+        (["up", "--mtu", "65536"], "argument --mtu: must be a whole number of bytes from 576"),
+        (["up", "--queue", "nanbdp"], "argument --queue: 'nanbdp': use a positive multiple"),
+        (["up", "--queue", "-1"], "argument --queue: must be positive"),
+        (["up", "--reverse", "delay=-1ms"], "argument --reverse: delay: must be positive"),
+        (["up", "--reverse", "rtt=1ms"], "argument --reverse: 'rtt': use rate, delay"),
+        (["up", "--hops", "17"], "argument --hops: must be between 0 and 16"),
+        (["up", "--hops", "2", "--hop", "2:mtu=1000"], "argument --hop: mtu: must be"),
+        (["up", "--hops", "2", "--hop", "3:rtt=1ms"], "argument --hop: hop 3: use 1-2"),
+        (["up", "--sysctl", "a:kernel.panic=1"], "argument --sysctl: sysctl 'kernel.panic'"),
+        (["up", "--name", "../../etc"], "argument --name: lab name '../../etc'"),
+        (["exec", "--name", "../x", "a", "--", "true"], "argument --name: lab name"),
+        (["down", "--name", "a b"], "argument --name: lab name"),
+        (["bench", "--paper", "--rtt", "0"], "argument --rtt: must be a finite positive"),
+    ],
+)
+def test_named_lab_option_cases(
+    argv: list[str], needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lab's flags follow the CLI's rules: refused while parsing, before anything is
+    built (not root: a value let through would end in 77, never in a lab)."""
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    o = run_cli(["lab", *argv], tmp_path)
+    assert_clean_failure(o, 64)
+    assert needle in o.err
+
+
 @pytest.mark.parametrize("host", ["[::1]", "::1"])
 def test_ipv6_with_or_without_brackets(host: str, tmp_path: Path) -> None:
     from tcpwizard.cli import build_parser
@@ -109,6 +146,25 @@ def test_generated_argument_values(value: str, tmp_path: Path) -> None:
         assert "internal error" not in o.err, (argv, o.err)
         if o.code != 0:
             assert len(o.err.strip().splitlines()) == 1, (argv, o.err)
+
+
+@FUZZ
+@given(value=st.one_of(_TEXT, st.from_regex(r"-?[0-9.eE+-]{1,12}(ms|s|%|bdp|KB|mbit)?")))
+def test_generated_lab_option_values(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # accepted values end in 77, not a lab
+    for flags in (
+        ["--rtt", value],
+        ["--loss", value],
+        ["--queue", value],
+        ["--mtu", value],
+        ["--reverse", f"rate={value},delay={value}"],
+        ["--hops", "2", "--hop", f"2:rtt={value}"],
+    ):
+        o = run_cli(["lab", "up", "--name", "fuzz", *flags], tmp_path)
+        assert o.code in (64, 77), (flags, o.err)
+        assert len(o.err.strip().splitlines()) == 1, (flags, o.err)
 
 
 # -- named cases of the issue: files ---------------------------------------------------------

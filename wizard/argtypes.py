@@ -1,50 +1,58 @@
 """argparse `type=` functions shared by every subcommand, so a port, a duration, a rate or a
 host is checked by the same rule wherever it is given, while argparse still names the flag.
 
-Duration, rate and size types return the text unchanged once it parses: the commands turn it
-into a number with their own default unit (RTTs in ms, test lengths in s)."""
+The rules themselves are tcpwizard.inputs' (what a duration, a rate, a share, an MTU is); here
+they become argparse types. Duration, rate and size types return the text unchanged once it
+parses: the commands turn it into a number with their own default unit (RTTs in ms, test
+lengths in s). The others return the value."""
 
 from __future__ import annotations
 
 import argparse
 import math
 from collections.abc import Callable
+from typing import TypeVar
 
 from tcpwizard.exitcodes import TcpWizardError
-from tcpwizard.inputs import InputError, check_host, check_port
-from tcpwizard.units import parse_duration, parse_rate, parse_size
+from tcpwizard.inputs import (
+    check_duration,
+    check_host,
+    check_mtu,
+    check_port,
+    check_rate,
+    check_share,
+    check_size,
+)
+
+T = TypeVar("T")
 
 
-def _wrap(fn: Callable[[str], object], text: str) -> None:
-    try:
-        fn(text)
-    except TcpWizardError as exc:  # InputError, or UsageError from units: one clear line
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def parsed(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from a function that reads one value (a KEY=VALUE list, a lab name)
+    and raises a one-line TcpWizardError: argparse then puts the flag in front of it."""
+
+    def check(text: str) -> T:
+        try:
+            return parse(text)
+        except TcpWizardError as exc:  # InputError, or UsageError from units: one clear line
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    check.__name__ = parse.__name__.removeprefix("parse_").removeprefix("check_")
+    return check
 
 
-def port(text: str) -> int:
-    try:
-        value: int = check_port(text)
-        return value
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+port = parsed(check_port)
 
 
-def listen_port(text: str) -> int:
+def _listen_port(text: str) -> int:
     """A port to listen on: 0 asks the kernel for a free one."""
-    try:
-        value: int = check_port(text, listen=True)
-        return value
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return check_port(text, listen=True)
 
 
-def host(text: str) -> str:
-    try:
-        value: str = check_host(text)
-        return value
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+listen_port = parsed(_listen_port)
+
+
+host = parsed(check_host)
 
 
 def host_or_url(text: str) -> str:
@@ -54,15 +62,9 @@ def host_or_url(text: str) -> str:
     return host(text)
 
 
-def _negative(text: str) -> None:
-    if text.strip().startswith("-"):
-        raise argparse.ArgumentTypeError(f"must be positive, not {text!r}")
-
-
-def duration(default_unit: str) -> Callable[[str], str]:
+def duration(default_unit: str, zero_ok: bool = False) -> Callable[[str], str]:
     def check(text: str) -> str:
-        _negative(text)
-        _wrap(lambda t: _positive(parse_duration(t, default_unit), t), text)
+        parsed(lambda t: check_duration(t, default_unit, zero_ok))(text)
         return text
 
     check.__name__ = "duration"
@@ -70,20 +72,17 @@ def duration(default_unit: str) -> Callable[[str], str]:
 
 
 def rate(text: str) -> str:
-    _negative(text)
-    _wrap(lambda t: _positive(parse_rate(t), t), text)
+    parsed(check_rate)(text)
     return text
 
 
 def size(text: str) -> str:
-    _negative(text)
-    _wrap(lambda t: _positive(float(parse_size(t)), t), text)
+    parsed(check_size)(text)
     return text
 
 
-def _positive(value: float, text: str) -> None:
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite positive value, not {text!r}")
+share = parsed(check_share)
+mtu = parsed(check_mtu)
 
 
 def int_range(lo: int, hi: int) -> Callable[[str], int]:
@@ -102,7 +101,8 @@ def int_range(lo: int, hi: int) -> Callable[[str], int]:
 
 def seconds(lo: float, hi: float) -> Callable[[str], float]:
     def check(text: str) -> float:
-        _negative(text)
+        if text.strip().startswith("-"):
+            raise argparse.ArgumentTypeError(f"must be positive, not {text!r}")
         try:
             value = float(text.strip())
         except ValueError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from tcpwizard import __version__, argtypes
@@ -386,24 +386,66 @@ def _add_fix(sub: argparse._SubParsersAction[Parser]) -> None:
     _add_output_flags(p)
 
 
+def _lab_flag(flag: str) -> Callable[[str], object]:
+    """The type of a `lab` flag, read by the lab's own grammar (tcpwizard.lab.cliparse),
+    imported when a lab command is parsed so that no other command loads the lab package."""
+
+    def check(text: str) -> object:
+        from tcpwizard.lab.cliparse import FLAG_TYPES
+
+        return argtypes.parsed(FLAG_TYPES[flag])(text)
+
+    check.__name__ = flag
+    return check
+
+
 def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("lab", help="an emulated WAN on this machine (root)")
     lab = p.add_subparsers(dest="lab_command", metavar="LAB_COMMAND", parser_class=Parser)
     lab.required = True
     up = lab.add_parser("up", help="build two hosts a and b joined by an emulated bottleneck")
-    up.add_argument("--name", default="tw", help="lab name (namespaces are NAME-a, NAME-b)")
-    up.add_argument("--rtt", default="50ms", help="round-trip time, e.g. 100ms")
-    up.add_argument("--rate", default="100mbit", help="bottleneck rate, e.g. 100mbit")
-    up.add_argument("--loss", default="0%", help="random loss per direction, e.g. 0.5%%")
-    up.add_argument("--jitter", default="0ms", help="delay jitter, e.g. 2ms")
-    up.add_argument("--queue", default="1bdp", help="drop-tail queue: 1bdp, 0.5bdp or bytes")
-    up.add_argument("--mtu", type=int, default=1500)
+    up.add_argument(
+        "--name",
+        type=_lab_flag("name"),
+        default="tw",
+        help="lab name (namespaces are NAME-a, NAME-b)",
+    )
+    up.add_argument(
+        "--rtt",
+        type=argtypes.duration("ms", zero_ok=True),
+        default="50ms",
+        help="round-trip time, e.g. 100ms",
+    )
+    up.add_argument(
+        "--rate", type=argtypes.rate, default="100mbit", help="bottleneck rate, e.g. 100mbit"
+    )
+    up.add_argument(
+        "--loss",
+        type=argtypes.share,
+        default="0%",
+        help="random loss per direction, e.g. 0.5%%",
+    )
+    up.add_argument(
+        "--jitter",
+        type=argtypes.duration("ms", zero_ok=True),
+        default="0ms",
+        help="delay jitter, e.g. 2ms",
+    )
+    up.add_argument(
+        "--queue",
+        type=_lab_flag("queue"),
+        default="1bdp",
+        help="drop-tail queue: 1bdp, 0.5bdp or bytes",
+    )
+    up.add_argument("--mtu", type=argtypes.mtu, default=1500, help="link MTU, 576-9000 bytes")
     up.add_argument(
         "--reverse",
+        type=_lab_flag("reverse"),
         help="a different b->a direction, e.g. 'rate=10mbit,loss=1%%,delay=40ms' (one-way)",
     )
     up.add_argument(
         "--sysctl",
+        type=_lab_flag("sysctl"),
         action="append",
         default=[],
         metavar="HOST:KEY=VALUE",
@@ -419,6 +461,7 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     up.add_argument(
         "--hop",
+        type=_lab_flag("hop"),
         action="append",
         default=[],
         metavar="K:SETTINGS",
@@ -427,11 +470,11 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     lab.add_parser("status", help="show running labs")
     ex = lab.add_parser("exec", help="run a command inside host a or b")
-    ex.add_argument("--name", default="tw")
+    ex.add_argument("--name", type=_lab_flag("name"), default="tw")
     ex.add_argument("side", choices=("a", "b"))
     ex.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     down = lab.add_parser("down", help="remove the lab (all of it, even half-built)")
-    down.add_argument("--name", default="tw")
+    down.add_argument("--name", type=_lab_flag("name"), default="tw")
     down.add_argument("--all", action="store_true", help="remove every tcpwizard lab")
     lab.add_parser("demo", help="build a lab with a mistuned host and run check across it")
     bench = lab.add_parser("bench", help="accuracy and performance benchmarks on the lab")
@@ -450,7 +493,11 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
         "--only", action="append", metavar="NAME", help="only these scenarios (--paper: tunings)"
     )
     bench.add_argument(
-        "--rtt", action="append", metavar="TIME", help="--paper: only these delays, e.g. 25ms"
+        "--rtt",
+        type=argtypes.duration("ms"),
+        action="append",
+        metavar="TIME",
+        help="--paper: only these delays, e.g. 25ms",
     )
     bench.add_argument("--quick", action="store_true", help="a smaller matrix")
     bench.add_argument("--out", default="results", help="folder for tables and plots")
@@ -477,6 +524,12 @@ def _add_tui(sub: argparse._SubParsersAction[Parser]) -> None:
 def _add_exporter(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("exporter", help="serve Prometheus /metrics for a list of targets")
     p.add_argument("--listen", default="127.0.0.1:9788", help="ADDR:PORT for /metrics")
+    p.add_argument(
+        "--max-clients",
+        type=argtypes.int_range(1, 256),
+        default=16,
+        help="HTTP connections served at once; more get 503 (16)",
+    )
     p.add_argument("--targets", help="file: one 'host[:port] [key=value...]' a line")
     p.add_argument(
         "--mesh",

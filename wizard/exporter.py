@@ -17,12 +17,18 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tcpwizard.exitcodes import ExitCode, Unavailable, UsageError
 from tcpwizard.inputs import InputError, read_text, split_host_port
+from tcpwizard.metrics_http import (
+    MAX_CLIENTS,
+    REQUEST_DEADLINE_S,
+    MetricsServer,
+    start_metrics_server,
+)
 from tcpwizard.output.metrics import ReportCollector, report_families
 
 
@@ -233,14 +239,19 @@ def _exporter_families(entry: _Last, base: Mapping[str, str]) -> list[Metric]:
     return fams
 
 
-def serve_exporter(exporter: Exporter, listen: str) -> tuple[Any, threading.Thread]:
+def serve_exporter(
+    exporter: Exporter,
+    listen: str,
+    max_clients: int = MAX_CLIENTS,
+    request_deadline_s: float = REQUEST_DEADLINE_S,
+) -> tuple[MetricsServer, threading.Thread]:
     host, port = _split_host_port(listen, "--listen", listen=True)
     if port is None:
         raise UsageError("--listen needs ADDR:PORT")
     registry = CollectorRegistry()
     registry.register(exporter)
     try:
-        server, _ = start_http_server(port, addr=host, registry=registry)
+        server = start_metrics_server(registry, host, port, max_clients, request_deadline_s)
     except OSError as exc:  # in use, not an address of this host, a privileged port
         raise Unavailable(
             f"cannot listen on {listen}: {exc.strerror or exc}", ExitCode.UNKNOWN

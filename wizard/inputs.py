@@ -17,6 +17,7 @@ import stat
 from typing import Any
 
 from tcpwizard.exitcodes import ExitCode, TcpWizardError
+from tcpwizard.units import parse_duration, parse_percent, parse_rate, parse_size
 
 MAX_TEXT_BYTES = 1 << 20  # plans, backups, targets and confs are kilobytes; 1 MiB is generous
 MAX_SECRET_BYTES = 4096
@@ -210,7 +211,63 @@ def split_host_port(text: str, what: str, listen: bool = False) -> tuple[str, in
     return clean, check_port(port, f"{what}: port", listen=listen)
 
 
-def check_finite_positive(value: float, text: str, what: str) -> float:
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{what} must be a finite positive value, not {text!r}", ExitCode.USAGE)
+# -- what a duration, a rate, a size, a share and an MTU are ----------------------------------
+# One rule each for every flag and every KEY=VALUE list that takes one. The messages name no
+# subject: argparse (through argtypes) puts the flag in front, a KEY=VALUE parser the key.
+
+MIN_MTU = 576  # the datagram every IPv4 host must take (RFC 791)
+MIN_MTU_IPV6 = 1280  # RFC 8200: a link that carries IPv6
+MAX_MTU = 9000  # jumbo frames
+
+
+def _not_negative(text: str) -> None:
+    # Caught before units reads it, so `-5ms` says "positive", not "cannot read".
+    if text.strip().startswith("-"):
+        raise InputError(f"must be positive, not {text!r}", ExitCode.USAGE)
+
+
+def _checked_amount(value: float, text: str, zero_ok: bool) -> float:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise InputError(f"must be a finite positive value, not {text!r}", ExitCode.USAGE)
     return value
+
+
+def check_duration(text: str, default_unit: str = "ms", zero_ok: bool = False) -> float:
+    """Seconds, finite and positive (or zero when `zero_ok`: a jitter, a lab without delay).
+    A bare number is in `default_unit`."""
+    _not_negative(text)
+    return _checked_amount(parse_duration(text, default_unit), text, zero_ok)
+
+
+def check_rate(text: str) -> float:
+    """Bits per second, finite and positive."""
+    _not_negative(text)
+    return _checked_amount(parse_rate(text), text, zero_ok=False)
+
+
+def check_size(text: str) -> int:
+    """Bytes, at least one."""
+    _not_negative(text)
+    return round(_checked_amount(float(parse_size(text)), text, zero_ok=False))
+
+
+def check_share(text: str) -> float:
+    """A share of packets, like a loss rate: '0.5%' or 0.005, from 0 up to but not
+    including 100% (a link that drops everything is no path)."""
+    _not_negative(text)
+    share = parse_percent(text)
+    if share >= 1.0:
+        raise InputError(f"must be below 100%, not {text!r}", ExitCode.USAGE)
+    return share
+
+
+def check_mtu(text: str, lowest: int = MIN_MTU) -> int:
+    """Bytes of the largest IP packet a link carries: a whole number from `lowest` (576 for
+    IPv4, MIN_MTU_IPV6 where IPv6 must pass) to 9000."""
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or not lowest <= int(value) <= MAX_MTU:
+        raise InputError(
+            f"must be a whole number of bytes from {lowest} to {MAX_MTU}, not {text!r}",
+            ExitCode.USAGE,
+        )
+    return int(value)

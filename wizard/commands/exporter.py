@@ -168,7 +168,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if offsets:
         _warm_up(ctx)
     exporter = Exporter(targets, interval, check, offsets=offsets)
-    server, worker = serve_exporter(exporter, args.listen)
+    server, worker = serve_exporter(exporter, args.listen, args.max_clients)
     ctx.progress(
         f"tcpwizard exporter: {len(targets)} targets every {interval:g} s, "
         f"/metrics on {args.listen}"

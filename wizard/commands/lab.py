@@ -9,11 +9,11 @@ from collections.abc import Callable
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
 from tcpwizard.lab import netns
-from tcpwizard.lab.cliparse import build_spec, parse_hops
+from tcpwizard.lab.cliparse import SAME_BOTH_WAYS, build_spec, hops_from
 from tcpwizard.lab.lab import Lab, down_all, lab_health, require_root, sweep_stale
 from tcpwizard.lab.spec import SIDES, LabSpec, LinkSpec
 from tcpwizard.lab.state import StateDir
-from tcpwizard.units import format_bytes, format_rate, parse_duration
+from tcpwizard.units import format_bytes, format_rate, parse_duration, parse_rate
 
 
 def describe_link(link: LinkSpec, queue_bytes: int) -> str:
@@ -63,20 +63,25 @@ def hop_lines(lab: Lab) -> list[str]:
     return out
 
 
-def _up(args: argparse.Namespace, ctx: Context) -> int:
-    spec = build_spec(
+def spec_from_args(args: argparse.Namespace) -> LabSpec:
+    """The lab `lab up`'s flags describe (each already read by its argparse type)."""
+    return build_spec(
         name=args.name,
-        rtt=args.rtt,
-        rate=args.rate,
+        rtt_s=parse_duration(args.rtt),
+        rate_bps=parse_rate(args.rate),
         loss=args.loss,
-        jitter=args.jitter,
+        jitter_s=parse_duration(args.jitter),
         queue=args.queue,
         mtu=args.mtu,
-        reverse=args.reverse,
+        reverse=args.reverse or SAME_BOTH_WAYS,
         sysctls=args.sysctl,
         backend=args.backend,
-        hops=parse_hops(args.hops, args.hop),
+        hops=hops_from(args.hops, args.hop),
     )
+
+
+def _up(args: argparse.Namespace, ctx: Context) -> int:
+    spec = spec_from_args(args)
     require_root()
     lab = Lab(spec).up()
     print("\n".join(describe(lab)), file=ctx.stdout)
