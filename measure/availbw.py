@@ -32,9 +32,11 @@ from tcpwizard.measure.control import ControlClient
 STREAM_S = 0.06  # each stream lasts this long at its rate
 MIN_PACKETS, MAX_PACKETS = 40, 2000
 # Stream rates as shares of the capacity: half to 70 % first (above A when cross traffic
-# takes more than 30 %); only when none of them loaded the path, faster ones for the floor.
+# takes more than 30 %); only when few of them loaded the path, faster ones: light cross
+# traffic (30 % of the capacity) raises a stream at 90 % by s = 0.2 per second, twice the
+# noise, where one at 80 % stays at the noise.
 LADDER = (0.5, 0.6, 0.7, 0.5, 0.6, 0.7)
-LADDER_HIGH = (0.8, 0.8)
+LADDER_HIGH = (0.8, 0.9, 0.8, 0.9)
 MAX_LOSS = 0.05  # a stream losing more (a full queue, a busy sender) gives no slope
 GROUPS = 12
 SLOPE_NOISE = 0.1  # a delay growing slower than this (s per s) is no trend (busy hosts)
@@ -139,7 +141,6 @@ def estimate(results: list[StreamResult], capacity_bps: float) -> tuple[float, f
     if len(loaded) < 2:
         # No stream (or a single one) built a queue, up to the fastest one sent: nothing
         # takes the capacity.
-        # No stream built a queue, up to the fastest one sent: nothing takes the capacity.
         return capacity_bps, min(floor, capacity_bps), capacity_bps, 0
     values = sorted(min(capacity_bps, max(0.0, _estimate(r, capacity_bps))) for r in loaded)
     mid = statistics.median(values)

@@ -10,6 +10,8 @@ import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.measure.availbw import (
+    LADDER,
+    LADDER_HIGH,
     AvailBandwidth,
     StreamResult,
     estimate,
@@ -57,6 +59,22 @@ def test_each_loaded_stream_estimates_the_available_bandwidth(cross: float) -> N
     assert est == pytest.approx(cap - cross, rel=0.03)
     if cross == 0:
         assert loaded == 0
+
+
+@pytest.mark.parametrize(("cross", "expect"), [(0.0, 200e6), (60e6, 140e6), (120e6, 80e6)])
+def test_the_whole_ladder_finds_light_cross_traffic(cross: float, expect: float) -> None:
+    # Streams at every rate the ladder sends (the faster ones too, as when few loaded the
+    # path): 30 % taken shows at 90 % of the capacity.
+    cap = 200e6
+    streams = []
+    for share in (*LADDER, *LADDER_HIGH):
+        tx, rx = fluid_stream(share * cap, cap, cross)
+        r = stream_result(tx, rx, len(tx), WIRE)
+        assert r is not None
+        streams.append(r)
+    est, _low, _high, loaded = estimate(streams, cap)
+    assert est == pytest.approx(expect, abs=15e6)
+    assert (loaded == 0) == (cross == 0)
 
 
 def test_lossy_streams_give_no_estimate() -> None:
