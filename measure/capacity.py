@@ -37,6 +37,13 @@ from tcpwizard.measure import udpwire
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import CapacityEstimate
 from tcpwizard.measure.rtt import icmp_echo_packet, open_icmp, parse_icmp_reply
+from tcpwizard.measure.wire_probe import (
+    MAX_TRAIN_PACKETS,
+    ProbeReport,
+    ProbeReportRequest,
+    ProbeTrain,
+)
+from tcpwizard.measure.wire_session import ErrorReply
 
 TRAIN_LEN = 200  # long enough to empty a token bucket of ~100 packets
 PROBE_TRAIN_LEN = 48
@@ -67,8 +74,8 @@ MIN_SPAN_S = 0.01
 HEAD_S = 0.002  # the head of a train covers at least this long at the train's rate
 IDLE = 0.2  # this share of the scored packets met an empty queue: a sender-limited train
 IDLE_SLACK_NS = 200_000  # one-way delay this close to its minimum counts as no queue
-# serve's MAX_TRAIN_PACKETS: a longer train goes out as back-to-back segments of this size.
-SEGMENT = 1024
+# A train longer than serve takes goes out as back-to-back segments of this size.
+SEGMENT = MAX_TRAIN_PACKETS
 MAX_SEGMENTS = 4
 # A main train lasts about this long at the rough rate: batches of a few hundred microseconds
 # (a busy receiver, a software bottleneck) then cost a few percent at most.
@@ -546,30 +553,12 @@ class _Sender:
 def _report(
     client: ControlClient, trains: list[int], expect: int, wait_s: float
 ) -> dict[int, dict[int, int]]:
-    reply = client.request(
-        {
-            "type": "probe_report",
-            "trains": trains,
-            "expect": expect,
-            "wait_ms": int(max(0.0, wait_s) * 1000),
-            "quiet_ms": 100,
-        },
-        timeout=wait_s + client.timeout,
-    )
-    base = reply.get("base_ns")
-    raw = reply.get("trains")
-    if not isinstance(base, int) or not isinstance(raw, dict):
-        return {}
-    out: dict[int, dict[int, int]] = {}
-    for key, arr in raw.items():
-        rx: dict[int, int] = {}
-        if isinstance(arr, list):
-            for item in arr:
-                if isinstance(item, list) and len(item) == 2:
-                    seq, t = item
-                    if isinstance(seq, int) and isinstance(t, int):
-                        rx.setdefault(seq, base + t)
-        out[int(key)] = rx
+    ask = ProbeReportRequest(tuple(trains), expect, int(max(0.0, wait_s) * 1000))
+    report = ProbeReport.from_wire(client.request(ask.to_wire(), timeout=wait_s + client.timeout))
+    out: dict[int, dict[int, int]] = {tid: {} for tid in report.trains}
+    for tid, arrivals in report.trains.items():
+        for seq, t in arrivals:
+            out[tid].setdefault(seq, t)  # a duplicated packet: its first copy
     return out
 
 
@@ -748,16 +737,7 @@ def _download_train(
     base = int.from_bytes(os.urandom(3), "big") << 4
     sizes = segments(count)
     for k, n in enumerate(sizes):
-        client.send(
-            {
-                "type": "probe_train",
-                "train": base + k,
-                "count": n,
-                "size": size,
-                "rate_kbps": round(rate_bps / 1000),
-                "burst": burst,
-            }
-        )
+        client.send(ProbeTrain(base + k, n, size, round(rate_bps / 1000), burst).to_wire())
     rx: dict[int, int] = {}
     tx: dict[int, int] = {}
     quiet_until = deadline
@@ -774,7 +754,7 @@ def _download_train(
             quiet_until = time.monotonic() + 0.1
     for _ in sizes:
         done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
-        if done.get("type") == "error":
+        if ErrorReply.of(done) is not None:
             return None
     if burst > 1:
         return score_mini_trains(tx, rx.items(), count, wire, burst)

@@ -28,7 +28,14 @@ from tcpwizard.measure.model import (
 from tcpwizard.measure.protocol import PeerUnavailable, ProtocolError
 from tcpwizard.measure.steady import SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control
-from tcpwizard.measure.wire import TransferReady, TransferRunning, TransferStart
+from tcpwizard.measure.wire import (
+    TransferReady,
+    TransferResultReply,
+    TransferRunning,
+    TransferStart,
+)
+from tcpwizard.measure.wire_fields import message_type
+from tcpwizard.measure.wire_session import ErrorReply
 
 DEFAULT_MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")
 DEFAULT_DURATION = 3.0
@@ -316,14 +323,15 @@ def _run_local(
     msg = peer_box.get("msg")
     control_ok = False
     if isinstance(msg, dict):
-        if msg.get("type") == "transfer_result":
+        error = ErrorReply.of(msg)
+        if message_type(msg) == TransferResultReply.TYPE:
             control_ok = True
             try:
-                peer = engine.SideReport.from_json(msg.get("report"))
-            except ValueError as exc:
-                err = f"serve sent a bad report: {exc}"
-        elif msg.get("type") == "error":
-            err = f"serve: {msg.get('message', 'error')}"
+                peer = TransferResultReply.from_wire(msg).report
+            except ProtocolError as exc:
+                err = str(exc)
+        elif error is not None:
+            err = f"serve: {error.message}"
     elif err is None:
         err = "serve did not report the transfer in time"
     if err is not None and local.error is not None and "serve" not in local.error:
