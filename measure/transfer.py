@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
-from tcpwizard.measure import buffers, engine
+from tcpwizard.measure import buffers, engine, spec
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import (
     Direction,
@@ -37,20 +37,18 @@ from tcpwizard.measure.wire import (
 from tcpwizard.measure.wire_fields import message_type
 from tcpwizard.measure.wire_session import ErrorReply
 
-DEFAULT_MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")
-DEFAULT_DURATION = 3.0
 ATTACH_MARGIN = 12.0  # serve waits 10 s for attaches; a little more before we give up
 
 
 @dataclass(frozen=True)
 class TransferOptions:
-    modes: tuple[Mode, ...] = DEFAULT_MODES
+    modes: tuple[Mode, ...] = spec.DEFAULT_MODES
     streams: int = 1
     direction: Literal["up", "down", "both"] = "up"
     # With direction "both": the modes for the way back (None: the same modes). `check` uses
     # autotune alone there, enough to find a limit that only shows in that direction.
     reverse_modes: tuple[Mode, ...] | None = None
-    duration_s: float | None = DEFAULT_DURATION
+    duration_s: float | None = spec.FIXED_DURATION_S
     nbytes: int | None = None
     static_request: int | None = None  # SO_*BUF argument for `static` (see static_request)
     force: bool = False  # root what-if: SO_RCVBUFFORCE/SO_SNDBUFFORCE
@@ -281,7 +279,7 @@ def _run_local(
     # The longest the far end can legitimately take: the transfer, its drain, the stall.
     wait = (duration or 0.0) + engine.MAX_DRAIN_S + 3 * options.stall_timeout_s + 10.0
     if duration is None:
-        wait += 300.0  # byte-limited: serve's max_duration bounds it on that side
+        wait += spec.BYTE_LIMITED_MAX_S  # serve's max_duration bounds it on that side
 
     def collect() -> None:
         try:
@@ -313,7 +311,9 @@ def _run_local(
             plan=plan,
             sample_interval=options.sample_interval_s,
             stall_timeout=options.stall_timeout_s,
-            max_seconds=(duration or 300.0) + engine.MAX_DRAIN_S + options.stall_timeout_s,
+            max_seconds=(duration or spec.BYTE_LIMITED_MAX_S)
+            + engine.MAX_DRAIN_S
+            + options.stall_timeout_s,
             stop=stop,
             on_sample=on_sample,
         )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from tcpwizard import __version__
 from tcpwizard.exitcodes import Unavailable
-from tcpwizard.measure import buffers, engine
+from tcpwizard.measure import buffers, engine, spec
 from tcpwizard.measure.far_end import Abilities, FarEndKind, Unaudited
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, ReceiverView, TransferResult
@@ -368,7 +368,7 @@ def download_mode(
             plan=plan,
             sample_interval=options.sample_interval_s,
             stall_timeout=options.stall_timeout_s,
-            max_seconds=(duration or 300.0) + options.stall_timeout_s,
+            max_seconds=(duration or spec.BYTE_LIMITED_MAX_S) + options.stall_timeout_s,
             stop=stop,
             on_sample=on_sample,
         )
