@@ -109,6 +109,19 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
+@dataclass(frozen=True)
+class TransferHooks:
+    """What a far end's transfers report their progress to, stop on, and read this host's
+    buffer limits from."""
+
+    progress: ProgressFn | None = None
+    sysctl_root: str = "/proc/sys"
+    cancel: threading.Event | None = None
+
+
+NO_HOOKS = TransferHooks()
+
+
 def run_transfer(
     host: str,
     port: int,

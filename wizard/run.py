@@ -40,7 +40,7 @@ from tcpwizard.measure.iperf3 import Iperf3Error
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
 from tcpwizard.measure.transfer import Progress as TransferProgress
-from tcpwizard.measure.transfer import TransferOptions, static_request
+from tcpwizard.measure.transfer import TransferHooks, TransferOptions, static_request
 from tcpwizard.measure.url_far_end import UrlFar
 from tcpwizard.report import FarEndInfo, Report, TargetInfo, exit_code_for
 
@@ -313,12 +313,12 @@ def _stage_transfer(
     options = _transfer_options(run.req, run.target, run.far)
 
     def go(opts: TransferOptions) -> TransferResult:
-        return run.far.transfer(
-            opts,
+        hooks = TransferHooks(
             progress=lambda p: emit(Event("transfer", p.mode, transfer=p)),
             sysctl_root=run.ctx.sysctl_root,
             cancel=cancel,
         )
+        return run.far.transfer(opts, hooks)
 
     try:
         if _size_from_transfers(run, options):
