@@ -768,6 +768,10 @@ def _wait(sock: socket.socket, timeout: float) -> bool:
     return bool(r)
 
 
+# Which probe a received packet (bytes, source address) answers, by index; None: not ours.
+AnswerOf = Callable[[bytes, Any], int | None]
+
+
 def send_pairs(
     sock: socket.socket,
     pkts: list[bytes],
@@ -775,12 +779,26 @@ def send_pairs(
     npairs: int,
     spacing_s: float,
     timeout: float,
-    collect: Callable[[], None],
-    tx: dict[int, int],
-    rx: dict[int, int],
-) -> None:
-    """Send `npairs` back-to-back pairs `spacing_s` apart, timestamping each send, and let
-    `collect` take replies in between and until all arrived or `timeout` passed."""
+    answer_of: AnswerOf,
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Send `npairs` back-to-back pairs `spacing_s` apart and take the answers in between
+    and until all arrived or `timeout` passed: (send times, kernel arrival times of the
+    first answer to each) by packet index."""
+    tx: dict[int, int] = {}
+    rx: dict[int, int] = {}
+    udpwire.enable_rx_timestamps(sock)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+
+    def collect() -> None:
+        try:
+            data, src, t, _k = udpwire.recv_stamped(sock, 65535)
+        except OSError:
+            return
+        k = answer_of(data, src)
+        if k is not None:
+            rx.setdefault(k, t)
+
     for i in range(npairs):
         for k in (2 * i, 2 * i + 1):
             tx[k] = time.time_ns()
@@ -792,6 +810,7 @@ def send_pairs(
     until = time.monotonic() + timeout
     while len(rx) < 2 * npairs and _wait(sock, until - time.monotonic()):
         collect()
+    return tx, rx
 
 
 # -- peerless: ICMP echo pairs --------------------------------------------------------------
@@ -808,12 +827,7 @@ def peerless_pairs(
     wire = udpwire.wire_bytes(family, payload_len)  # ICMP header is 8 bytes, like UDP
     ident = os.getpid() & 0xFFFF
     reply_kind = 129 if family == socket.AF_INET6 else 0
-    tx: dict[int, int] = {}
-    rx: dict[int, int] = {}
-    try:
-        udpwire.enable_rx_timestamps(sock)
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    with sock:
         if not raw:
             sock.connect(addr)
             ident = sock.getsockname()[1] & 0xFFFF
@@ -822,19 +836,15 @@ def peerless_pairs(
         pkts = [
             icmp_echo_packet(family, ident, (base + i) & 0xFFFF, payload) for i in range(2 * npairs)
         ]
-        send_pairs(
+        tx, rx = send_pairs(
             sock,
             pkts,
             addr,
             npairs,
             spacing_s,
             timeout,
-            lambda: _icmp_collect(sock, family, raw, ident, reply_kind, base, rx),
-            tx,
-            rx,
+            lambda data, _src: _icmp_answer(data, family, raw, ident, reply_kind, base),
         )
-    finally:
-        sock.close()
     pairs = capprobe(tx, rx, npairs, wire)
     if pairs is None:
         return None
@@ -872,22 +882,14 @@ def peerless_estimate(
     )
 
 
-def _icmp_collect(
-    sock: socket.socket,
-    family: int,
-    raw: bool,
-    ident: int,
-    reply_kind: int,
-    base: int,
-    rx: dict[int, int],
-) -> None:
-    try:
-        data, _a, t, _k = udpwire.recv_stamped(sock, 65535)
-    except OSError:
-        return
+def _icmp_answer(
+    data: bytes, family: int, raw: bool, ident: int, reply_kind: int, base: int
+) -> int | None:
+    """The index of the echo request `data` answers (None: not one of our replies)."""
     parsed = parse_icmp_reply(data, family, raw)
     if parsed is None:
-        return
+        return None
     kind, rid, rseq = parsed
     if kind == reply_kind and (not raw or rid == ident):
-        rx.setdefault((rseq - base) & 0xFFFF, t)
+        return (rseq - base) & 0xFFFF
+    return None
