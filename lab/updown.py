@@ -1,5 +1,5 @@
-"""What the lab brings up and tears down (an emulated path, a mesh of hosts) is used one
-way: `with` brings it up and tears it down however the block ends."""
+"""What the lab brings up and tears down (an emulated path, a mesh of hosts, cross traffic)
+is used one way: `with` brings it up and tears it down however the block ends."""
 
 from __future__ import annotations
 

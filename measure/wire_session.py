@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from tcpwizard.measure.protocol import SUPPORTED_VERSIONS, ProtocolError
 from tcpwizard.measure.wire_fields import int_in, message_type, opt_float, opt_int, typed_field
@@ -244,18 +244,27 @@ class Pong:
         return cls(typed_field(msg, w, "id", int), typed_field(msg, w, "t_ns", int))
 
 
-@dataclass(frozen=True)
-class AuditRequest:
-    """client -> serve: the raw facts of serve's host (measure/peer_audit.py)."""
+TypeOnlyT = TypeVar("TypeOnlyT", bound="_TypeOnly")
 
-    TYPE = "audit"
+
+class _TypeOnly:
+    """A message that is its type alone."""
+
+    TYPE: ClassVar[str]
 
     def to_wire(self) -> dict[str, object]:
         return {"type": self.TYPE}
 
     @classmethod
-    def from_wire(cls, msg: Mapping[str, Any]) -> AuditRequest:
+    def from_wire(cls: type[TypeOnlyT], msg: Mapping[str, Any]) -> TypeOnlyT:
         return cls()
+
+
+@dataclass(frozen=True)
+class AuditRequest(_TypeOnly):
+    """client -> serve: the raw facts of serve's host (measure/peer_audit.py)."""
+
+    TYPE = "audit"
 
 
 @dataclass(frozen=True)
@@ -278,17 +287,10 @@ class AuditReply:
 
 
 @dataclass(frozen=True)
-class Bye:
+class Bye(_TypeOnly):
     """Either way: the conversation is over (serve answers bye, then closes)."""
 
     TYPE = "bye"
-
-    def to_wire(self) -> dict[str, object]:
-        return {"type": self.TYPE}
-
-    @classmethod
-    def from_wire(cls, msg: Mapping[str, Any]) -> Bye:
-        return cls()
 
 
 @dataclass(frozen=True)
