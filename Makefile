@@ -52,10 +52,7 @@ wheel: install
 	$(BIN)/python -m build --outdir dist .
 
 schema: install
-	$(BIN)/python -m tcpwizard.output.schema docs/report.schema.json
-	$(BIN)/python -m tcpwizard.output.conns_json docs/conns.schema.json
-	$(BIN)/python -m tcpwizard.output.capture_json docs/capture.schema.json
-	$(BIN)/python -m tcpwizard.output.path_json docs/path.schema.json
+	$(BIN)/python -m tcpwizard.output.schema_files docs
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -489,19 +489,15 @@ def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:
             confidence = max(confidence, 0.55)
             if _at_bound(cur, limit):
                 confidence = max(confidence, 0.75)
-    if confidence == 0.0 or cur is None:
-        return None
-    evidence.append(f"{cur.mode} moved {_fmt(cur.throughput_mbps)}")
-    if note := _capacity_view(ev, d)[1]:
-        evidence.append(note)
-    return _Candidate(
-        d.name,
+    return _buffer_candidate(
+        ev,
+        d,
         "receiver-window",
         confidence,
         d.receiver_role,
         f"{d.name}: the receiver ({d.receiver_role}) does not offer a window as large as the "
         "path's bandwidth-delay product, so the sender idles waiting for window updates.",
-        tuple(evidence),
+        evidence,
     )
 
 
@@ -532,20 +528,36 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
             # (TCP_INFO's sndbuf_limited undercounts with pacing congestion control).
             if cur is not None and _at_bound(cur, limit):
                 confidence = max(confidence, 0.75)
-    if confidence == 0.0 or cur is None:
-        return None
-    evidence.append(f"{cur.mode} moved {_fmt(cur.throughput_mbps)}")
-    if note := _capacity_view(ev, d)[1]:
-        evidence.append(note)
-    return _Candidate(
-        d.name,
+    return _buffer_candidate(
+        ev,
+        d,
         "sender-buffer",
         confidence,
         d.sender_role,
         f"{d.name}: the sender ({d.sender_role}) cannot keep a bandwidth-delay product of "
         "data in flight: its send buffer is too small.",
-        tuple(evidence),
+        evidence,
     )
+
+
+def _buffer_candidate(
+    ev: Evidence,
+    d: _Direction,
+    factor: LimitingFactor,
+    confidence: float,
+    host: HostRole,
+    explanation: str,
+    evidence: list[str],
+) -> _Candidate | None:
+    """A buffer rule's candidate when its evidence named the buffer (confidence above 0),
+    the evidence closed by what the transfer moved and how the path's capacity was seen."""
+    cur = d.current
+    if confidence == 0.0 or cur is None:
+        return None
+    evidence.append(f"{cur.mode} moved {_fmt(cur.throughput_mbps)}")
+    if note := _capacity_view(ev, d)[1]:
+        evidence.append(note)
+    return _Candidate(d.name, factor, confidence, host, explanation, tuple(evidence))
 
 
 def _loss_fraction(ev: Evidence, d: _Direction) -> float | None:

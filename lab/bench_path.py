@@ -112,7 +112,7 @@ def bench_avail(runs: int = 10, loads: tuple[float, ...] = (60e6, 120e6, 160e6))
                 got: list[list[float]] = []
                 traffic = CrossTraffic(lab, udp_bps=load, duration_s=300) if load else None
                 if traffic:
-                    traffic.start()
+                    traffic.up()
                 try:
                     for _ in range(runs):
                         argv = [sys.executable, "-c", AVAIL_SCRIPT, lab.addr_b, str(cap), str(rtt)]
@@ -121,7 +121,7 @@ def bench_avail(runs: int = 10, loads: tuple[float, ...] = (60e6, 120e6, 160e6))
                         got.append(json.loads(out))
                 finally:
                     if traffic:
-                        traffic.stop()
+                        traffic.down()
                 est = sorted(g[0] / 1e6 for g in got)
                 near = sum(abs(e - expected / 1e6) <= 15 for e in est)
                 rows.append(

@@ -17,8 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from types import TracebackType
-from typing import IO, Any, cast
+from typing import IO, Any, Self, cast
 
 from tcpwizard.exitcodes import PermissionRequired, UsageError
 from tcpwizard.lab import hops, netns
@@ -26,6 +25,7 @@ from tcpwizard.lab.netem import build_netem, netem_available
 from tcpwizard.lab.netns import LabError
 from tcpwizard.lab.spec import SIDES, Addresses, LabSpec, LinkSpec, Side, addresses_for
 from tcpwizard.lab.state import DEFAULT_STATE_DIR, LabRecord, StateDir
+from tcpwizard.lab.updown import UpDown
 
 IFNAME = "wan0"
 # Measured on the 2-core development machine (docs/bench-calibrate.md): above this rate the
@@ -40,7 +40,7 @@ def require_root() -> None:
         raise PermissionRequired("the lab needs root (network namespaces, TUN devices): use sudo")
 
 
-class Lab:
+class Lab(UpDown):
     def __init__(
         self,
         spec: LabSpec,
@@ -143,17 +143,6 @@ class Lab:
         raise LabError(f"lab {self.name}: the delay line did not report its counters")
 
     # -- life cycle ------------------------------------------------------------------------
-    def __enter__(self) -> Lab:
-        return self.up()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.down()
-
     def _record(self) -> LabRecord:
         return LabRecord(
             name=self.name,
@@ -166,7 +155,7 @@ class Lab:
             created=time.time(),
         )
 
-    def up(self) -> Lab:
+    def up(self) -> Self:
         require_root()
         sweep_stale(self.state.path)
         if self.state.read(self.name) is not None:

@@ -18,12 +18,12 @@ import select
 import subprocess
 import sys
 from dataclasses import dataclass
-from types import TracebackType
-from typing import IO, Any, cast
+from typing import IO, Any, Self, cast
 
 from tcpwizard.lab import netns
 from tcpwizard.lab.lab import READY_TIMEOUT_S, TXQUEUELEN, require_root
 from tcpwizard.lab.netns import LabError
+from tcpwizard.lab.updown import UpDown
 
 MAX_HOSTS = 16
 
@@ -49,7 +49,7 @@ class MeshSpec:
         return max(10 * self.mtu, int(self.rate_bps * self.rtt_s / 8))
 
 
-class Mesh:
+class Mesh(UpDown):
     def __init__(self, spec: MeshSpec, name: str, owner_pid: int = 0) -> None:
         if not 2 <= spec.hosts <= MAX_HOSTS:
             raise LabError(f"a mesh has 2-{MAX_HOSTS} hosts, not {spec.hosts}")
@@ -84,18 +84,7 @@ class Mesh:
         return subprocess.Popen(self.command(host, argv), **kw)
 
     # -- life cycle -----------------------------------------------------------------------
-    def __enter__(self) -> Mesh:
-        return self.up()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.down()
-
-    def up(self) -> Mesh:
+    def up(self) -> Self:
         require_root()
         for ns in self.namespaces:
             if netns.ns_exists(ns):

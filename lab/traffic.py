@@ -13,16 +13,17 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from types import TracebackType
+from typing import Self
 
 from tcpwizard.exitcodes import UsageError
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import LabError, stop
+from tcpwizard.lab.updown import UpDown
 
 PORT = 5211
 
 
-class CrossTraffic:
+class CrossTraffic(UpDown):
     def __init__(
         self,
         lab: Lab,
@@ -63,7 +64,7 @@ class CrossTraffic:
             argv.append("-R")
         return argv
 
-    def start(self) -> CrossTraffic:
+    def up(self) -> Self:
         quiet = subprocess.DEVNULL
         self.server = self.lab.popen(
             "b", ["iperf3", "-s", "-1", "-p", str(self.port)], stdout=quiet, stderr=quiet
@@ -75,29 +76,18 @@ class CrossTraffic:
             if out.strip():
                 break
             if time.monotonic() > deadline:
-                self.stop()
+                self.down()
                 raise LabError("cross traffic: iperf3 -s did not start in b")
             time.sleep(0.05)
         self.client = self.lab.popen("a", self.argv(), stdout=quiet, stderr=quiet)
         time.sleep(0.5)  # let it reach its rate (TCP: slow start on a short path)
         if self.client.poll() is not None:
-            self.stop()
+            self.down()
             raise LabError("cross traffic: iperf3 -c ended at once")
         return self
 
-    def stop(self) -> None:
+    def down(self) -> None:
         for proc in (self.client, self.server):
             if proc is not None and proc.poll() is None:
                 stop(proc, grace_s=2.0)
         self.client = self.server = None
-
-    def __enter__(self) -> CrossTraffic:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -37,6 +37,13 @@ from tcpwizard.measure import udpwire
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import CapacityEstimate
 from tcpwizard.measure.rtt import icmp_echo_packet, open_icmp, parse_icmp_reply
+from tcpwizard.measure.wire_probe import (
+    MAX_TRAIN_PACKETS,
+    ProbeReport,
+    ProbeReportRequest,
+    ProbeTrain,
+)
+from tcpwizard.measure.wire_session import ErrorReply
 
 TRAIN_LEN = 200  # long enough to empty a token bucket of ~100 packets
 PROBE_TRAIN_LEN = 48
@@ -67,8 +74,8 @@ MIN_SPAN_S = 0.01
 HEAD_S = 0.002  # the head of a train covers at least this long at the train's rate
 IDLE = 0.2  # this share of the scored packets met an empty queue: a sender-limited train
 IDLE_SLACK_NS = 200_000  # one-way delay this close to its minimum counts as no queue
-# serve's MAX_TRAIN_PACKETS: a longer train goes out as back-to-back segments of this size.
-SEGMENT = 1024
+# A train longer than serve takes goes out as back-to-back segments of this size.
+SEGMENT = MAX_TRAIN_PACKETS
 MAX_SEGMENTS = 4
 # A main train lasts about this long at the rough rate: batches of a few hundred microseconds
 # (a busy receiver, a software bottleneck) then cost a few percent at most.
@@ -535,30 +542,12 @@ class _Sender:
 def _report(
     client: ControlClient, trains: list[int], expect: int, wait_s: float
 ) -> dict[int, dict[int, int]]:
-    reply = client.request(
-        {
-            "type": "probe_report",
-            "trains": trains,
-            "expect": expect,
-            "wait_ms": int(max(0.0, wait_s) * 1000),
-            "quiet_ms": 100,
-        },
-        timeout=wait_s + client.timeout,
-    )
-    base = reply.get("base_ns")
-    raw = reply.get("trains")
-    if not isinstance(base, int) or not isinstance(raw, dict):
-        return {}
-    out: dict[int, dict[int, int]] = {}
-    for key, arr in raw.items():
-        rx: dict[int, int] = {}
-        if isinstance(arr, list):
-            for item in arr:
-                if isinstance(item, list) and len(item) == 2:
-                    seq, t = item
-                    if isinstance(seq, int) and isinstance(t, int):
-                        rx.setdefault(seq, base + t)
-        out[int(key)] = rx
+    ask = ProbeReportRequest(tuple(trains), expect, int(max(0.0, wait_s) * 1000))
+    report = ProbeReport.from_wire(client.request(ask.to_wire(), timeout=wait_s + client.timeout))
+    out: dict[int, dict[int, int]] = {tid: {} for tid in report.trains}
+    for tid, arrivals in report.trains.items():
+        for seq, t in arrivals:
+            out[tid].setdefault(seq, t)  # a duplicated packet: its first copy
     return out
 
 
@@ -737,16 +726,7 @@ def _download_train(
     base = int.from_bytes(os.urandom(3), "big") << 4
     sizes = segments(count)
     for k, n in enumerate(sizes):
-        client.send(
-            {
-                "type": "probe_train",
-                "train": base + k,
-                "count": n,
-                "size": size,
-                "rate_kbps": round(rate_bps / 1000),
-                "burst": burst,
-            }
-        )
+        client.send(ProbeTrain(base + k, n, size, round(rate_bps / 1000), burst).to_wire())
     rx: dict[int, int] = {}
     tx: dict[int, int] = {}
     quiet_until = deadline
@@ -763,7 +743,7 @@ def _download_train(
             quiet_until = time.monotonic() + 0.1
     for _ in sizes:
         done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
-        if done.get("type") == "error":
+        if ErrorReply.of(done) is not None:
             return None
     if burst > 1:
         return score_mini_trains(tx, rx.items(), count, wire, burst)
@@ -777,6 +757,10 @@ def _wait(sock: socket.socket, timeout: float) -> bool:
     return bool(r)
 
 
+# Which probe a received packet (bytes, source address) answers, by index; None: not ours.
+AnswerOf = Callable[[bytes, Any], int | None]
+
+
 def send_pairs(
     sock: socket.socket,
     pkts: list[bytes],
@@ -784,12 +768,26 @@ def send_pairs(
     npairs: int,
     spacing_s: float,
     timeout: float,
-    collect: Callable[[], None],
-    tx: dict[int, int],
-    rx: dict[int, int],
-) -> None:
-    """Send `npairs` back-to-back pairs `spacing_s` apart, timestamping each send, and let
-    `collect` take replies in between and until all arrived or `timeout` passed."""
+    answer_of: AnswerOf,
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Send `npairs` back-to-back pairs `spacing_s` apart and take the answers in between
+    and until all arrived or `timeout` passed: (send times, kernel arrival times of the
+    first answer to each) by packet index."""
+    tx: dict[int, int] = {}
+    rx: dict[int, int] = {}
+    udpwire.enable_rx_timestamps(sock)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+
+    def collect() -> None:
+        try:
+            data, src, t, _k = udpwire.recv_stamped(sock, 65535)
+        except OSError:
+            return
+        k = answer_of(data, src)
+        if k is not None:
+            rx.setdefault(k, t)
+
     for i in range(npairs):
         for k in (2 * i, 2 * i + 1):
             tx[k] = time.time_ns()
@@ -801,6 +799,7 @@ def send_pairs(
     until = time.monotonic() + timeout
     while len(rx) < 2 * npairs and _wait(sock, until - time.monotonic()):
         collect()
+    return tx, rx
 
 
 # -- peerless: ICMP echo pairs --------------------------------------------------------------
@@ -817,12 +816,7 @@ def peerless_pairs(
     wire = udpwire.wire_bytes(family, payload_len)  # ICMP header is 8 bytes, like UDP
     ident = os.getpid() & 0xFFFF
     reply_kind = 129 if family == socket.AF_INET6 else 0
-    tx: dict[int, int] = {}
-    rx: dict[int, int] = {}
-    try:
-        udpwire.enable_rx_timestamps(sock)
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    with sock:
         if not raw:
             sock.connect(addr)
             ident = sock.getsockname()[1] & 0xFFFF
@@ -831,19 +825,15 @@ def peerless_pairs(
         pkts = [
             icmp_echo_packet(family, ident, (base + i) & 0xFFFF, payload) for i in range(2 * npairs)
         ]
-        send_pairs(
+        tx, rx = send_pairs(
             sock,
             pkts,
             addr,
             npairs,
             spacing_s,
             timeout,
-            lambda: _icmp_collect(sock, family, raw, ident, reply_kind, base, rx),
-            tx,
-            rx,
+            lambda data, _src: _icmp_answer(data, family, raw, ident, reply_kind, base),
         )
-    finally:
-        sock.close()
     pairs = capprobe(tx, rx, npairs, wire)
     if pairs is None:
         return None
@@ -881,22 +871,14 @@ def peerless_estimate(
     )
 
 
-def _icmp_collect(
-    sock: socket.socket,
-    family: int,
-    raw: bool,
-    ident: int,
-    reply_kind: int,
-    base: int,
-    rx: dict[int, int],
-) -> None:
-    try:
-        data, _a, t, _k = udpwire.recv_stamped(sock, 65535)
-    except OSError:
-        return
+def _icmp_answer(
+    data: bytes, family: int, raw: bool, ident: int, reply_kind: int, base: int
+) -> int | None:
+    """The index of the echo request `data` answers (None: not one of our replies)."""
     parsed = parse_icmp_reply(data, family, raw)
     if parsed is None:
-        return
+        return None
     kind, rid, rseq = parsed
     if kind == reply_kind and (not raw or rid == ident):
-        rx.setdefault((rseq - base) & 0xFFFF, t)
+        return (rseq - base) & 0xFFFF
+    return None

@@ -10,6 +10,7 @@ import contextlib
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -18,12 +19,24 @@ from tcpwizard.measure import auth, udpwire
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.protocol import (
     MAX_MESSAGE,
-    SUPPORTED_VERSIONS,
     AuthFailed,
     LineReader,
     PeerUnavailable,
     ProtocolError,
     encode,
+)
+from tcpwizard.measure.wire import Attach, AttachRole
+from tcpwizard.measure.wire_fields import message_type
+from tcpwizard.measure.wire_session import (
+    NO_AUTH,
+    AuditReply,
+    AuditRequest,
+    Auth,
+    AuthOk,
+    Bye,
+    ClientHello,
+    ErrorReply,
+    ServerHello,
 )
 
 Presetup = Callable[[socket.socket], None]
@@ -87,55 +100,47 @@ class ControlClient:
         self._reader = LineReader(self._sock)
         self._closed = False
         try:
-            self.server_info: dict[str, Any] = self._handshake(secret)
-            self.version: int = int(self.server_info["version"])
-            self.udp_token = bytes.fromhex(str(self.server_info["udp_token"]))
-            self.udp_port = int(self.server_info.get("udp_port", port))
-        except (KeyError, ValueError, TypeError) as exc:
-            self._sock.close()
-            raise ProtocolError(f"serve sent a malformed hello ({exc!r})", "malformed") from None
+            self.hello = self._handshake(secret)
         except BaseException:
             self._sock.close()
             raise
+        token = self.hello.udp_token
+        assert token is not None  # in the hello without authentication, else in auth_ok
+        self.version: int = self.hello.version
+        self.udp_token: bytes = token
+        self.udp_port: int = port if self.hello.udp_port is None else self.hello.udp_port
 
-    def _handshake(self, secret: bytes | None) -> dict[str, Any]:
-        self.send(
-            {
-                "type": "hello",
-                "version": max(SUPPORTED_VERSIONS),
-                "versions": list(SUPPORTED_VERSIONS),
-                "client": f"tcpwizard/{__version__}",
-            }
-        )
-        info = self._recv_checked(self.timeout)
-        if info["type"] != "hello":
-            raise ProtocolError(f"expected hello from serve, got {info['type']!r}", "state")
-        if info.get("auth", "none") == "none":
-            return info
+    @property
+    def server_info(self) -> dict[str, object]:
+        """serve's hello as it would send it (the UDP token included, however it came)."""
+        return self.hello.to_wire()
+
+    def _handshake(self, secret: bytes | None) -> ServerHello:
+        """serve's hello, with the UDP token of auth_ok when serve asked for the secret."""
+        self.send(ClientHello(f"tcpwizard/{__version__}").to_wire())
+        hello = ServerHello.from_wire(self._recv_checked(self.timeout))
+        if hello.auth == NO_AUTH:
+            return hello
         if secret is None:
             raise AuthFailed(
                 f"serve at {self.host} port {self.port} requires a shared secret (--secret-file)"
             )
-        challenge = info.get("challenge")
-        if not isinstance(challenge, str):
+        challenge = hello.challenge
+        if challenge is None:
             raise ProtocolError("serve asked for authentication without a challenge", "auth")
         nonce = auth.new_nonce()
-        self.send(
-            {"type": "auth", "nonce": nonce, "proof": auth.client_proof(secret, challenge, nonce)}
-        )
+        self.send(Auth(nonce, auth.client_proof(secret, challenge, nonce)).to_wire())
         try:
-            ok = self._recv_checked(self.timeout)
+            reply = self._recv_checked(self.timeout)
         except ProtocolError as exc:
             if exc.code == "auth-failed":
                 raise AuthFailed(f"serve at {self.host} rejected the shared secret") from None
             raise
-        if ok["type"] != "auth_ok" or not auth.verify(
-            auth.server_proof(secret, challenge, nonce), ok.get("proof")
-        ):
+        ok = AuthOk.from_wire(reply) if message_type(reply) == AuthOk.TYPE else None
+        if ok is None or not auth.verify(auth.server_proof(secret, challenge, nonce), ok.proof):
             # The other end does not know the secret: not the serve we meant to talk to.
             raise AuthFailed(f"serve at {self.host} could not prove it knows the shared secret")
-        info.update({k: v for k, v in ok.items() if k != "type"})
-        return info
+        return replace(hello, udp_token=ok.udp_token)
 
     # -- messages ---------------------------------------------------------------------------
     def send(self, msg: dict[str, object]) -> None:
@@ -158,12 +163,11 @@ class ControlClient:
 
     def _recv_checked(self, timeout: float | None = None) -> dict[str, Any]:
         msg = self.recv(timeout)
-        if msg["type"] == "error":
-            code = str(msg.get("code", "error"))
-            text = str(msg.get("message", "error"))
-            if code in ("busy", "version"):
-                raise PeerUnavailable(f"serve at {self.host}: {text}")
-            raise ProtocolError(f"serve at {self.host}: {text}", code)
+        error = ErrorReply.of(msg)
+        if error is not None:
+            if error.code in ("busy", "version"):
+                raise PeerUnavailable(f"serve at {self.host}: {error.message}")
+            raise ProtocolError(f"serve at {self.host}: {error.message}", error.code)
         return msg
 
     def request(self, msg: dict[str, object], timeout: float | None = None) -> dict[str, object]:
@@ -176,15 +180,11 @@ class ControlClient:
         return read_handshake(self._sock, port=self.port, sysctl_root=sysctl_root)
 
     def peer_audit(self) -> dict[str, object]:
-        reply = self.request({"type": "audit"})
-        audit = reply.get("audit")
-        if not isinstance(audit, dict):
-            raise ProtocolError("serve sent an audit reply without an audit", "malformed")
-        return audit
+        return AuditReply.from_wire(self.request(AuditRequest().to_wire())).audit
 
     # -- attach connections and UDP --------------------------------------------------------
     def open_attached(
-        self, session: str, role: str, stream: int = 0, presetup: Presetup | None = None
+        self, session: str, role: AttachRole, stream: int = 0, presetup: Presetup | None = None
     ) -> socket.socket:
         """A new TCP connection to the same address, announced as part of `session`.
         `presetup` runs after socket() and before connect() (buffer sizes fix the window
@@ -195,8 +195,7 @@ class ControlClient:
                 presetup(sock)
             sock.settimeout(self.timeout)
             sock.connect(self.address)
-            header = {"type": "attach", "session": session, "role": role, "stream": stream}
-            sock.sendall(encode(header))
+            sock.sendall(encode(Attach(session, role, stream).to_wire()))
         except OSError as exc:
             sock.close()
             raise PeerUnavailable(
@@ -221,7 +220,7 @@ class ControlClient:
         self._closed = True
         with contextlib.suppress(OSError, PeerUnavailable, ProtocolError):
             self._sock.settimeout(min(self.timeout, 1.0))
-            self._sock.sendall(encode({"type": "bye"}))
+            self._sock.sendall(encode(Bye().to_wire()))
         with contextlib.suppress(OSError):
             self._sock.close()
 

@@ -12,7 +12,6 @@ here with the same methods.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -25,7 +24,7 @@ from tcpwizard.measure.model import Mode, PathEstimate, TransferResult
 from tcpwizard.measure.probe import Progress as ProbeProgress
 from tcpwizard.measure.probe import probe
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable, ProtocolError
-from tcpwizard.measure.transfer import ProgressFn, TransferOptions, run_transfer
+from tcpwizard.measure.transfer import NO_HOOKS, TransferHooks, TransferOptions, run_transfer
 
 FarEndKind = Literal["serve", "iperf3", "tcp-port", "url", "none"]
 SERVE_PORT = spec.SERVE_PORT
@@ -79,14 +78,9 @@ class FarEnd(Protocol):
         """RTT and capacity toward it; raises PeerUnavailable when nothing answers."""
         ...
 
-    def transfer(
-        self,
-        options: TransferOptions,
-        progress: ProgressFn | None = None,
-        sysctl_root: str = "/proc/sys",
-        cancel: threading.Event | None = None,
-    ) -> TransferResult:
-        """Test transfers; modes it cannot run come back with `error` set."""
+    def transfer(self, options: TransferOptions, hooks: TransferHooks = NO_HOOKS) -> TransferResult:
+        """Test transfers; modes it cannot run come back with `error` set (`hooks`: where
+        their progress goes, what cancels them, this host's sysctls)."""
         ...
 
     def missing(self) -> tuple[str, ...]:
@@ -135,21 +129,15 @@ class ServeFar:
             self.address, self.port, secret=self.secret, budget_s=budget_s, progress=progress
         )
 
-    def transfer(
-        self,
-        options: TransferOptions,
-        progress: ProgressFn | None = None,
-        sysctl_root: str = "/proc/sys",
-        cancel: threading.Event | None = None,
-    ) -> TransferResult:
+    def transfer(self, options: TransferOptions, hooks: TransferHooks = NO_HOOKS) -> TransferResult:
         return run_transfer(
             self.address,
             self.port,
             options,
             secret=self.secret,
-            progress=progress,
-            sysctl_root=sysctl_root,
-            cancel=cancel,
+            progress=hooks.progress,
+            sysctl_root=hooks.sysctl_root,
+            cancel=hooks.cancel,
         )
 
     def missing(self) -> tuple[str, ...]:
@@ -207,13 +195,7 @@ class Iperf3Far(Unaudited):
             connect_rtt=False,
         )
 
-    def transfer(
-        self,
-        options: TransferOptions,
-        progress: ProgressFn | None = None,
-        sysctl_root: str = "/proc/sys",
-        cancel: threading.Event | None = None,
-    ) -> TransferResult:
+    def transfer(self, options: TransferOptions, hooks: TransferHooks = NO_HOOKS) -> TransferResult:
         def keep(hs: HandshakeFacts | None) -> None:
             self._handshake = self._handshake or hs
 
@@ -221,9 +203,9 @@ class Iperf3Far(Unaudited):
             self.address,
             self.port,
             options,
-            progress=progress,
-            sysctl_root=sysctl_root,
-            cancel=cancel,
+            progress=hooks.progress,
+            sysctl_root=hooks.sysctl_root,
+            cancel=hooks.cancel,
             on_handshake=keep,
         )
 
@@ -263,17 +245,9 @@ class PortFar:
         return self._handshake
 
     def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
-        return probe(
-            self.address, tcp_port=self.port, budget_s=budget_s, progress=progress, serve=False
-        )
+        return port_probe(self.address, self.port, budget_s, progress)
 
-    def transfer(
-        self,
-        options: TransferOptions,
-        progress: ProgressFn | None = None,
-        sysctl_root: str = "/proc/sys",
-        cancel: threading.Event | None = None,
-    ) -> TransferResult:
+    def transfer(self, options: TransferOptions, hooks: TransferHooks = NO_HOOKS) -> TransferResult:
         raise PeerUnavailable("no test transfer: the far end runs neither serve nor iperf3")
 
     def missing(self) -> tuple[str, ...]:
@@ -281,6 +255,14 @@ class PortFar:
             "no test transfer: the far end runs neither tcpwizard serve nor iperf3",
             "the far end's settings",
         )
+
+
+def port_probe(
+    address: str, port: int | None, budget_s: float, progress: ProbeProgress | None
+) -> PathEstimate:
+    """The peerless probe of a far end that is only an open TCP port to us (ICMP, SYN
+    pairs, connect time toward `port`)."""
+    return probe(address, tcp_port=port, budget_s=budget_s, progress=progress, serve=False)
 
 
 # ---------------------------------------------------------------------------- discovery

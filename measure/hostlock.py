@@ -18,13 +18,8 @@ import socket
 import time
 from typing import Any
 
-from tcpwizard.measure.protocol import (
-    SUPPORTED_VERSIONS,
-    LineReader,
-    ProtocolError,
-    decode,
-    encode,
-)
+from tcpwizard.measure.protocol import LineReader, ProtocolError, decode, encode
+from tcpwizard.measure.wire_session import ClientHello, ErrorReply
 
 # Bounds of the "retry after" a refused client is told: never a busy loop, never an hour.
 MIN_RETRY_S = 1.0
@@ -99,21 +94,12 @@ def ask_serve(address: str, port: int, timeout: float = 3.0, release: bool = Fal
     so it lets its host go at once."""
     try:
         with socket.create_connection((address, port), timeout=timeout) as sock:
-            hello = {
-                "type": "hello",
-                "version": max(SUPPORTED_VERSIONS),
-                "versions": list(SUPPORTED_VERSIONS),
-                "client": "tcpwizard-mesh",
-            }
-            if release:
-                hello["release"] = True
-            sock.sendall(encode(hello))
-            msg = decode(LineReader(sock).read_line())
+            sock.sendall(encode(ClientHello("tcpwizard-mesh", release=release).to_wire()))
+            error = ErrorReply.of(decode(LineReader(sock).read_line()))
     except (OSError, ProtocolError, EOFError):
         return None
-    if msg.get("type") == "error" and msg.get("code") == "busy":
-        after = msg.get("retry_after_s")
-        if isinstance(after, int | float) and not isinstance(after, bool):
-            return min(MAX_RETRY_S, max(MIN_RETRY_S, float(after)))
+    if error is None or error.code != "busy":
+        return None
+    if error.retry_after_s is None:
         return MIN_RETRY_S * 5
-    return None
+    return min(MAX_RETRY_S, max(MIN_RETRY_S, error.retry_after_s))

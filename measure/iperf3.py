@@ -129,7 +129,7 @@ class Iperf3Params:
     """The test we ask for. `window` is iperf3's -w: the server sets SO_SNDBUF and
     SO_RCVBUF to it on its data sockets, so it tunes the far end's buffers too."""
 
-    duration_s: float = 3.0
+    duration_s: float = spec.FIXED_DURATION_S
     streams: int = 1
     reverse: bool = False
     window: int | None = None

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tcpwizard.measure import buffers, engine
+from tcpwizard.measure import buffers, engine, spec
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.iperf3 import (
     ClientStreamResult,
@@ -290,7 +290,7 @@ def _receive(
 
     ctl = threading.Thread(target=control, daemon=True)
     ctl.start()
-    max_s = (duration or 300.0) + engine.MAX_DRAIN_S + options.stall_timeout_s
+    max_s = (duration or spec.BYTE_LIMITED_MAX_S) + engine.MAX_DRAIN_S + options.stall_timeout_s
     local = engine.run_receiver(
         data,
         plan=plan,

@@ -12,12 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from tcpwizard.exitcodes import PermissionRequired
-from tcpwizard.measure import capacity, rtt, synpairs
+from tcpwizard.measure import capacity, rtt, spec, synpairs
 from tcpwizard.measure.control import ControlClient, resolve
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate, RttStats
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
 
-DEFAULT_BUDGET_S = 3.0
 Progress = Callable[[str], None]
 
 
@@ -34,7 +33,7 @@ def probe(
     *,
     secret: bytes | None = None,
     tcp_port: int | None = None,
-    budget_s: float = DEFAULT_BUDGET_S,
+    budget_s: float = spec.PROBE_BUDGET_S,
     download: bool = True,
     progress: Progress | None = None,
     serve: bool = True,

@@ -162,7 +162,3 @@ def read_first_line(sock: socket.socket, deadline: float | None = None) -> bytes
         got += data
         if nl >= 0 and len(data) == take:
             return bytes(got[:-1])
-
-
-def error_msg(code: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "code": code, "message": message}

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tcpwizard import __version__
@@ -26,21 +26,40 @@ from tcpwizard.measure.hostlock import HostLock
 from tcpwizard.measure.peer_audit import host_audit
 from tcpwizard.measure.protocol import (
     MAX_MESSAGE,
-    SUPPORTED_VERSIONS,
     LineReader,
     ProtocolError,
     decode,
     encode,
-    error_msg,
     read_first_line,
 )
 from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.wire import TRANSFER_PREFIX, Attach
+from tcpwizard.measure.wire_fields import message_type
+from tcpwizard.measure.wire_probe import (
+    MAX_ARRIVALS_PER_TRAIN,
+    MAX_TRAINS_PER_SESSION,
+    ProbeReport,
+    ProbeReportRequest,
+    ProbeTrain,
+    ProbeTrainDone,
+)
+from tcpwizard.measure.wire_session import (
+    HMAC_AUTH,
+    NO_AUTH,
+    AuditReply,
+    AuditRequest,
+    Auth,
+    AuthOk,
+    Bye,
+    ClientHello,
+    ErrorReply,
+    HelloLimits,
+    Ping,
+    Pong,
+    ServerHello,
+)
 
 Log = Callable[[str], None]
-# Trains the server records per session, and arrivals per train (bounds memory per client).
-MAX_TRAINS_PER_SESSION = 16
-MAX_ARRIVALS_PER_TRAIN = 1024
-MAX_TRAIN_PACKETS = 1024
 # With a host lock (serve --lock), the client that measures keeps serve to itself this long
 # after its last control connection closes: a check opens several in a row, with only its
 # own local work (the audit) between them.
@@ -185,7 +204,7 @@ class Server:
     def _refuse(self, conn: socket.socket, code: str, message: str) -> None:
         with contextlib.suppress(OSError):
             conn.settimeout(1.0)
-            conn.sendall(encode(error_msg(code, message)))
+            conn.sendall(encode(ErrorReply(code, message).to_wire()))
         _close(conn)
 
     # -- one TCP connection ----------------------------------------------------------------
@@ -211,9 +230,10 @@ class Server:
                 self._send_error(conn, exc.code, str(exc))
                 self.log(f"{peer}: {exc}")
                 return
-            if first["type"] == "hello":
-                self._control(conn, peer, first)
-            elif first["type"] == "attach":
+            kind = message_type(first)
+            if kind == ClientHello.TYPE:
+                self._control(conn, peer, ClientHello.from_wire(first))
+            elif kind == Attach.TYPE:
                 if self.transfer is None:
                     self._send_error(conn, "unsupported", "this serve has no transfer engine")
                     return
@@ -224,7 +244,7 @@ class Server:
                 self._send_error(
                     conn,
                     "bad-request",
-                    f"first message must be hello or attach, not {str(first['type'])[:40]!r}",
+                    f"first message must be hello or attach, not {kind[:40]!r}",
                 )
         except ProtocolError as exc:  # raised outside a request: handshake, framing
             self._send_error(conn, exc.code, str(exc))
@@ -245,19 +265,11 @@ class Server:
 
     def _send_error(self, conn: socket.socket, code: str, message: str) -> None:
         with contextlib.suppress(OSError):
-            conn.sendall(encode(error_msg(code, message[:1000])))
+            conn.sendall(encode(ErrorReply(code, message[:1000]).to_wire()))
 
-    def _control(self, conn: socket.socket, peer: str, hello: dict[str, Any]) -> None:
-        version = _negotiate(hello)
-        if version is None:
-            self._send_error(
-                conn,
-                "version",
-                f"no common protocol version: server speaks {list(SUPPORTED_VERSIONS)}, "
-                f"client offered {hello.get('versions', hello.get('version'))!r}",
-            )
-            return
-        if hello.get("release") is True:
+    def _control(self, conn: socket.socket, peer: str, hello: ClientHello) -> None:
+        version = max(hello.versions)
+        if hello.release:
             # The holder's check is over (exporter --lock says so): free the host now rather
             # than after the grace period, so the next slot of a mesh starts on time.
             self._release_asked_by(_client_host(conn))
@@ -280,13 +292,13 @@ class Server:
                 self._controls -= 1
             self.log(f"{peer}: refused, this host is measuring (retry after {retry_after:.0f} s)")
             with contextlib.suppress(OSError):
-                msg = error_msg(
+                measuring = ErrorReply(
                     "busy",
                     f"server busy: this host is in another measurement; "
                     f"try again in {retry_after:.0f} s",
+                    retry_after_s=round(retry_after, 1),
                 )
-                msg["retry_after_s"] = round(retry_after, 1)
-                conn.sendall(encode(msg))
+                conn.sendall(encode(measuring.to_wire()))
             return
         token = secrets.token_bytes(udpwire.TOKEN_LEN)
         session = UdpSession(token, peer)
@@ -295,29 +307,27 @@ class Server:
             self._readers[conn] = reader
         try:
             self.log(f"{peer}: control connection (protocol {version})")
-            reply: dict[str, Any] = {
-                "type": "hello",
-                "version": version,
-                "server": f"tcpwizard/{__version__}",
-                "auth": "hmac-sha256" if self.secret else "none",
-                "udp_port": self.port,
-                "kernel_timestamps": self.kernel_timestamps,
-                "transfer": self.transfer is not None,
-                "limits": {
-                    "max_duration_s": self.limits.max_duration_s,
-                    "max_bytes": self.limits.max_bytes,
-                    "max_message": MAX_MESSAGE,
-                    "idle_timeout_s": self.limits.idle_timeout_s,
-                },
-            }
+            offer = ServerHello(
+                version=version,
+                server=f"tcpwizard/{__version__}",
+                auth=HMAC_AUTH if self.secret else NO_AUTH,
+                udp_port=self.port,
+                kernel_timestamps=self.kernel_timestamps,
+                transfer=self.transfer is not None,
+                limits=HelloLimits(
+                    max_duration_s=self.limits.max_duration_s,
+                    max_bytes=self.limits.max_bytes,
+                    max_message=MAX_MESSAGE,
+                    idle_timeout_s=self.limits.idle_timeout_s,
+                ),
+            )
             if self.secret:
-                if not self._authenticate(conn, reader, reply, peer):
+                proof = self._authenticate(conn, reader, offer, peer)
+                if proof is None:
                     return
-                ok: dict[str, Any] = {"type": "auth_ok", "udp_token": token.hex()}
-                ok["proof"] = reply.pop("_proof")
-                reply = ok
+                reply = AuthOk(token, proof).to_wire()
             else:
-                reply["udp_token"] = token.hex()
+                reply = replace(offer, udp_token=token).to_wire()
             # Live before the client learns the token: its first echo may beat this thread.
             with self._lock:
                 self._sessions[token] = session
@@ -431,28 +441,23 @@ class Server:
         return min(stalled, key=lambda item: item[0])[1] if stalled else None
 
     def _authenticate(
-        self, conn: socket.socket, reader: LineReader, reply: dict[str, Any], peer: str
-    ) -> bool:
+        self, conn: socket.socket, reader: LineReader, offer: ServerHello, peer: str
+    ) -> str | None:
+        """Challenge the client (in the hello `offer`); serve's own proof when the client
+        proved the secret, else None (the client has been told)."""
         assert self.secret is not None
         nonce = auth.new_nonce()
-        reply["challenge"] = nonce
-        conn.sendall(encode({k: v for k, v in reply.items() if not k.startswith("_")}))
+        conn.sendall(encode(replace(offer, challenge=nonce).to_wire()))
         conn.settimeout(self.limits.slow_client_timeout_s)
-        msg = reader.read_msg()
-        if msg["type"] != "auth":
-            raise ProtocolError("this server requires authentication: expected auth", "auth")
-        client_nonce = msg.get("nonce")
-        if not isinstance(client_nonce, str) or not 16 <= len(client_nonce) <= 128:
-            raise ProtocolError("auth needs a nonce of 16-128 characters", "auth")
-        expected = auth.client_proof(self.secret, nonce, client_nonce)
-        if not auth.verify(expected, msg.get("proof")):
+        answer = Auth.from_wire(reader.read_msg())
+        expected = auth.client_proof(self.secret, nonce, answer.nonce)
+        if not auth.verify(expected, answer.proof):
             # A short pause makes online guessing slow; it only blocks this connection.
             time.sleep(0.2)
             self.log(f"{peer}: authentication failed")
             self._send_error(conn, "auth-failed", "authentication failed: wrong shared secret")
-            return False
-        reply["_proof"] = auth.server_proof(self.secret, nonce, client_nonce)
-        return True
+            return None
+        return auth.server_proof(self.secret, nonce, answer.nonce)
 
     def _requests(self, conn: socket.socket, reader: LineReader, session: UdpSession) -> None:
         send_lock = threading.Lock()
@@ -467,7 +472,8 @@ class Server:
             left = ends - time.monotonic()
             if left <= 0:
                 limit = f"{self.limits.max_session_s:g} s"
-                send(error_msg("lifetime", f"connection open longer than {limit}; closing"))
+                why = f"connection open longer than {limit}; closing"
+                send(ErrorReply("lifetime", why).to_wire())
                 return
             conn.settimeout(min(self.limits.idle_timeout_s, left))
             try:
@@ -477,9 +483,10 @@ class Server:
                     continue  # said at the top of the loop
                 if reader.pending:
                     why = f"message incomplete after {self.limits.slow_client_timeout_s:g} s"
-                    send(error_msg("slow", f"{why}; closing"))
+                    send(ErrorReply("slow", f"{why}; closing").to_wire())
                 else:
-                    send(error_msg("idle", f"idle for {self.limits.idle_timeout_s:g} s; closing"))
+                    idle = f"idle for {self.limits.idle_timeout_s:g} s; closing"
+                    send(ErrorReply("idle", idle).to_wire())
                 return
             try:
                 msg = decode(line)
@@ -487,48 +494,43 @@ class Server:
                 if not self._dispatch(msg, send, session):
                     return
             except ProtocolError as exc:
-                send(error_msg(exc.code, str(exc)[:1000]))
+                send(ErrorReply(exc.code, str(exc)[:1000]).to_wire())
                 return
 
     def _dispatch(
         self, msg: dict[str, Any], send: Callable[[dict[str, object]], None], session: UdpSession
     ) -> bool:
         """Handle one request; False ends the conversation."""
-        kind: str = msg["type"]
-        if kind == "bye":
-            send({"type": "bye"})
+        kind = message_type(msg)
+        if kind == Bye.TYPE:
+            send(Bye().to_wire())
             return False
-        if kind == "ping":
-            send({"type": "pong", "id": _int(msg, "id", 0, 0, 2**53), "t_ns": time.time_ns()})
-        elif kind == "audit":
+        if kind == Ping.TYPE:
+            send(Pong(Ping.from_wire(msg).id, time.time_ns()).to_wire())
+        elif kind == AuditRequest.TYPE:
             client = session.peer_host.rsplit(":", 1)[0].strip("[]")
-            send({"type": "audit", "audit": host_audit(self.sysctl_root, client)})
-        elif kind == "probe_report":
-            send(self._probe_report(msg, session))
-        elif kind == "probe_train":
-            send(self._probe_train(msg, session))
-        elif kind.startswith("transfer"):
+            send(AuditReply(host_audit(self.sysctl_root, client)).to_wire())
+        elif kind == ProbeReportRequest.TYPE:
+            send(self._probe_report(ProbeReportRequest.from_wire(msg), session).to_wire())
+        elif kind == ProbeTrain.TYPE:
+            send(self._probe_train(msg, session).to_wire())
+        elif kind.startswith(TRANSFER_PREFIX):
             if self.transfer is None:
                 raise ProtocolError("this serve has no transfer engine", "unsupported")
             self.transfer.handle_request(msg, send)
-        elif kind in ("hello", "auth"):
+        elif kind in (ClientHello.TYPE, Auth.TYPE):
             raise ProtocolError(f"{kind} is only allowed at the start", "state")
         else:
             raise ProtocolError(f"unknown request type {kind[:40]!r}", "unknown-type")
         return True
 
     # -- probes ------------------------------------------------------------------------------
-    def _probe_report(self, msg: dict[str, Any], session: UdpSession) -> dict[str, Any]:
+    def _probe_report(self, ask: ProbeReportRequest, session: UdpSession) -> ProbeReport:
         """Arrival times of the client's upload trains. Waits (bounded) for the expected
         packets so the client need not guess how long the bottleneck queue takes to drain."""
-        ids = msg.get("trains")
-        if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_TRAINS_PER_SESSION:
-            raise ProtocolError(f"trains must be a list of 1-{MAX_TRAINS_PER_SESSION} ids")
-        if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise ProtocolError("train ids must be integers")
-        expect = _int(msg, "expect", 0, 0, MAX_TRAINS_PER_SESSION * MAX_ARRIVALS_PER_TRAIN)
-        wait_s = min(_int(msg, "wait_ms", 500, 0, 5000) / 1000.0, self.limits.max_duration_s)
-        quiet_s = _int(msg, "quiet_ms", 100, 1, 2000) / 1000.0
+        ids, expect = ask.trains, ask.expect
+        wait_s = min(ask.wait_ms / 1000.0, self.limits.max_duration_s)
+        quiet_s = ask.quiet_ms / 1000.0
         deadline = time.monotonic() + wait_s
 
         def count() -> int:
@@ -543,31 +545,23 @@ class Server:
                 if now >= deadline or now - last_change >= quiet_s:
                     break
                 session.cond.wait(timeout=min(0.02, deadline - now))
-            trains = {str(i): list(session.trains.pop(i, [])) for i in ids}
-        base = min((t for arr in trains.values() for _, t in arr), default=0)
-        return {
-            "type": "probe_report",
-            "base_ns": base,
-            "kernel_timestamps": self.kernel_timestamps,
-            # [seq, arrival ns since base]: relative times keep the line short.
-            "trains": {k: [[s, t - base] for s, t in arr] for k, arr in trains.items()},
-        }
+            trains = {i: tuple(session.trains.pop(i, [])) for i in ids}
+        return ProbeReport(trains, self.kernel_timestamps)
 
-    def _probe_train(self, msg: dict[str, Any], session: UdpSession) -> dict[str, Any]:
+    def _probe_train(self, msg: dict[str, Any], session: UdpSession) -> ProbeTrainDone:
         """Send a train to the client's registered UDP address (download direction)."""
         if session.address is None:
             raise ProtocolError(
                 "no UDP address registered for this session (UDP blocked?)", "no-udp"
             )
-        count = _int(msg, "count", 64, 1, MAX_TRAIN_PACKETS)
-        size = _int(msg, "size", 1472, udpwire.HEADER_LEN, udpwire.MAX_DATAGRAM)
-        rate_kbps = _int(msg, "rate_kbps", 0, 0, 100_000_000)  # 0: back to back
-        burst = _int(msg, "burst", 1, 1, 64)
-        train = _int(msg, "train", 0, 0, 2**32 - 1)
-        if count * size > self.limits.max_bytes:
-            raise ProtocolError(f"train of {count * size} bytes exceeds the serve limit", "limit")
+        ask = ProbeTrain.from_wire(msg)
+        size = ask.size
+        if ask.count * size > self.limits.max_bytes:
+            raise ProtocolError(
+                f"train of {ask.count * size} bytes exceeds the serve limit", "limit"
+            )
         wire = udpwire.wire_bytes(self.udp.family, size)
-        gap_ns = wire * 8 * 1e6 / rate_kbps if rate_kbps else 0.0
+        gap_ns = wire * 8 * 1e6 / ask.rate_kbps if ask.rate_kbps else 0.0
         deadline = time.monotonic() + self.limits.max_duration_s
         buf = bytearray(size)
         t0 = time.time_ns()
@@ -579,12 +573,12 @@ class Server:
             def stamp(batch: bytearray, offset: int, seq: int, now: int) -> None:
                 udpwire.HEADER.pack_into(
                     batch, offset, udpwire.MAGIC, udpwire.KIND_TRAIN_DOWN, session.token,
-                    train, seq, now, 0,
+                    ask.train, seq, now, 0,
                 )  # fmt: skip
 
-            sent = udpwire.send_train_batches(self.udp, count, size, stamp, session.address)
-        for seq in range(sent, count):
-            if gap_ns and seq % burst == 0:
+            sent = udpwire.send_train_batches(self.udp, ask.count, size, stamp, session.address)
+        for seq in range(sent, ask.count):
+            if gap_ns and seq % ask.burst == 0:
                 udpwire.wait_until_ns(round(p0 + seq * gap_ns))
             udpwire.HEADER.pack_into(
                 buf,
@@ -592,7 +586,7 @@ class Server:
                 udpwire.MAGIC,
                 udpwire.KIND_TRAIN_DOWN,
                 session.token,
-                train,
+                ask.train,
                 seq,
                 time.time_ns(),
                 0,
@@ -604,12 +598,7 @@ class Server:
                 break
             if time.monotonic() > deadline:
                 break
-        return {
-            "type": "probe_train_done",
-            "train": train,
-            "sent": sent,
-            "tx_span_ns": time.time_ns() - t0,
-        }
+        return ProbeTrainDone(ask.train, sent, time.time_ns() - t0)
 
     def _udp_loop(self) -> None:
         self.udp.settimeout(0.2)
@@ -680,21 +669,6 @@ def _load_transfer(limits: ServeLimits) -> TransferHandler | None:
         return None
     handler: TransferHandler = cls(limits)
     return handler
-
-
-def _negotiate(hello: dict[str, Any]) -> int | None:
-    offered = hello.get("versions")
-    if not isinstance(offered, list):
-        offered = [hello.get("version")]
-    common = [v for v in offered if isinstance(v, int) and v in SUPPORTED_VERSIONS]
-    return max(common) if common else None
-
-
-def _int(msg: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
-    value = msg.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ProtocolError(f"{key} must be an integer in {lo}..{hi}")
-    return value
 
 
 def _bind_pair(bind: str, port: int) -> tuple[socket.socket, socket.socket]:

@@ -11,13 +11,11 @@ left half open. Needs root (CAP_NET_RAW).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import struct
 
 from tcpwizard.exitcodes import PermissionRequired
-from tcpwizard.measure import udpwire
 from tcpwizard.measure.capacity import capprobe, peerless_estimate, send_pairs
 from tcpwizard.measure.model import CapacityEstimate
 from tcpwizard.measure.rtt import icmp_checksum
@@ -80,14 +78,9 @@ def syn_pairs(
     payload = bytes(mtu - ip_len - 20)
     wire = mtu
     base_port = 40000 + int.from_bytes(os.urandom(2), "big") % 20000
-    tx: dict[int, int] = {}
-    rx: dict[int, int] = {}
-    try:
+    with sock:
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, IPV6_CHECKSUM, 16)
-        udpwire.enable_rx_timestamps(sock)
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         pkts = [
             syn_packet(
                 family,
@@ -101,19 +94,15 @@ def syn_pairs(
             for k in range(2 * npairs)
         ]
         target = (dst, 0, *addr[2:])
-        send_pairs(
+        tx, rx = send_pairs(
             sock,
             pkts,
             target,
             npairs,
             spacing_s,
             timeout,
-            lambda: _collect(sock, family, dst, port, base_port, npairs, rx),
-            tx,
-            rx,
+            lambda data, src: _answer(data, src, family, dst, port, base_port, npairs),
         )
-    finally:
-        sock.close()
     pairs = capprobe(tx, rx, npairs, wire)
     if pairs is None:
         return None
@@ -125,26 +114,22 @@ def syn_pairs(
     )
 
 
-def _collect(
-    sock: socket.socket,
+def _answer(
+    data: bytes,
+    src: object,
     family: int,
     dst: str,
     port: int,
     base_port: int,
     npairs: int,
-    rx: dict[int, int],
-) -> None:
-    try:
-        data, addr, t, _k = udpwire.recv_stamped(sock, 65535)
-    except OSError:
-        return
-    if not isinstance(addr, tuple) or str(addr[0]) != dst:
-        return
+) -> int | None:
+    """The index of the SYN whose SYN-ACK or RST `data` is (None: anything else)."""
+    if not isinstance(src, tuple) or str(src[0]) != dst:
+        return None
     parsed = parse_answer(data, family)
     if parsed is None:
-        return
+        return None
     sport, dport, flags = parsed
     k = dport - base_port
     answer = (flags & (TCP_SYN | TCP_ACK)) == (TCP_SYN | TCP_ACK) or flags & TCP_RST
-    if sport == port and 0 <= k < 2 * npairs and answer:
-        rx.setdefault(k, t)
+    return k if sport == port and 0 <= k < 2 * npairs and answer else None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
-from tcpwizard.measure import buffers, engine
+from tcpwizard.measure import buffers, engine, spec
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import (
     Direction,
@@ -28,22 +28,27 @@ from tcpwizard.measure.model import (
 from tcpwizard.measure.protocol import PeerUnavailable, ProtocolError
 from tcpwizard.measure.steady import SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control
-from tcpwizard.measure.wire import TransferReady, TransferRunning, TransferStart
+from tcpwizard.measure.wire import (
+    TransferReady,
+    TransferResultReply,
+    TransferRunning,
+    TransferStart,
+)
+from tcpwizard.measure.wire_fields import message_type
+from tcpwizard.measure.wire_session import ErrorReply
 
-DEFAULT_MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")
-DEFAULT_DURATION = 3.0
 ATTACH_MARGIN = 12.0  # serve waits 10 s for attaches; a little more before we give up
 
 
 @dataclass(frozen=True)
 class TransferOptions:
-    modes: tuple[Mode, ...] = DEFAULT_MODES
+    modes: tuple[Mode, ...] = spec.DEFAULT_MODES
     streams: int = 1
     direction: Literal["up", "down", "both"] = "up"
     # With direction "both": the modes for the way back (None: the same modes). `check` uses
     # autotune alone there, enough to find a limit that only shows in that direction.
     reverse_modes: tuple[Mode, ...] | None = None
-    duration_s: float | None = DEFAULT_DURATION
+    duration_s: float | None = spec.FIXED_DURATION_S
     nbytes: int | None = None
     static_request: int | None = None  # SO_*BUF argument for `static` (see static_request)
     force: bool = False  # root what-if: SO_RCVBUFFORCE/SO_SNDBUFFORCE
@@ -102,6 +107,19 @@ class Progress:
 
 
 ProgressFn = Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
+class TransferHooks:
+    """What a far end's transfers report their progress to, stop on, and read this host's
+    buffer limits from."""
+
+    progress: ProgressFn | None = None
+    sysctl_root: str = "/proc/sys"
+    cancel: threading.Event | None = None
+
+
+NO_HOOKS = TransferHooks()
 
 
 def run_transfer(
@@ -274,7 +292,7 @@ def _run_local(
     # The longest the far end can legitimately take: the transfer, its drain, the stall.
     wait = (duration or 0.0) + engine.MAX_DRAIN_S + 3 * options.stall_timeout_s + 10.0
     if duration is None:
-        wait += 300.0  # byte-limited: serve's max_duration bounds it on that side
+        wait += spec.BYTE_LIMITED_MAX_S  # serve's max_duration bounds it on that side
 
     def collect() -> None:
         try:
@@ -306,7 +324,9 @@ def _run_local(
             plan=plan,
             sample_interval=options.sample_interval_s,
             stall_timeout=options.stall_timeout_s,
-            max_seconds=(duration or 300.0) + engine.MAX_DRAIN_S + options.stall_timeout_s,
+            max_seconds=(duration or spec.BYTE_LIMITED_MAX_S)
+            + engine.MAX_DRAIN_S
+            + options.stall_timeout_s,
             stop=stop,
             on_sample=on_sample,
         )
@@ -316,14 +336,15 @@ def _run_local(
     msg = peer_box.get("msg")
     control_ok = False
     if isinstance(msg, dict):
-        if msg.get("type") == "transfer_result":
+        error = ErrorReply.of(msg)
+        if message_type(msg) == TransferResultReply.TYPE:
             control_ok = True
             try:
-                peer = engine.SideReport.from_json(msg.get("report"))
-            except ValueError as exc:
-                err = f"serve sent a bad report: {exc}"
-        elif msg.get("type") == "error":
-            err = f"serve: {msg.get('message', 'error')}"
+                peer = TransferResultReply.from_wire(msg).report
+            except ProtocolError as exc:
+                err = str(exc)
+        elif error is not None:
+            err = f"serve: {error.message}"
     elif err is None:
         err = "serve did not report the transfer in time"
     if err is not None and local.error is not None and "serve" not in local.error:

@@ -1,17 +1,13 @@
 """The serve end of test transfers (docs/transfer.md, docs/protocol.md).
 
-One request on the control connection runs one transfer:
+One request on the control connection runs one transfer (the messages: measure/wire.py):
 
-  client -> {"type":"transfer_start", "mode", "direction":"up"|"down", "streams":1-8,
-             "duration_s":float|null, "bytes":int|null, "static_request":int|null,
-             "force":bool, "sample_interval_s":float, "stall_timeout_s":float,
-             "until_steady":bool (optional)}
-  serve  -> {"type":"transfer_ready", "session", "limits":{rmem_max,...},
-             "congestion_control", "max_duration_s", "max_bytes"}
+  client -> transfer_start (mode, direction, streams, length, sampling)
+  serve  -> transfer_ready (the session token, serve's buffer limits and length limits)
   client opens `streams` attach connections role "data" (and as many role "drs" for DRS)
-  serve  -> {"type":"transfer_running", "role":"sender"|"receiver"}
+  serve  -> transfer_running (serve's role: sender or receiver)
   ... data flows; "up" means client -> serve (serve receives) ...
-  serve  -> {"type":"transfer_result", "report":{...SideReport...}}
+  serve  -> transfer_result (serve's SideReport)
 
 Bad requests raise ProtocolError (serve answers with an error line and closes). A client
 that never attaches, or vanishes mid-transfer, costs at most the stall timeout.
@@ -29,11 +25,20 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tcpwizard.measure import buffers, engine, wire
-from tcpwizard.measure.protocol import ProtocolError, encode, error_msg
+from tcpwizard.measure.protocol import ProtocolError, encode
 from tcpwizard.measure.serve_limits import ServeLimits
 from tcpwizard.measure.steady import SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control
-from tcpwizard.measure.wire import MAX_STALL_S, TransferReady, TransferRunning, TransferStart
+from tcpwizard.measure.wire import (
+    MAX_STALL_S,
+    Attach,
+    TransferReady,
+    TransferResultReply,
+    TransferRunning,
+    TransferStart,
+)
+from tcpwizard.measure.wire_fields import message_type
+from tcpwizard.measure.wire_session import ErrorReply
 
 ATTACH_TIMEOUT = 10.0  # from transfer_ready until every stream has attached
 MAX_STALL = MAX_STALL_S
@@ -74,10 +79,10 @@ class TransferService:
     def handle_request(
         self, request: dict[str, object], send: Callable[[dict[str, object]], None]
     ) -> None:
-        kind = request.get("type")
-        if kind != "transfer_start":
-            raise ProtocolError(f"unknown transfer request {str(kind)[:40]!r}", "unknown-type")
-        start = TransferStart.from_wire(dict(request))
+        kind = message_type(request)
+        if kind != TransferStart.TYPE:
+            raise ProtocolError(f"unknown transfer request {kind[:40]!r}", "unknown-type")
+        start = TransferStart.from_wire(request)
         mode, direction, streams = start.mode, start.direction, start.streams
         duration, nbytes, static = start.duration_s, start.bytes, start.static_request
         force, until_steady = start.force, start.until_steady
@@ -146,7 +151,7 @@ class TransferService:
                     # The sender may drain for MAX_DRAIN_S after the duration.
                     max_seconds=self.limits.max_duration_s + engine.MAX_DRAIN_S + stall,
                 )
-            send({"type": "transfer_result", "report": report.to_json()})
+            send(TransferResultReply(report).to_wire())
         finally:
             self._end_session(session)
 
@@ -186,7 +191,7 @@ class TransferService:
         except ProtocolError as exc:
             with contextlib.suppress(OSError):
                 sock.settimeout(1.0)
-                sock.sendall(encode(error_msg(exc.code, str(exc))))
+                sock.sendall(encode(ErrorReply(exc.code, str(exc)).to_wire()))
             sock.close()
             return
         # The control thread owns the transfer; this thread only keeps the socket's
@@ -202,19 +207,14 @@ class TransferService:
     def _register(
         self, header: dict[str, object], sock: socket.socket
     ) -> tuple[_Session, tuple[list[socket.socket | None], int]]:
-        token = header.get("session")
-        role = header.get("role")
-        stream = header.get("stream", 0)
-        if not isinstance(token, str):
-            raise ProtocolError("attach: missing session")
+        attach = Attach.from_wire(header)
+        stream = attach.stream
         with self._lock:
-            session = self._sessions.get(token)
+            session = self._sessions.get(attach.session)
         if session is None:
             raise ProtocolError("attach: unknown or finished session", "unknown-session")
-        if role not in ("data", "drs"):
-            raise ProtocolError("attach: role must be 'data' or 'drs'")
-        slots = session.data if role == "data" else session.drs_socks
-        if not isinstance(stream, int) or isinstance(stream, bool) or not 0 <= stream < len(slots):
+        slots = session.data if attach.role == "data" else session.drs_socks
+        if stream >= len(slots):
             raise ProtocolError("attach: stream number out of range")
         with session.cond:
             if session.closed:

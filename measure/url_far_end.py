@@ -23,15 +23,21 @@ from dataclasses import dataclass
 
 from tcpwizard import __version__
 from tcpwizard.exitcodes import Unavailable
-from tcpwizard.measure import buffers, engine
-from tcpwizard.measure.far_end import Abilities, FarEndKind, Unaudited
+from tcpwizard.measure import buffers, engine, spec
+from tcpwizard.measure.far_end import Abilities, FarEndKind, Unaudited, port_probe
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, ReceiverView, TransferResult
 from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.probe import probe
 from tcpwizard.measure.protocol import PeerUnavailable
 from tcpwizard.measure.tcpinfo import read_tcp_info
-from tcpwizard.measure.transfer import Progress, ProgressFn, TransferOptions, merge
+from tcpwizard.measure.transfer import (
+    NO_HOOKS,
+    Progress,
+    ProgressFn,
+    TransferHooks,
+    TransferOptions,
+    merge,
+)
 
 URL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
 MAX_REDIRECTS = 5
@@ -368,7 +374,7 @@ def download_mode(
             plan=plan,
             sample_interval=options.sample_interval_s,
             stall_timeout=options.stall_timeout_s,
-            max_seconds=(duration or 300.0) + options.stall_timeout_s,
+            max_seconds=(duration or spec.BYTE_LIMITED_MAX_S) + options.stall_timeout_s,
             stop=stop,
             on_sample=on_sample,
         )
@@ -440,29 +446,27 @@ class UrlFar(Unaudited):
         return f"web server at {self.url.text} ({'HTTPS' if self.url.tls else 'HTTP'})"
 
     def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
-        return probe(
-            self.address, tcp_port=self.port, budget_s=budget_s, progress=progress, serve=False
-        )
+        return port_probe(self.address, self.port, budget_s, progress)
 
-    def transfer(
-        self,
-        options: TransferOptions,
-        progress: ProgressFn | None = None,
-        sysctl_root: str = "/proc/sys",
-        cancel: threading.Event | None = None,
-    ) -> TransferResult:
+    def transfer(self, options: TransferOptions, hooks: TransferHooks = NO_HOOKS) -> TransferResult:
         if "down" not in options.directions():
             raise PeerUnavailable("a web server only sends: check URL measures downloads")
         results: list[ModeResult] = []
         for mode in options.modes_for("down"):
-            if cancel is not None and cancel.is_set():
+            if hooks.cancel is not None and hooks.cancel.is_set():
                 break
             result, hs = download_mode(
-                self.url, self.address, mode, options, progress, sysctl_root, cancel
+                self.url,
+                self.address,
+                mode,
+                options,
+                hooks.progress,
+                hooks.sysctl_root,
+                hooks.cancel,
             )
             self._handshake = self._handshake or hs
             results.append(result)
-        return TransferResult(tuple(results), "down", 1, "", _local_cc(sysctl_root))
+        return TransferResult(tuple(results), "down", 1, "", _local_cc(hooks.sysctl_root))
 
     def missing(self) -> tuple[str, ...]:
         return (

@@ -1,38 +1,27 @@
-"""The transfer messages of serve's control protocol (docs/protocol.md) as typed, frozen
-dataclasses with one `to_wire` and one `from_wire` each: the client builds them, serve
-parses and range-checks them here, and nothing else spells a field name."""
+"""The transfer messages of serve's control protocol (docs/protocol.md), and the first line
+of the attach connections that carry a transfer's streams, as typed, frozen dataclasses
+with one `to_wire` and one `from_wire` each: the client builds them, serve parses and
+range-checks them here, and nothing else spells a field name."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from tcpwizard.measure import spec
+from tcpwizard.measure import engine, spec
 from tcpwizard.measure.model import Direction, Mode
 from tcpwizard.measure.protocol import ProtocolError
+from tcpwizard.measure.wire_fields import opt_float, opt_int, typed_field
 
 MAX_SOCKET_BUFFER = (1 << 31) - 1  # SO_RCVBUF/SO_SNDBUF take a C int
 MIN_STALL_S, MAX_STALL_S = 1.0, 30.0
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.02, 0.25
 DEFAULT_INTERVAL_S = 0.1
 DEFAULT_STALL_S = 5.0
-
-
-def _field(msg: dict[str, Any], where: str, key: str, kind: type, required: bool = True) -> Any:
-    val = msg.get(key)
-    if val is None and not required:
-        return None
-    # bool is an int in Python; a JSON true must not pass for a count.
-    if kind in (int, float) and isinstance(val, bool):
-        raise ProtocolError(f"{where}: {key!r} must be a number")
-    if kind is float and isinstance(val, int):
-        val = float(val)
-    if not isinstance(val, kind):
-        raise ProtocolError(f"{where}: {key!r} must be {kind.__name__}")
-    if isinstance(val, float) and not math.isfinite(val):
-        raise ProtocolError(f"{where}: {key!r} must be finite")
-    return val
+# Every type of the transfer conversation starts with this: serve hands them all to its
+# transfer engine.
+TRANSFER_PREFIX = "transfer"
 
 
 @dataclass(frozen=True)
@@ -68,35 +57,35 @@ class TransferStart:
         }
 
     @classmethod
-    def from_wire(cls, msg: dict[str, Any]) -> TransferStart:
+    def from_wire(cls, msg: Mapping[str, Any]) -> TransferStart:
         """Parse and range-check; ProtocolError (a `bad-request` reply) for anything else.
         The sampling and stall times are clamped to what serve allows."""
         w = cls.TYPE
-        mode = _field(msg, w, "mode", str)
+        mode = typed_field(msg, w, "mode", str)
         if mode not in spec.MODES:
             raise ProtocolError(f"{w}: unknown mode {mode[:40]!r}")
-        direction = _field(msg, w, "direction", str)
+        direction = typed_field(msg, w, "direction", str)
         if direction not in ("up", "down"):
             raise ProtocolError(f"{w}: direction must be 'up' or 'down'")
-        streams = _field(msg, w, "streams", int)
+        streams = typed_field(msg, w, "streams", int)
         if not spec.MIN_STREAMS <= streams <= spec.MAX_STREAMS:
             raise ProtocolError(f"{w}: streams must be {spec.MIN_STREAMS}-{spec.MAX_STREAMS}")
-        duration = _field(msg, w, "duration_s", float, required=False)
-        nbytes = _field(msg, w, "bytes", int, required=False)
+        duration = typed_field(msg, w, "duration_s", float, required=False)
+        nbytes = typed_field(msg, w, "bytes", int, required=False)
         if (duration is None) == (nbytes is None):
             raise ProtocolError(f"{w}: give exactly one of duration_s and bytes")
         if duration is not None and duration <= 0:
             raise ProtocolError(f"{w}: duration_s must be positive")
         if nbytes is not None and nbytes <= 0:
             raise ProtocolError(f"{w}: bytes must be positive")
-        static = _field(msg, w, "static_request", int, required=False)
+        static = typed_field(msg, w, "static_request", int, required=False)
         if static is not None and not 1 <= static <= MAX_SOCKET_BUFFER:
             # setsockopt takes a C int: a larger request would fail inside the engine.
             raise ProtocolError(
                 f"{w}: static_request must be 1-{MAX_SOCKET_BUFFER} bytes, not {static}"
             )
-        interval = _field(msg, w, "sample_interval_s", float, required=False)
-        stall = _field(msg, w, "stall_timeout_s", float, required=False)
+        interval = typed_field(msg, w, "sample_interval_s", float, required=False)
+        stall = typed_field(msg, w, "stall_timeout_s", float, required=False)
         return cls(
             mode=cast(Mode, mode),
             direction=cast(Direction, direction),
@@ -107,17 +96,8 @@ class TransferStart:
             force=bool(msg.get("force", False)),
             sample_interval_s=min(MAX_INTERVAL_S, max(MIN_INTERVAL_S, interval or 0.1)),
             stall_timeout_s=min(MAX_STALL_S, max(MIN_STALL_S, stall or DEFAULT_STALL_S)),
-            until_steady=_field(msg, w, "until_steady", bool, required=False) or False,
+            until_steady=typed_field(msg, w, "until_steady", bool, required=False) or False,
         )
-
-
-def _opt_float(v: object) -> float | None:
-    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-    return float(v) if ok else None  # type: ignore[arg-type]
-
-
-def _opt_int(v: object) -> int | None:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 @dataclass(frozen=True)
@@ -148,17 +128,17 @@ class TransferReady:
         }
 
     @classmethod
-    def from_wire(cls, msg: dict[str, Any]) -> TransferReady:
+    def from_wire(cls, msg: Mapping[str, Any]) -> TransferReady:
         if msg.get("type") != cls.TYPE:
             raise ProtocolError(f"serve: expected {cls.TYPE}, got {str(msg.get('type'))[:40]!r}")
         limits = msg.get("limits")
         return cls(
             session=str(msg.get("session", "")),
             congestion_control=str(msg.get("congestion_control", "")),
-            duration_s=_opt_float(msg.get("duration_s")),
-            bytes=_opt_int(msg.get("bytes")),
-            max_duration_s=_opt_float(msg.get("max_duration_s")),
-            max_bytes=_opt_int(msg.get("max_bytes")),
+            duration_s=opt_float(msg.get("duration_s")),
+            bytes=opt_int(msg.get("bytes")),
+            max_duration_s=opt_float(msg.get("max_duration_s")),
+            max_bytes=opt_int(msg.get("max_bytes")),
             limits=limits if isinstance(limits, dict) else None,
         )
 
@@ -175,8 +155,65 @@ class TransferRunning:
         return {"type": self.TYPE, "role": self.role}
 
     @classmethod
-    def from_wire(cls, msg: dict[str, Any]) -> TransferRunning:
+    def from_wire(cls, msg: Mapping[str, Any]) -> TransferRunning:
         if msg.get("type") != cls.TYPE or msg.get("role") not in ("sender", "receiver"):
             what = msg.get("message", msg.get("type"))
             raise ProtocolError(f"serve: {what}", str(msg.get("code", "state")))
         return cls(cast(Literal["sender", "receiver"], msg["role"]))
+
+
+@dataclass(frozen=True)
+class TransferResultReply:
+    """serve -> client: serve's side of the transfer, once it has ended."""
+
+    report: engine.SideReport
+
+    TYPE = "transfer_result"
+
+    def to_wire(self) -> dict[str, object]:
+        return {"type": self.TYPE, "report": self.report.to_json()}
+
+    @classmethod
+    def from_wire(cls, msg: Mapping[str, Any]) -> TransferResultReply:
+        """ProtocolError `malformed` for a report the engine cannot read."""
+        try:
+            return cls(engine.SideReport.from_json(msg.get("report")))
+        except ValueError as exc:
+            raise ProtocolError(f"serve sent a bad report: {exc}", "malformed") from None
+
+
+AttachRole = Literal["data", "drs"]
+
+
+@dataclass(frozen=True)
+class Attach:
+    """client -> serve, the first line of an attach connection: the stream of a transfer
+    session (the token from transfer_ready) this connection carries. Whether the session
+    and the stream exist is serve's state, checked by the transfer engine."""
+
+    session: str
+    role: AttachRole
+    stream: int = 0
+
+    TYPE = "attach"
+
+    def to_wire(self) -> dict[str, object]:
+        return {
+            "type": self.TYPE,
+            "session": self.session,
+            "role": self.role,
+            "stream": self.stream,
+        }
+
+    @classmethod
+    def from_wire(cls, msg: Mapping[str, Any]) -> Attach:
+        token = msg.get("session")
+        if not isinstance(token, str):
+            raise ProtocolError("attach: missing session")
+        role = msg.get("role")
+        if role not in ("data", "drs"):
+            raise ProtocolError("attach: role must be 'data' or 'drs'")
+        stream = msg.get("stream", 0)
+        if not isinstance(stream, int) or isinstance(stream, bool) or stream < 0:
+            raise ProtocolError("attach: stream number out of range")
+        return cls(token, cast(AttachRole, role), stream)

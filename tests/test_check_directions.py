@@ -4,8 +4,9 @@ autotune back), exactly what was asked otherwise; `transfer` stays one-way."""
 from __future__ import annotations
 
 from tcpwizard.cli import build_parser
+from tcpwizard.measure.spec import DEFAULT_MODES, QUICK_MODES, REVERSE_MODES
 from tcpwizard.measure.transfer import TransferOptions
-from tcpwizard.run import DEFAULT_MODES, QUICK_MODES, REVERSE_MODES, CheckRequest
+from tcpwizard.run import CheckRequest
 from tcpwizard.run import _transfer_options as transfer_options
 
 

@@ -346,7 +346,7 @@ def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument(
         "--budget",
         type=argtypes.duration("s"),
-        default="3s",
+        default=f"{spec.PROBE_BUDGET_S:g}s",
         help="time budget for the whole characterization",
     )
     _add_output_flags(p)

@@ -23,6 +23,7 @@ from tcpwizard.checks.model import BdpTarget, Finding, Fix, HostAudit, HostRole
 from tcpwizard.checks.window import recommended_buffer
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, Unavailable
+from tcpwizard.measure import spec
 from tcpwizard.measure.engine import MAX_STREAMS
 from tcpwizard.measure.far_end import (
     IPERF3_PORT,
@@ -39,31 +40,12 @@ from tcpwizard.measure.iperf3 import Iperf3Error
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
 from tcpwizard.measure.transfer import Progress as TransferProgress
-from tcpwizard.measure.transfer import TransferOptions, static_request
+from tcpwizard.measure.transfer import TransferHooks, TransferOptions, static_request
 from tcpwizard.measure.url_far_end import UrlFar
 from tcpwizard.report import FarEndInfo, Report, TargetInfo, exit_code_for
 
 Stage = Literal["audit", "peer", "probe", "transfer", "diagnose", "done"]
 Direction = Literal["up", "down", "both"]
-
-# The modes that answer "why slow, how fast could it be" fastest: what a stock application
-# gets (untuned 64 KB), what an autotuning one gets, and a tuned one (DRS) for the gap.
-DEFAULT_MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")
-# --quick measures only what applications get; a tuned mode needs a few seconds on a long
-# path to mean anything, so the quick gap is predicted from the window law instead.
-QUICK_MODES: tuple[Mode, ...] = ("autotune",)
-# Without --duration/--bytes each transfer ends once its rate is steady (measure/steady.py);
-# these are the caps, reached only by a path still ramping up.
-DEFAULT_DURATION_S = 5.0
-QUICK_DURATION_S = 1.5
-# A far end other than serve (iperf3) cannot end its transfers early: the fixed length.
-FIXED_DURATION_S = 3.0
-# Without --direction, check measures both ways: every mode from here to the far end, and
-# autotune back, which is enough to catch a limit only the way back has (this host's
-# receive window, the far end's send buffer) for a few seconds more.
-REVERSE_MODES: tuple[Mode, ...] = ("autotune",)
-PROBE_BUDGET_S = 3.0
-QUICK_PROBE_BUDGET_S = 1.0
 
 
 class Cancelled(TcpWizardError):
@@ -76,11 +58,11 @@ class CheckRequest:
     port: int = SERVE_PORT
     secret: bytes | None = None
     tcp_port: int | None = None
-    modes: tuple[Mode, ...] | None = None  # None: chosen for the question (see DEFAULT_MODES)
+    modes: tuple[Mode, ...] | None = None  # None: chosen for the question (_default_modes)
     streams: int = 1
     duration_s: float | None = None
     nbytes: int | None = None
-    direction: Direction | None = None  # None: both ways, see REVERSE_MODES
+    direction: Direction | None = None  # None: both ways, see spec.REVERSE_MODES
     quick: bool = False
     force_buffers: bool = False
     bdp_hint: BdpTarget | None = None  # --rtt/--bandwidth: used until the path is measured
@@ -142,9 +124,9 @@ def _default_modes(
     mode, chosen from what the far end can take part in. The mode an ordinary application
     gets comes first (a one-off iperf3 server answers only the first test)."""
     if req.quick:
-        return QUICK_MODES, None if req.direction else REVERSE_MODES
-    up: tuple[Mode, ...] = DEFAULT_MODES
-    back: tuple[Mode, ...] = REVERSE_MODES
+        return spec.QUICK_MODES, None if req.direction else spec.REVERSE_MODES
+    up: tuple[Mode, ...] = spec.DEFAULT_MODES
+    back: tuple[Mode, ...] = spec.REVERSE_MODES
     if far is not None and not far.abilities.drs_channel:
         # Without serve's receiver DRS cannot size the far end's window: a static 2 x BDP
         # (iperf3 -w) is the tuned upload; downloads size our own receiver.
@@ -165,9 +147,9 @@ def _transfer_options(
     steady = duration is None and req.nbytes is None
     if steady and far is not None and not far.abilities.steady_end:
         steady = False  # this far end cannot end a transfer early
-        duration = QUICK_DURATION_S if req.quick else FIXED_DURATION_S
+        duration = spec.QUICK_DURATION_S if req.quick else spec.FIXED_DURATION_S
     if steady:
-        duration = QUICK_DURATION_S if req.quick else DEFAULT_DURATION_S
+        duration = spec.QUICK_DURATION_S if req.quick else spec.STEADY_CAP_S
     return TransferOptions(
         modes=modes,
         streams=req.streams,
@@ -274,7 +256,7 @@ def _stage_peer(run: _Run, stage: StageFn) -> None:
 
 def _stage_probe(run: _Run, stage: StageFn, emit: EventFn) -> None:
     stage("probe", "measuring RTT and bottleneck capacity")
-    budget = QUICK_PROBE_BUDGET_S if run.req.quick else PROBE_BUDGET_S
+    budget = spec.QUICK_PROBE_BUDGET_S if run.req.quick else spec.PROBE_BUDGET_S
     try:
         run.path = run.far.probe(budget, progress=lambda m: emit(Event("probe", m)))
     except AuthFailed:
@@ -331,12 +313,12 @@ def _stage_transfer(
     options = _transfer_options(run.req, run.target, run.far)
 
     def go(opts: TransferOptions) -> TransferResult:
-        return run.far.transfer(
-            opts,
+        hooks = TransferHooks(
             progress=lambda p: emit(Event("transfer", p.mode, transfer=p)),
             sysctl_root=run.ctx.sysctl_root,
             cancel=cancel,
         )
+        return run.far.transfer(opts, hooks)
 
     try:
         if _size_from_transfers(run, options):

@@ -14,7 +14,7 @@ from tcpwizard.commands._path_hint import bdp_from_args
 from tcpwizard.commands._plot import plot_capture, plotting
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.commands.fix import apply_fixes
-from tcpwizard.commands.transfer import parse_modes
+from tcpwizard.commands.transfer import parse_modes, parse_transfer_duration
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, UsageError
 from tcpwizard.measure import spec
@@ -35,9 +35,7 @@ def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
     secret = secret_from_args(args.secret_file, ctx)
     if args.force_buffers and not ctx.is_root:
         raise PermissionRequired("--force-buffers needs root (SO_RCVBUFFORCE/SO_SNDBUFFORCE)")
-    duration = parse_duration(args.duration, default_unit="s") if args.duration else None
-    if duration is not None and not 0.2 <= duration <= 60:
-        raise UsageError("--duration must be between 0.2s and 60s")
+    duration = parse_transfer_duration(args.duration) if args.duration else None
     nbytes = parse_size(args.nbytes) if args.nbytes else None
     if nbytes is not None and nbytes <= 0:
         raise UsageError("--bytes must be positive")
@@ -211,7 +209,12 @@ def _try_streams(report: Report, args: argparse.Namespace, ctx: Context) -> Repo
     single = next((m for m in modes if m.mode == "autotune" and m.direction == direction), None)
     if args.format == "text":
         ctx.progress(f"--try-streams: {n} streams {direction}")
-    opts = TransferOptions(modes=("autotune",), streams=n, direction=direction, duration_s=5.0)
+    opts = TransferOptions(
+        modes=("autotune",),
+        streams=n,
+        direction=direction,
+        duration_s=spec.TRY_STREAMS_DURATION_S,
+    )
     try:
         got = run_transfer(args.host, args.port or SERVE_PORT, opts,
                            secret=secret_from_args(args.secret_file, ctx))  # fmt: skip

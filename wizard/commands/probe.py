@@ -10,6 +10,7 @@ from tcpwizard.checks.audit import audit
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import UsageError
+from tcpwizard.measure import spec
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate
 from tcpwizard.measure.probe import probe
 from tcpwizard.output.json_format import report_json
@@ -20,8 +21,11 @@ from tcpwizard.units import format_bytes, parse_duration
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     budget = parse_duration(args.budget, default_unit="s")
-    if not 0.5 <= budget <= 60:
-        raise UsageError("--budget must be between 0.5s and 60s")
+    if not spec.MIN_PROBE_BUDGET_S <= budget <= spec.MAX_PROBE_BUDGET_S:
+        raise UsageError(
+            f"--budget must be between {spec.MIN_PROBE_BUDGET_S:g}s "
+            f"and {spec.MAX_PROBE_BUDGET_S:g}s"
+        )
     if args.format not in ("text", "json"):
         raise UsageError(f"probe supports --format text or json, not {args.format}")
     secret = secret_from_args(args.secret_file, ctx)

@@ -14,23 +14,15 @@ from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
 from tcpwizard.measure import spec
 from tcpwizard.measure.model import Mode, ModeResult, TransferResult
-from tcpwizard.measure.transfer import (
-    DEFAULT_DURATION,
-    DEFAULT_MODES,
-    TransferOptions,
-    run_transfer,
-    static_request,
-)
+from tcpwizard.measure.transfer import TransferOptions, run_transfer, static_request
 from tcpwizard.output.measure_json import transfer_json
 from tcpwizard.report import SCHEMA_VERSION
 from tcpwizard.units import format_bytes, parse_duration, parse_rate, parse_size
 
-MAX_DURATION = 60.0
-
 
 def parse_modes(text: str | None) -> tuple[Mode, ...]:
     if not text:
-        return DEFAULT_MODES
+        return spec.DEFAULT_MODES
     known: tuple[str, ...] = get_args(Mode)
     modes: list[Mode] = []
     for part in text.split(","):
@@ -44,12 +36,22 @@ def parse_modes(text: str | None) -> tuple[Mode, ...]:
     return tuple(modes)
 
 
+def parse_transfer_duration(text: str) -> float:
+    """--duration of `transfer` and `check`, in seconds (the unit if none is given)."""
+    duration = parse_duration(text, default_unit="s")
+    if not spec.MIN_DURATION_S <= duration <= spec.MAX_DURATION_S:
+        raise UsageError(
+            f"--duration must be between {spec.MIN_DURATION_S:g}s and {spec.MAX_DURATION_S:g}s"
+        )
+    return duration
+
+
 def options_from_args(args: argparse.Namespace, ctx: Context) -> TransferOptions:
     """TransferOptions from the transfer flags (shared with `check`)."""
     modes = parse_modes(args.modes)
     if not spec.MIN_STREAMS <= args.streams <= spec.MAX_STREAMS:
         raise UsageError(f"--streams must be between {spec.MIN_STREAMS} and {spec.MAX_STREAMS}")
-    duration: float | None = DEFAULT_DURATION
+    duration: float | None = spec.FIXED_DURATION_S
     nbytes: int | None = None
     if args.nbytes:
         nbytes = parse_size(args.nbytes)
@@ -57,9 +59,7 @@ def options_from_args(args: argparse.Namespace, ctx: Context) -> TransferOptions
             raise UsageError("--bytes must be positive")
         duration = None
     elif args.duration:
-        duration = parse_duration(args.duration, default_unit="s")
-        if not 0.2 <= duration <= MAX_DURATION:
-            raise UsageError(f"--duration must be between 0.2s and {MAX_DURATION:g}s")
+        duration = parse_transfer_duration(args.duration)
     if args.force_buffers and not ctx.is_root:
         raise PermissionRequired("--force-buffers needs root (SO_RCVBUFFORCE/SO_SNDBUFFORCE)")
     static: int | None = None
@@ -83,7 +83,9 @@ def _static_from_probe(args: argparse.Namespace, secret: bytes | None, ctx: Cont
     from tcpwizard.measure.probe import probe
 
     ctx.progress("measuring the path for the static (2 x BDP) buffer ...")
-    est = probe(args.host, args.port, secret=secret, budget_s=2.0, download=False)
+    est = probe(
+        args.host, args.port, secret=secret, budget_s=spec.STATIC_PROBE_BUDGET_S, download=False
+    )
     if est.bdp_bytes is None:
         return None
     return max(64 * 1024, est.bdp_bytes)

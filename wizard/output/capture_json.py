@@ -1,11 +1,10 @@
 """`check --pcap FILE --json`: the document and its JSON Schema, built from the frozen
-CaptureReport. `python -m tcpwizard.output.capture_json docs/capture.schema.json` writes the
-committed schema; a test fails when it is stale."""
+CaptureReport. `make schema` writes the committed schema (docs/capture.schema.json); a test
+fails when it is stale."""
 
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any, TextIO
 
 from tcpwizard import TOOL_NAME, __version__
@@ -26,7 +25,6 @@ from tcpwizard.output.schema import (
     _obj,
     document,
     text_of,
-    write_main,
 )
 
 CAPTURE_SCHEMA_VERSION = 1
@@ -211,11 +209,3 @@ def capture_schema() -> Schema:
 
 def schema_text() -> str:
     return text_of(capture_schema())
-
-
-def main(argv: list[str]) -> int:
-    return write_main(argv, "capture_json", schema_text())
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -1,11 +1,10 @@
 """`tcpwizard conns --json`: the document and its JSON Schema (draft 2020-12), built here
-from the frozen ConnsReport. `python -m tcpwizard.output.conns_json docs/conns.schema.json`
-writes the committed schema; a test fails when it is stale."""
+from the frozen ConnsReport. `make schema` writes the committed schema
+(docs/conns.schema.json); a test fails when it is stale."""
 
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any, TextIO
 
 from tcpwizard import TOOL_NAME, __version__
@@ -24,7 +23,6 @@ from tcpwizard.output.schema import (
     _obj,
     document,
     text_of,
-    write_main,
 )
 
 CONNS_SCHEMA_VERSION = 1
@@ -201,11 +199,3 @@ def conns_schema() -> Schema:
 
 def schema_text() -> str:
     return text_of(conns_schema())
-
-
-def main(argv: list[str]) -> int:
-    return write_main(argv, "conns_json", schema_text())
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

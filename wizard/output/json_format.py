@@ -3,8 +3,9 @@ dataclasses (never from loose dicts), validated by docs/report.schema.json."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.advice.model import Verdict
@@ -14,26 +15,26 @@ from tcpwizard.checks.model import (
     Fix,
     HostAudit,
     InterfaceInfo,
-    ThroughputCeiling,
 )
 from tcpwizard.measure.model import PathEstimate, TransferResult
 from tcpwizard.output import measure_json
 from tcpwizard.report import SCHEMA_VERSION, Report
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 Json = dict[str, Any]
 
 
+def fields_json(obj: DataclassInstance, leave_out: tuple[str, ...] = ()) -> Json:
+    """A dataclass of plain values whose JSON is its fields, by their names and in their
+    order; `leave_out` names the fields that are not part of the contract."""
+    fields = dataclasses.fields(obj)
+    return {f.name: getattr(obj, f.name) for f in fields if f.name not in leave_out}
+
+
 def fix_json(fix: Fix) -> Json:
-    return {
-        "id": fix.id,
-        "kind": fix.kind,
-        "host": fix.host,
-        "key": fix.key,
-        "value": fix.value,
-        "command": fix.command,
-        "why": fix.why,
-        "guideline": fix.guideline,
-    }
+    return fields_json(fix, leave_out=("answers",))  # which factors it answers stays inside
 
 
 def finding_json(f: Finding) -> Json:
@@ -47,16 +48,6 @@ def finding_json(f: Finding) -> Json:
         "message": f.message,
         "guideline": f.guideline,
         "fix_ids": [x.id for x in f.fixes],
-    }
-
-
-def ceiling_json(c: ThroughputCeiling) -> Json:
-    return {
-        "rtt_ms": c.rtt_ms,
-        "receive_mbps": c.receive_mbps,
-        "send_mbps": c.send_mbps,
-        "receive_app_mbps": c.receive_app_mbps,
-        "send_app_mbps": c.send_app_mbps,
     }
 
 
@@ -106,7 +97,7 @@ def host_json(a: HostAudit) -> Json:
         "congestion_control": a.congestion_control,
         "worst": a.worst,
         "findings": [finding_json(f) for f in a.findings],
-        "ceilings": [ceiling_json(c) for c in a.ceilings],
+        "ceilings": [fields_json(c) for c in a.ceilings],
         "target_bdp": bdp_json(a.target),
         "interface": interface_json(a.interface),
         "sysctls": dict(a.sysctls),

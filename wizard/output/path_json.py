@@ -1,16 +1,15 @@
 """`tcpwizard path --json`: the document and its JSON Schema (draft 2020-12), built here from
-the frozen PathHops and PathAdvice. `python -m tcpwizard.output.path_json docs/path.schema.json`
-writes the committed schema; a test fails when it is stale."""
+the frozen PathHops and PathAdvice. `make schema` writes the committed schema
+(docs/path.schema.json); a test fails when it is stale."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.advice.path_advice import PathAdvice
-from tcpwizard.measure.hop_model import Hop, MtuFinding, PathHops
-from tcpwizard.output.json_format import finding_json, fix_json
+from tcpwizard.measure.hop_model import Hop, PathHops
+from tcpwizard.output.json_format import fields_json, finding_json, fix_json
 from tcpwizard.output.schema import (
     BOOL,
     FINDING,
@@ -24,7 +23,6 @@ from tcpwizard.output.schema import (
     _obj,
     document,
     text_of,
-    write_main,
 )
 
 PATH_SCHEMA_VERSION = 1
@@ -52,20 +50,6 @@ def hop_json(h: Hop) -> Json:
     }
 
 
-def mtu_json(m: MtuFinding) -> Json:
-    return {
-        "local_mtu": m.local_mtu,
-        "path_mtu": m.path_mtu,
-        "hop": m.hop,
-        "hop_address": m.hop_address,
-        "blackhole": m.blackhole,
-        "blackhole_hop": m.blackhole_hop,
-        "blackhole_address": m.blackhole_address,
-        "probes": m.probes,
-        "note": m.note,
-    }
-
-
 def hops_json(p: PathHops, adv: PathAdvice) -> Json:
     """The hops section (also `check --hops` puts it in its report)."""
     return {
@@ -80,7 +64,7 @@ def hops_json(p: PathHops, adv: PathAdvice) -> Json:
         if p.loss_start_hop is None
         else {"hop": p.loss_start_hop, "loss_pct": _r(p.end_loss_pct, 2)},
         "rate_limited_hops": list(p.rate_limited_hops),
-        "mtu": None if p.mtu is None else mtu_json(p.mtu),
+        "mtu": None if p.mtu is None else fields_json(p.mtu),
         "findings": [finding_json(f) for f in adv.findings],
         "fixes": [fix_json(x) for f in adv.findings for x in f.fixes],
         "probes_sent": p.probes_sent,
@@ -167,11 +151,3 @@ def path_schema() -> Schema:
 
 def schema_text() -> str:
     return text_of(path_schema())
-
-
-def main(argv: list[str]) -> int:
-    return write_main(argv, "path_json", schema_text())
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -5,7 +5,6 @@ when the committed file is stale or an actual report does not validate."""
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 from tcpwizard.advice.model import LIMITING_FACTORS
@@ -300,23 +299,5 @@ def text_of(schema: Schema) -> str:
     return json.dumps(schema, indent=2) + "\n"
 
 
-def write_main(argv: list[str], module: str, text: str) -> int:
-    """`python -m tcpwizard.output.MODULE OUTPUT.json`: write a schema file (make schema)."""
-    if len(argv) != 1:
-        print(f"usage: python -m tcpwizard.output.{module} OUTPUT.json", file=sys.stderr)
-        return 64
-    with open(argv[0], "w", encoding="utf-8") as fh:
-        fh.write(text)
-    return 0
-
-
 def schema_text() -> str:
     return text_of(report_schema())
-
-
-def main(argv: list[str]) -> int:
-    return write_main(argv, "schema", schema_text())
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
