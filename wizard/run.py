@@ -7,6 +7,7 @@ callback, so the CLI can draw bars and the TUI can post messages from its worker
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 import threading
@@ -43,6 +44,7 @@ from tcpwizard.measure.pathprobe import PathOptions, trace
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
 from tcpwizard.measure.transfer import Progress as TransferProgress
 from tcpwizard.measure.transfer import TransferOptions, static_request
+from tcpwizard.measure.tsg_transfers import TransferCapture, TransferRecorder
 from tcpwizard.measure.url_far_end import UrlFar
 from tcpwizard.report import FarEndInfo, Report, TargetInfo, exit_code_for
 
@@ -94,6 +96,8 @@ class CheckRequest:
     url: str | None = None  # check URL: a web server's downloads (host is the URL's host)
     available: bool = False  # --avail: what cross traffic leaves free (serve far ends)
     hops: PathOptions | None = None  # --hops: probe the hops as `tcpwizard path` does
+    # `tui --capture`: the transfers under tcpdump, for each one's time-sequence graph
+    capture: bool = False
 
 
 @dataclass(frozen=True)
@@ -257,6 +261,7 @@ class _Run:
     transfer: TransferResult | None = None
     error: str | None = None
     hops: tuple[PathHops, PathAdvice] | None = None
+    capture: TransferCapture | None = None
 
 
 def _stage_audit(run: _Run, stage: StageFn) -> None:
@@ -354,24 +359,30 @@ def _stage_transfer(
         return
     stage("transfer", f"test transfers with the {run.far.describe()}")
     options = _transfer_options(run.req, run.target, run.far)
+    recorder = TransferRecorder(run.address, run.far.port, "--capture") if run.req.capture else None
+
+    def progress(p: TransferProgress) -> None:
+        if recorder is not None:
+            recorder.note(p)
+        emit(Event("transfer", p.mode, transfer=p))
 
     def go(opts: TransferOptions) -> TransferResult:
         return run.far.transfer(
-            opts,
-            progress=lambda p: emit(Event("transfer", p.mode, transfer=p)),
-            sysctl_root=run.ctx.sysctl_root,
-            cancel=cancel,
+            opts, progress=progress, sysctl_root=run.ctx.sysctl_root, cancel=cancel
         )
 
-    try:
-        if _size_from_transfers(run, options):
-            run.transfer = _two_phases(run, options, go)
-        else:
-            run.transfer = go(options)
-    except Iperf3Error as exc:
-        _iperf3_failed(run, exc)
-    except PeerUnavailable as exc:
-        run.notes.append(f"test transfer failed: {exc}")
+    with recorder if recorder is not None else contextlib.nullcontext():
+        try:
+            if _size_from_transfers(run, options):
+                run.transfer = _two_phases(run, options, go)
+            else:
+                run.transfer = go(options)
+        except Iperf3Error as exc:
+            _iperf3_failed(run, exc)
+        except PeerUnavailable as exc:
+            run.notes.append(f"test transfer failed: {exc}")
+    if recorder is not None:
+        run.capture = recorder.result()
 
 
 # A peerless capacity estimate below this confidence does not size a static buffer.
@@ -565,6 +576,7 @@ def _diagnose(run: _Run, stage: StageFn) -> Report:
         far_end=FarEndInfo(run.far.kind, run.far.port, run.far.describe(), run.far.missing()),
         peer_handshake=hs,
         peer_handshake_findings=hs_findings,
+        capture=run.capture,
     )
     stage("done", diag.verdict.limiting_factor)
     return report
