@@ -25,7 +25,7 @@ _shtab_tcpwizard_lab_bench_option_strings=(-h --help --calibrate --probes --tran
 _shtab_tcpwizard_lab_option_strings=(-h --help)
 _shtab_tcpwizard_exporter_option_strings=(-h --help --listen --max-clients --targets --mesh --self --lock --interval --quick --direction --secret-file --no-history)
 _shtab_tcpwizard_history_option_strings=(-h --help --since --db --no-plot --buffer --format --json --no-color)
-_shtab_tcpwizard_tui_option_strings=(-h --help --port --secret-file --quick)
+_shtab_tcpwizard_tui_option_strings=(-h --help --port --secret-file --quick --hops --capture)
 _shtab_tcpwizard_option_strings=(-h --help --version)
 
 
@@ -137,6 +137,8 @@ _shtab_tcpwizard_history___no_color_nargs=0
 _shtab_tcpwizard_tui__h_nargs=0
 _shtab_tcpwizard_tui___help_nargs=0
 _shtab_tcpwizard_tui___quick_nargs=0
+_shtab_tcpwizard_tui___hops_nargs=0
+_shtab_tcpwizard_tui___capture_nargs=0
 _shtab_tcpwizard_pos_0_nargs=A...
 _shtab_tcpwizard__h_nargs=0
 _shtab_tcpwizard___help_nargs=0

@@ -241,3 +241,5 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using tui' -s h -l help -d 'show this
 complete -c tcpwizard -n '_shtab_tcpwizard_using tui' -l port -x -d 'tcpwizard serve port (5301)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using tui' -l secret-file -x -d 'file holding the shared secret of the serve end'
 complete -c tcpwizard -n '_shtab_tcpwizard_using tui' -l quick -d 'shorter runs (about 5 s)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using tui' -l hops -d 'also probe the hops (as `tcpwizard path`): the path screen'"'"'s hop table'
+complete -c tcpwizard -n '_shtab_tcpwizard_using tui' -l capture -d 'capture the test transfers with tcpdump (root) for the transfer screen'"'"'s time-sequence graph'

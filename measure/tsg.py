@@ -246,10 +246,19 @@ def _thin2(xs: list[tuple[float, int]]) -> list[tuple[float, int]]:
 
 class TcpdumpCapture:
     """tcpdump writing the TCP packets to/from `host` (port `port`) to `path` while the
-    block runs; headers only (snaplen 128). Needs root (or CAP_NET_RAW) and tcpdump."""
+    block runs; headers only (snaplen 128). Needs root (or CAP_NET_RAW) and tcpdump; `flag`
+    is the option that asked for it, named in the errors."""
 
-    def __init__(self, path: str, host: str, port: int | None = None, iface: str = "any") -> None:
+    def __init__(
+        self,
+        path: str,
+        host: str,
+        port: int | None = None,
+        iface: str = "any",
+        flag: str = "--plot",
+    ) -> None:
         self.path = path
+        self.flag = flag
         expr = ["tcp", "and", "host", host]
         if port:
             expr += ["and", "port", str(port)]
@@ -258,13 +267,13 @@ class TcpdumpCapture:
 
     def __enter__(self) -> TcpdumpCapture:
         if os.geteuid() != 0:
-            raise PermissionRequired("--plot captures the transfers with tcpdump: needs root")
+            raise PermissionRequired(f"{self.flag} captures the transfers with tcpdump: needs root")
         try:
             self.proc = subprocess.Popen(
                 self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
             )
         except FileNotFoundError:
-            raise Unavailable("--plot needs tcpdump (apt-get install tcpdump)") from None
+            raise Unavailable(f"{self.flag} needs tcpdump (apt-get install tcpdump)") from None
         assert self.proc.stderr is not None
         deadline = time.monotonic() + 5
         line = b""

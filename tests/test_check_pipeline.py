@@ -107,3 +107,19 @@ def test_broken_history_file_does_not_lose_the_report(
     doc = json.loads(out)
     assert code == doc["exit_code"] != 70
     assert "history not recorded" in err
+
+
+def test_check_hops_over_loopback(tmp_path: Path, history: Path) -> None:
+    """`check --hops`: the pipeline probes the hops as `path` does and puts them in the
+    report; a bad hop option is a one-line usage error, as from `path`."""
+    with running_server(transfer=TransferService(ServeLimits())) as srv:
+        argv = ["127.0.0.1", "--port", str(srv.port), "--quick", "--duration", "0.3", "--hops"]
+        code, out, _err = _check([*argv, "--json", "--hops-count", "3"], tmp_path)
+        bad_code, _out, bad_err = _check([*argv, "--hops-method", "tcp"], tmp_path)
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert code == doc["exit_code"]
+    (hop,) = doc["hops"]["hops"]
+    assert hop["ttl"] == 1 and hop["destination"] and hop["address"] == "127.0.0.1"
+    assert hop["sent"] == 3
+    assert bad_code == 64 and "the tcp method needs an open port" in bad_err

@@ -8,6 +8,8 @@ import asyncio
 import dataclasses
 import functools
 import json
+import os
+import shutil
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -16,9 +18,10 @@ from typing import Any
 import pytest
 from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, Markdown, Static
+from textual.widgets import DataTable, Input, Markdown, Static, TabbedContent
 
 from tcpwizard.context import Context
+from tcpwizard.measure.pathprobe import PathOptions
 from tcpwizard.measure.serve import Server
 from tcpwizard.measure.serve_limits import ServeLimits
 from tcpwizard.measure.transfer_server import TransferService
@@ -29,14 +32,14 @@ from tcpwizard.tui import Services, TcpWizardApp
 from tcpwizard.tui.screens.host import HostScreen
 from tcpwizard.tui.screens.modals import ApplyScreen, HelpScreen, PathPrompt
 from tcpwizard.tui.screens.path import PathScreen
-from tcpwizard.tui.screens.transfer import TransferScreen, goodput_points
+from tcpwizard.tui.screens.transfer import NOT_CAPTURED, TransferScreen, goodput_points
 from tcpwizard.tui.screens.verdict import VerdictScreen
 from tcpwizard.tui.widgets.lists import FindingList, FixList
 from tcpwizard.tui.widgets.modes import ModeRows
 from tcpwizard.tui.widgets.plot import TimePlot
 from tests.fakes import make_tree
 from tests.serve_helpers import running_server
-from tests.tui_data import SMALL_RMEM, FakePipeline
+from tests.tui_data import SMALL_RMEM, FakePipeline, four_hops, transfer_capture
 
 SIZE = (100, 32)
 
@@ -122,7 +125,7 @@ async def test_enter_host_and_follow_every_screen(serve: Server, tmp_path: Path)
         await pilot.press("2")
         path = app.screen
         assert isinstance(path, PathScreen)
-        table = path.query_one(DataTable)
+        table = path.query_one("#path-table", DataTable)
         assert table.row_count >= 8
         assert "RTT min" in str(table.get_row_at(0)[0])
         assert all(path.query_one(f"#stage-{s}").has_class("done") for s in ("audit", "probe"))
@@ -342,3 +345,142 @@ async def test_a_prediction_reads_as_one_and_names_the_far_end(tmp_path: Path) -
     assert factor == "Predicted Limiting factor: window-scaling"
     assert "far end: TCP port 22" in meta
     assert "handshake: TCP window scaling off" in evidence
+
+
+def _hop_cells(screen: PathScreen) -> list[list[str]]:
+    table = screen.query_one("#hops-table", DataTable)
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+@pytest.mark.parametrize("blackhole", [False, True], ids=["mtu", "blackhole"])
+@run_async
+async def test_path_screen_shows_the_hops(tmp_path: Path, blackhole: bool) -> None:
+    fake = FakePipeline(tmp_path, hops=four_hops(blackhole))
+    req = CheckRequest("dtn1.example", hops=PathOptions())
+    app = TcpWizardApp(Context(), req, services=fake.services())
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.press("2")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PathScreen)
+        assert screen.query_one("#hops-table").display
+        title = str(screen.query_one("#hops-title", Static).render())
+        assert title.startswith("Hops to dtn1.example (198.51.100.7), icmp")
+        rows = _hop_cells(screen)
+        assert [r[0] for r in rows] == ["1", "2", "3", "4"]
+        assert rows[0][-1] == "rate limited (ICMP)"
+        assert rows[1][1] == "wan-core.example.net\n203.0.113.9" and rows[1][5] == "→1500"
+        assert rows[1][-1].startswith("RTT jump +47.7 ms")
+        assert ("PMTU black hole" in rows[1][-1]) is blackhole
+        assert rows[2][-1] == "loss begins"
+        mtu = str(screen.query_one("#hops-mtu", Static).render())
+        assert mtu.startswith("Path MTU 1500 B (this host's interface 9000 B)")
+        # The hops' findings bring their fixes to the verdict screen, as in `check --hops`.
+        await pilot.press("4")
+        commands = [f.command for f in app.screen.query_one(FixList).fixes]
+        assert ("sysctl -w net.ipv4.tcp_mtu_probing=1" in commands) is blackhole
+
+
+@run_async
+async def test_path_screen_without_hops_says_how_to_get_them(tmp_path: Path) -> None:
+    app = TcpWizardApp(
+        Context(), CheckRequest("dtn1.example"), services=FakePipeline(tmp_path).services()
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.press("2")
+        await pilot.pause()
+        screen = app.screen
+        assert not screen.query_one("#hops-table").display
+        hint = str(screen.query_one("#hops-title", Static).render())
+        assert hint == "Hops: not probed (start with `tcpwizard tui HOST --hops` to see them)"
+
+
+def _sequence(screen: TransferScreen) -> TimePlot:
+    return screen.query_one("#plot-sequence", TimePlot)
+
+
+@run_async
+async def test_sequence_graph_of_each_transfer(tmp_path: Path) -> None:
+    fake = FakePipeline(tmp_path, capture=transfer_capture())
+    req = CheckRequest("dtn1.example", capture=True)
+    app = TcpWizardApp(Context(), req, services=fake.services())
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.press("3", "s")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TransferScreen)
+        assert screen.query_one(TabbedContent).active == "sequence"
+        plot = _sequence(screen)
+        assert plot.title == "untuned up 1/3"
+        assert [(s.name, s.marks) for s in plot.series] == [
+            ("window edge", False),
+            ("acked", False),
+            ("sent", False),
+            ("retransmitted", True),
+        ]
+        assert all(s.points for s in plot.series)
+        assert "×" in str(plot.render())  # the retransmission's mark
+        untuned_sent = plot.series[2].points
+        await pilot.press("s")  # again: the next transfer
+        assert plot.title == "autotune up 2/3"
+        assert plot.series[2].points != untuned_sent and not plot.series[3].points
+        await pilot.press("s")
+        assert plot.title == "drs up 3/3" and not plot.series
+        assert plot.empty_text == "no sequence data for drs up: none of its packets were captured"
+        await pilot.press("s")
+        assert plot.title == "untuned up 1/3"
+        await pilot.press("g", "s")  # from another tab: back to the same transfer
+        assert screen.query_one(TabbedContent).active == "sequence"
+        assert plot.title == "untuned up 1/3"
+
+
+@run_async
+async def test_sequence_graph_without_a_capture_says_how(tmp_path: Path) -> None:
+    app = TcpWizardApp(
+        Context(), CheckRequest("dtn1.example"), services=FakePipeline(tmp_path).services()
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.press("3", "s")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TransferScreen)
+        plot = _sequence(screen)
+        assert not plot.series and plot.empty_text == NOT_CAPTURED
+        assert NOT_CAPTURED in str(plot.render())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("tcpdump") is None, reason="tcpdump as root")
+@run_async
+async def test_hops_and_capture_over_loopback(serve: Server) -> None:
+    """`tui --hops --capture` against a real serve: the hop table of the loopback path and
+    the time-sequence graph of each transfer, both ways, from a real tcpdump capture."""
+    req = dataclasses.replace(
+        _quick("127.0.0.1", serve.port), hops=PathOptions(count=3), capture=True
+    )
+    app = TcpWizardApp(Context(), req)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: not app.state.running, timeout=60)
+        report = app.state.report
+        assert report is not None and report.hops is not None, app.state.error
+        assert report.capture is not None and report.capture.error is None
+        await pilot.press("2")
+        await pilot.pause()
+        path = app.screen
+        assert isinstance(path, PathScreen)
+        rows = _hop_cells(path)
+        assert rows and rows[-1][0] == "1" and "127.0.0.1" in rows[-1][1]
+        await pilot.press("3", "s")
+        await pilot.pause()
+        xfer = app.screen
+        assert isinstance(xfer, TransferScreen)
+        plot = _sequence(xfer)
+        for label in ("autotune up", "autotune down"):
+            assert plot.title.startswith(label), plot.title
+            sent = next(s for s in plot.series if s.name == "sent")
+            acked = next(s for s in plot.series if s.name == "acked")
+            assert len(sent.points) > 10 and acked.points[-1][1] > 1_000_000, label
+            await pilot.press("s")

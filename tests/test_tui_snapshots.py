@@ -13,10 +13,11 @@ import pytest
 from textual.pilot import Pilot
 
 from tcpwizard.context import Context
+from tcpwizard.measure.pathprobe import PathOptions
 from tcpwizard.run import CheckRequest
 from tcpwizard.tui import TcpWizardApp
 from tests.fakes import make_tree
-from tests.tui_data import SMALL_RMEM, FakePipeline
+from tests.tui_data import SMALL_RMEM, FakePipeline, four_hops, transfer_capture
 
 SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
 SCREEN_KEYS = {"host": "1", "path": "2", "transfer": "3", "verdict": "4"}
@@ -34,11 +35,23 @@ def _ctx(tmp_path: Path, is_root: bool = False) -> Context:
     )
 
 
-def _app(tmp_path: Path, stop_at: str | None = None, is_root: bool = False) -> TcpWizardApp:
-    fake = FakePipeline(tmp_path, stop_at)
-    return TcpWizardApp(
-        _ctx(tmp_path, is_root), CheckRequest("dtn1.example"), services=fake.services()
+def _app(
+    tmp_path: Path,
+    stop_at: str | None = None,
+    is_root: bool = False,
+    *,
+    hops: bool = False,
+    capture: bool = False,
+) -> TcpWizardApp:
+    """hops, capture: the run of `tui --hops`, `tui --capture` (tests/tui_data.py)."""
+    fake = FakePipeline(
+        tmp_path,
+        stop_at,
+        hops=four_hops() if hops else None,
+        capture=transfer_capture() if capture else None,
     )
+    req = CheckRequest("dtn1.example", hops=PathOptions() if hops else None, capture=capture)
+    return TcpWizardApp(_ctx(tmp_path, is_root), req, services=fake.services())
 
 
 async def _finished(pilot: Pilot[Any]) -> None:
@@ -69,9 +82,23 @@ def test_finding_detail_after_moving_down(snap_compare: SnapCompare, tmp_path: P
     assert snap_compare(_app(tmp_path), terminal_size=(80, 24), run_before=_then("1", "down"))
 
 
-@pytest.mark.parametrize("plot", ["b", "t"])
+@pytest.mark.parametrize("plot", ["b", "t", "s"])
 def test_transfer_plots(snap_compare: SnapCompare, tmp_path: Path, plot: str) -> None:
     assert snap_compare(_app(tmp_path), terminal_size=(100, 30), run_before=_then("3", plot))
+
+
+@pytest.mark.parametrize("size", SIZES.values(), ids=SIZES.keys())
+def test_path_with_hops(snap_compare: SnapCompare, tmp_path: Path, size: tuple[int, int]) -> None:
+    """Four hops: ICMP rate limited at 1, the RTT jump and the MTU drop at 2, loss from 3."""
+    assert snap_compare(_app(tmp_path, hops=True), terminal_size=size, run_before=_then("2"))
+
+
+@pytest.mark.parametrize("keys", [("s",), ("s", "s")], ids=["pressed", "slow-start"])
+def test_sequence_graph(snap_compare: SnapCompare, tmp_path: Path, keys: tuple[str, ...]) -> None:
+    """The untuned transfer pressed against its 64 KB window; s again: autotune's."""
+    assert snap_compare(
+        _app(tmp_path, capture=True), terminal_size=(100, 30), run_before=_then("3", *keys)
+    )
 
 
 @pytest.mark.parametrize("size", SIZES.values(), ids=SIZES.keys())

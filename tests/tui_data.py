@@ -1,19 +1,23 @@
 """Fixed, constructed data for the TUI's snapshot tests: a mistuned receiver on a 100 Mbit/s
-× 50 ms path, a peer, per-interval samples for three modes, and a verdict with fixes. A fake
-`run_check` replays it as pipeline Events, so snapshots go through the same code paths as a
-live run without any measurement."""
+× 50 ms path, a peer, per-interval samples for three modes, and a verdict with fixes; on
+request the path's four hops and the transfers' time-sequence graphs. A fake `run_check`
+replays it as pipeline Events, so snapshots go through the same code paths as a live run
+without any measurement."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 
 from tcpwizard.advice.model import Verdict, WizardGap
+from tcpwizard.advice.path_advice import path_advice
 from tcpwizard.checks import SysctlReader, audit
 from tcpwizard.checks.model import BdpTarget, HostAudit
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode
+from tcpwizard.measure.hop_model import HopCounts, MtuFinding, PathHops, analyse
 from tcpwizard.measure.model import (
     CapacityEstimate,
     Mode,
@@ -25,8 +29,10 @@ from tcpwizard.measure.model import (
     TransferSample,
 )
 from tcpwizard.measure.transfer import Progress
+from tcpwizard.measure.tsg import TsgSeries
+from tcpwizard.measure.tsg_transfers import TransferCapture, TransferFlows
 from tcpwizard.report import Report, TargetInfo
-from tcpwizard.run import Cancelled, CheckRequest, Event, EventFn
+from tcpwizard.run import Cancelled, CheckRequest, Event, EventFn, with_hops
 from tcpwizard.tui import Services
 from tests.fakes import make_tree, network
 
@@ -123,12 +129,141 @@ def report(tmp: Path) -> Report:
     )
 
 
+def four_hops(blackhole: bool = False) -> PathHops:
+    """The hops to dtn1.example: hop 1 limits the ICMP it sends, the RTT jumps at hop 2
+    (onto the long-haul link), 3 % loss from hop 3 on, and the MTU drops from this host's
+    9000 to 1500 after hop 2 (with `blackhole`, silently)."""
+
+    def hop(ttl: int, rtt: float, got: int, addr: str, dest: bool = False) -> HopCounts:
+        rtts = tuple(rtt + 0.01 * (i % 7) for i in range(got))
+        return HopCounts(ttl, 300, rtts, (addr,) * got, dest, span_s=3.0)
+
+    hops, jump, jump_ms, loss_at, end_loss, limited = analyse(
+        [
+            hop(1, 0.4, 240, "192.0.2.1"),
+            hop(2, 48.1, 300, "203.0.113.9"),
+            hop(3, 48.9, 291, "203.0.113.77"),
+            hop(4, 50.1, 291, "198.51.100.7", dest=True),
+        ],
+        {"203.0.113.9": "wan-core.example.net"},
+    )
+    mtu = MtuFinding(9000, 1500, 2, "203.0.113.9", False, None, None, 5, "")
+    if blackhole:
+        mtu = MtuFinding(
+            9000, 1500, 2, "203.0.113.9", True, 2, "203.0.113.9", 40,
+            "packets over 1500 B vanish after hop 2 and no 'fragmentation needed' comes back",
+        )  # fmt: skip
+    return PathHops(
+        host="dtn1.example",
+        address="198.51.100.7",
+        family=4,
+        method="icmp",
+        port=None,
+        hops=hops,
+        reached=True,
+        rtt_jump_hop=jump,
+        rtt_jump_ms=jump_ms,
+        loss_start_hop=loss_at,
+        end_loss_pct=end_loss,
+        rate_limited_hops=limited,
+        mtu=mtu,
+        probes_sent=1200,
+        elapsed_s=4.1,
+        notes=(),
+    )
+
+
+MSS = 1448
+RTT_S = 0.05
+
+
+def _flow(
+    data: list[tuple[float, int, int]],
+    acks: list[tuple[float, int]],
+    window: list[tuple[float, int]],
+    retransmits: list[tuple[float, int, int]],
+) -> TsgSeries:
+    return TsgSeries(
+        flow="192.0.2.10:40000 > 198.51.100.7:5301",
+        src="192.0.2.10",
+        dst="198.51.100.7",
+        t0=0.0,
+        data=tuple(data),
+        retransmits=tuple(retransmits),
+        acks=tuple(acks),
+        window=tuple(window),
+        bytes=sum(end - start for _t, start, end in data),
+        duration_s=data[-1][0],
+        window_scale=7,
+    )
+
+
+def pressed_flow(window: int = 64 * 1024, rounds: int = 12) -> TsgSeries:
+    """A sender pressed against a small receive window: every RTT it fills the window up to
+    its right edge and waits for the ACK to move it; one segment is sent again."""
+    data: list[tuple[float, int, int]] = []
+    acks: list[tuple[float, int]] = []
+    edges: list[tuple[float, int]] = []
+    retransmits: list[tuple[float, int, int]] = []
+    sent = acked = 0
+    for k in range(rounds):
+        t = k * RTT_S
+        i = 0
+        while sent + MSS <= acked + window:
+            data.append((t + i * 0.0005, sent, sent + MSS))
+            sent += MSS
+            i += 1
+        if k == rounds // 2:
+            again = (t + 0.02, acked, acked + MSS)
+            data.append(again)
+            retransmits.append(again)
+        acked = sent
+        acks.append((t + RTT_S, acked))
+        edges.append((t + RTT_S, acked + window))
+    return _flow(data, acks, edges, retransmits)
+
+
+def ramp_flow(rounds: int = 8) -> TsgSeries:
+    """Slow start far below an open window: the congestion window doubles every RTT."""
+    data: list[tuple[float, int, int]] = []
+    acks: list[tuple[float, int]] = []
+    edges: list[tuple[float, int]] = []
+    sent = 0
+    for k in range(rounds):
+        for i in range(10 * 2**k):
+            data.append((k * RTT_S + i * 0.00005, sent, sent + MSS))
+            sent += MSS
+        acks.append(((k + 1) * RTT_S, sent))
+        edges.append(((k + 1) * RTT_S, sent + (4 << 20)))
+    return _flow(data, acks, edges, [])
+
+
+def transfer_capture() -> TransferCapture:
+    """untuned pressed against its 64 KB window, autotune in slow start, drs not captured."""
+    return TransferCapture(
+        (
+            TransferFlows("untuned", "up", (pressed_flow(),)),
+            TransferFlows("autotune", "up", (ramp_flow(),)),
+            TransferFlows("drs", "up", ()),
+        )
+    )
+
+
 class FakePipeline:
     """Services for the app that replay `report` as Events; `stop_at` ends the run early
-    with the app showing a running stage (for a snapshot of a run in progress)."""
+    with the app showing a running stage (for a snapshot of a run in progress). `hops` and
+    `capture` add what `tui --hops` and `tui --capture` would."""
 
-    def __init__(self, tmp: Path, stop_at: str | None = None) -> None:
-        self.report = report(tmp)
+    def __init__(
+        self,
+        tmp: Path,
+        stop_at: str | None = None,
+        *,
+        hops: PathHops | None = None,
+        capture: TransferCapture | None = None,
+    ) -> None:
+        r = dataclasses.replace(report(tmp), capture=capture)
+        self.report = with_hops(r, hops, path_advice(hops)) if hops is not None else r
         self.local = host_audit(tmp, "local", SMALL_RMEM)
         self.stop_at = stop_at
         self.release = threading.Event()

@@ -519,6 +519,17 @@ def _add_tui(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     p.add_argument("--secret-file", help="file holding the shared secret of the serve end")
     p.add_argument("--quick", action="store_true", help="shorter runs (about 5 s)")
+    p.add_argument(
+        "--hops",
+        action="store_true",
+        help="also probe the hops (as `tcpwizard path`): the path screen's hop table",
+    )
+    p.add_argument(
+        "--capture",
+        action="store_true",
+        help="capture the test transfers with tcpdump (root) for the transfer screen's "
+        "time-sequence graph",
+    )
 
 
 def _add_exporter(sub: argparse._SubParsersAction[Parser]) -> None:

@@ -12,6 +12,7 @@ from tcpwizard.exitcodes import ExitCode, exit_for_severities
 from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.model import PathEstimate, TransferResult
+from tcpwizard.measure.tsg_transfers import TransferCapture
 
 # Bump when a field is removed or changes meaning; adding fields keeps the version.
 SCHEMA_VERSION = 1
@@ -54,6 +55,9 @@ class Report:
     # `check --hops`: the hops of the path and what they mean (docs/path.md).
     hops: PathHops | None = None
     hops_advice: PathAdvice | None = None
+    # `tui --capture`: each test transfer's packets as time-sequence graph series (the TUI
+    # draws them; not in the JSON, which `check --plot DIR` complements with PNG and SVG).
+    capture: TransferCapture | None = None
 
 
 def exit_code_for(host: HostAudit, peer: HostAudit | None = None) -> ExitCode:

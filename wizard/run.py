@@ -7,6 +7,7 @@ callback, so the CLI can draw bars and the TUI can post messages from its worker
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 import threading
@@ -16,6 +17,7 @@ from typing import Literal
 
 from tcpwizard.advice.diagnose import Diagnosis, Evidence, diagnose
 from tcpwizard.advice.handshake_findings import handshake_findings, unaudited_peer_fixes
+from tcpwizard.advice.path_advice import PathAdvice, path_advice
 from tcpwizard.advice.snippets import setsockopt_fix
 from tcpwizard.checks.audit import audit
 from tcpwizard.checks.facts import HostFacts, audit_facts
@@ -36,11 +38,14 @@ from tcpwizard.measure.far_end import (
     serve_answers,
 )
 from tcpwizard.measure.handshake import HandshakeFacts
+from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.iperf3 import Iperf3Error
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
+from tcpwizard.measure.pathprobe import PathOptions, trace
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
 from tcpwizard.measure.transfer import Progress as TransferProgress
 from tcpwizard.measure.transfer import TransferHooks, TransferOptions, static_request
+from tcpwizard.measure.tsg_transfers import TransferCapture, TransferRecorder
 from tcpwizard.measure.url_far_end import UrlFar
 from tcpwizard.report import FarEndInfo, Report, TargetInfo, exit_code_for
 
@@ -72,6 +77,9 @@ class CheckRequest:
     allow_predicted: bool = False  # a verdict without a transfer may exit 0-2
     url: str | None = None  # check URL: a web server's downloads (host is the URL's host)
     available: bool = False  # --avail: what cross traffic leaves free (serve far ends)
+    hops: PathOptions | None = None  # --hops: probe the hops as `tcpwizard path` does
+    # `tui --capture`: the transfers under tcpdump, for each one's time-sequence graph
+    capture: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,6 +242,8 @@ class _Run:
     target: BdpTarget | None = None
     transfer: TransferResult | None = None
     error: str | None = None
+    hops: tuple[PathHops, PathAdvice] | None = None
+    capture: TransferCapture | None = None
 
 
 def _stage_audit(run: _Run, stage: StageFn) -> None:
@@ -252,6 +262,26 @@ def _stage_peer(run: _Run, stage: StageFn) -> None:
         run.notes.append(why_bad)
     run.facts = facts if not why_bad else None
     stage("peer", "peer audit done" if run.peer else why_not or why_bad or "", peer=run.peer)
+
+
+def _stage_hops(run: _Run, opts: PathOptions, stage: StageFn) -> None:
+    """The hops with `path`'s own code, before the transfers: a PMTU black hole is named
+    even when the transfers then stall."""
+    stage("probe", f"hops: probing the path to {run.req.host} (at most {opts.max_time_s:g} s)")
+    hops = trace(run.req.host, opts)
+    run.hops = hops, path_advice(hops)
+
+
+def with_hops(report: Report, hops: PathHops, adv: PathAdvice) -> Report:
+    """The hops section, its fixes beside the check's, and the worse exit code of the two
+    (a PMTU black hole is critical whatever the transfers said)."""
+    fixes = tuple(dict.fromkeys(report.fixes + tuple(x for f in adv.findings for x in f.fixes)))
+    code = report.exit_code
+    if adv.exit_code in (ExitCode.WARNING, ExitCode.CRITICAL) and adv.exit_code > code:
+        code = adv.exit_code
+    if code == ExitCode.UNKNOWN and adv.exit_code == ExitCode.CRITICAL:
+        code = ExitCode.CRITICAL  # the transfers failed, and the hops say why
+    return dataclasses.replace(report, hops=hops, hops_advice=adv, fixes=fixes, exit_code=code)
 
 
 def _stage_probe(run: _Run, stage: StageFn, emit: EventFn) -> None:
@@ -311,24 +341,29 @@ def _stage_transfer(
         return
     stage("transfer", f"test transfers with the {run.far.describe()}")
     options = _transfer_options(run.req, run.target, run.far)
+    recorder = TransferRecorder(run.address, run.far.port, "--capture") if run.req.capture else None
+
+    def progress(p: TransferProgress) -> None:
+        if recorder is not None:
+            recorder.note(p)
+        emit(Event("transfer", p.mode, transfer=p))
 
     def go(opts: TransferOptions) -> TransferResult:
-        hooks = TransferHooks(
-            progress=lambda p: emit(Event("transfer", p.mode, transfer=p)),
-            sysctl_root=run.ctx.sysctl_root,
-            cancel=cancel,
-        )
+        hooks = TransferHooks(progress=progress, sysctl_root=run.ctx.sysctl_root, cancel=cancel)
         return run.far.transfer(opts, hooks)
 
-    try:
-        if _size_from_transfers(run, options):
-            run.transfer = _two_phases(run, options, go)
-        else:
-            run.transfer = go(options)
-    except Iperf3Error as exc:
-        _iperf3_failed(run, exc)
-    except PeerUnavailable as exc:
-        run.notes.append(f"test transfer failed: {exc}")
+    with recorder if recorder is not None else contextlib.nullcontext():
+        try:
+            if _size_from_transfers(run, options):
+                run.transfer = _two_phases(run, options, go)
+            else:
+                run.transfer = go(options)
+        except Iperf3Error as exc:
+            _iperf3_failed(run, exc)
+        except PeerUnavailable as exc:
+            run.notes.append(f"test transfer failed: {exc}")
+    if recorder is not None:
+        run.capture = recorder.result()
 
 
 # A peerless capacity estimate below this confidence does not size a static buffer.
@@ -468,12 +503,15 @@ def run_check(
     run = _Run(req, ctx, address, far, notes)
     _stage_audit(run, stage)
     _stage_peer(run, stage)
+    if req.hops is not None:
+        _stage_hops(run, req.hops, stage)
     _stage_probe(run, stage, emit)
     if req.available:
         _stage_available(run, stage)
     _stage_transfer(run, stage, emit, cancel)
     stage("diagnose", "naming the limiting factor")
-    return _diagnose(run, stage)
+    report = _diagnose(run, stage)
+    return with_hops(report, *run.hops) if run.hops is not None else report
 
 
 def _diagnose(run: _Run, stage: StageFn) -> Report:
@@ -519,6 +557,7 @@ def _diagnose(run: _Run, stage: StageFn) -> Report:
         far_end=FarEndInfo(run.far.kind, run.far.port, run.far.describe(), run.far.missing()),
         peer_handshake=hs,
         peer_handshake_findings=hs_findings,
+        capture=run.capture,
     )
     stage("done", diag.verdict.limiting_factor)
     return report

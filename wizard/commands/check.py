@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sqlite3
-import urllib.parse
 from typing import Literal, TextIO
 
-from tcpwizard.advice.path_advice import PathAdvice, path_advice
 from tcpwizard.checks import audit
 from tcpwizard.commands._path_hint import bdp_from_args
 from tcpwizard.commands._plot import plot_capture, plotting
@@ -20,8 +18,7 @@ from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, Us
 from tcpwizard.measure import spec
 from tcpwizard.measure.engine import MAX_STREAMS as ENGINE_MAX_STREAMS
 from tcpwizard.measure.far_end import IPERF3_PORT, SERVE_PORT, FarEndChoice
-from tcpwizard.measure.hop_model import PathHops
-from tcpwizard.measure.pathprobe import PathOptions, trace
+from tcpwizard.measure.pathprobe import PathOptions
 from tcpwizard.measure.transfer import TransferOptions, run_transfer
 from tcpwizard.measure.url_far_end import is_url, parse_url
 from tcpwizard.output import render_report
@@ -69,6 +66,18 @@ def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
         force_buffers=args.force_buffers or ctx.is_root,
         bdp_hint=bdp_from_args(args.rtt, args.bandwidth),
         available=getattr(args, "avail", False),
+        hops=_hop_options(args) if getattr(args, "hops", False) else None,
+    )
+
+
+def _hop_options(args: argparse.Namespace) -> PathOptions:
+    """`check --hops`: `path`'s own options and defaults (the pipeline validates them)."""
+    return PathOptions(
+        method=args.hops_method,
+        count=args.hops_count,
+        interval_s=parse_duration(args.hops_interval, default_unit="s"),
+        max_time_s=parse_duration(args.hops_max_time, default_unit="s"),
+        port=args.tcp_port if args.hops_method == "tcp" else None,
     )
 
 
@@ -133,8 +142,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         watch = args.format == "text" and ctx.stderr.isatty()
         log = _StageLog(ctx.stderr, watch)
         try:
-            # First, so a PMTU black hole is named even when the transfers then stall.
-            hops = _hops(args, ctx) if getattr(args, "hops", False) else None
             with plotting(args, ctx, req.host):
                 if log.bars is not None:
                     with log.bars:
@@ -145,8 +152,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             if args.format == "text":
                 raise
             return _machine_error(args, ctx, exc)
-        if hops is not None:
-            report = _with_hops(report, *hops)
         if getattr(args, "try_streams", False):
             report = _try_streams(report, args, ctx)
     color = False if args.no_color else ctx.color
@@ -172,27 +177,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             ctx.progress("tcpwizard: the peer's fixes must be applied on the peer")
         code = max(code, fixed)
     return code
-
-
-def _hops(args: argparse.Namespace, ctx: Context) -> tuple[PathHops, PathAdvice]:
-    """`check --hops`: the path's hops with `path`'s own code and defaults."""
-    host = (
-        (urllib.parse.urlsplit(args.host).hostname or args.host)
-        if "://" in args.host
-        else args.host
-    )
-    opts = PathOptions(
-        method=args.hops_method,
-        count=args.hops_count,
-        interval_s=parse_duration(args.hops_interval, default_unit="s"),
-        max_time_s=parse_duration(args.hops_max_time, default_unit="s"),
-        port=args.tcp_port if args.hops_method == "tcp" else None,
-    )
-    opts.validate()
-    if args.format == "text":
-        ctx.progress(f"hops: probing the path to {host} (at most {opts.max_time_s:g} s)")
-    hops = trace(host, opts)
-    return hops, path_advice(hops)
 
 
 def _try_streams(report: Report, args: argparse.Namespace, ctx: Context) -> Report:
@@ -230,18 +214,6 @@ def _try_streams(report: Report, args: argparse.Namespace, ctx: Context) -> Repo
     line = f"measured {direction}: {n} streams moved {mode.throughput_mbps:.1f} Mbit/s{base}"
     verdict = dataclasses.replace(report.verdict, evidence=(*report.verdict.evidence, line))
     return dataclasses.replace(report, verdict=verdict, notes=(*report.notes, line))
-
-
-def _with_hops(report: Report, hops: PathHops, adv: PathAdvice) -> Report:
-    """The hops section, its fixes beside the check's, and the worse exit code of the two
-    (a PMTU black hole is critical whatever the transfers said)."""
-    fixes = tuple(dict.fromkeys(report.fixes + tuple(x for f in adv.findings for x in f.fixes)))
-    code = report.exit_code
-    if adv.exit_code in (ExitCode.WARNING, ExitCode.CRITICAL) and adv.exit_code > code:
-        code = adv.exit_code
-    if code == ExitCode.UNKNOWN and adv.exit_code == ExitCode.CRITICAL:
-        code = ExitCode.CRITICAL  # the transfers failed, and the hops say why
-    return dataclasses.replace(report, hops=hops, hops_advice=adv, fixes=fixes, exit_code=code)
 
 
 def _apply_report_fixes(report: Report, args: argparse.Namespace, ctx: Context) -> int:

@@ -6,13 +6,16 @@ import argparse
 
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
-from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
+from tcpwizard.measure.pathprobe import PathOptions
 from tcpwizard.run import CheckRequest
 
 
 def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
     if not 0 < args.port <= 65535:
         raise UsageError("--port must be 1-65535")
+    if args.capture and not ctx.is_root:
+        raise PermissionRequired("--capture runs tcpdump: needs root (sudo tcpwizard tui ...)")
     secret = secret_from_args(args.secret_file, ctx)
     # As root the tuned modes may exceed net.core.*mem_max, as in `check`: the wizard gap
     # is then measured before any sysctl changes.
@@ -22,6 +25,8 @@ def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
         secret=secret,
         quick=args.quick,
         force_buffers=ctx.is_root,
+        hops=PathOptions() if args.hops else None,
+        capture=args.capture,
     )
 
 

@@ -11,14 +11,19 @@ from tcpwizard.measure.hop_model import Hop, PathHops
 SEVERITY_MARK = {"crit": "CRIT", "warn": "WARN", "info": "info", "ok": "ok"}
 
 
-def _ms(x: float | None) -> str:
+def rtt_text(x: float | None) -> str:
     return "*" if x is None else f"{x:.2f}"
 
 
-def hop_line(h: Hop, p: PathHops) -> str:
-    who = h.address or "* (no answer)"
+def hop_who(h: Hop) -> str:
+    """The answering router: its name and address, or that nothing answered."""
     if h.name:
-        who = f"{h.name} ({h.address})"
+        return f"{h.name} ({h.address})"
+    return h.address or "* (no answer)"
+
+
+def hop_marks(h: Hop, p: PathHops) -> list[str]:
+    """What the analysis found at this hop, in words (text output and TUI)."""
     marks = []
     if h.ttl == p.rtt_jump_hop:
         marks.append(f"RTT jump +{p.rtt_jump_ms or 0:.1f} ms")
@@ -26,31 +31,56 @@ def hop_line(h: Hop, p: PathHops) -> str:
         marks.append("loss begins")
     if h.rate_limited:
         marks.append("rate limited" + (" (ICMP)" if h.real_loss_pct == 0 else ""))
-    if p.mtu is not None and p.mtu.hop == h.ttl and p.mtu.path_mtu is not None:
-        marks.append(f"next link MTU {p.mtu.path_mtu}" + (" BLACK HOLE" if p.mtu.blackhole else ""))
+    return marks
+
+
+def next_link_mtu(h: Hop, p: PathHops) -> tuple[int, bool] | None:
+    """(MTU of the link after this hop, a black hole there) where the MTU search put it."""
+    m = p.mtu
+    if m is None or m.hop != h.ttl or m.path_mtu is None:
+        return None
+    return m.path_mtu, m.blackhole
+
+
+def hop_line(h: Hop, p: PathHops) -> str:
+    marks = hop_marks(h, p)
+    mtu = next_link_mtu(h, p)
+    if mtu is not None:
+        marks.append(f"next link MTU {mtu[0]}" + (" BLACK HOLE" if mtu[1] else ""))
     if h.other_addresses:
         marks.append("also " + ", ".join(h.other_addresses))
     loss = f"{h.loss_pct:5.1f}%"
     return (
-        f"{h.ttl:>3}  {who:<40} {h.received:>4}/{h.sent:<4} {loss}  "
-        f"{_ms(h.rtt_min_ms):>8} {_ms(h.rtt_median_ms):>8}  {'; '.join(marks)}"
+        f"{h.ttl:>3}  {hop_who(h):<40} {h.received:>4}/{h.sent:<4} {loss}  "
+        f"{rtt_text(h.rtt_min_ms):>8} {rtt_text(h.rtt_median_ms):>8}  {'; '.join(marks)}"
     ).rstrip()
 
 
-def hops_lines(p: PathHops, adv: PathAdvice) -> list[str]:
+def hops_heading(p: PathHops) -> str:
     how = p.method + (f" to port {p.port}" if p.port else "")
+    return f"Hops to {p.host} ({p.address}), {how}: {p.probes_sent} probes in {p.elapsed_s:.1f} s"
+
+
+def path_mtu_line(p: PathHops) -> str | None:
+    """The path MTU and where it is set; None when the search did not run."""
+    m = p.mtu
+    if m is None:
+        return None
+    if m.path_mtu is None:
+        return f"Path MTU: not measured ({m.note})"
+    at = f", set after hop {m.hop} ({m.hop_address})" if m.hop else ""
+    return f"Path MTU {m.path_mtu} B (this host's interface {m.local_mtu} B){at}"
+
+
+def hops_lines(p: PathHops, adv: PathAdvice) -> list[str]:
     lines = [
-        f"Hops to {p.host} ({p.address}), {how}: {p.probes_sent} probes in {p.elapsed_s:.1f} s",
+        hops_heading(p),
         f"hop  {'address':<40} {'answers':>9} {'loss':>6}  {'min ms':>8} {'med ms':>8}",
     ]
     lines += [hop_line(h, p) for h in p.hops]
-    m = p.mtu
-    if m is not None:
-        if m.path_mtu is None:
-            lines.append(f"Path MTU: not measured ({m.note})")
-        else:
-            at = f", set after hop {m.hop} ({m.hop_address})" if m.hop else ""
-            lines.append(f"Path MTU {m.path_mtu} B (this host's interface {m.local_mtu} B){at}")
+    mtu = path_mtu_line(p)
+    if mtu is not None:
+        lines.append(mtu)
     for f in adv.findings:
         lines.append(f"  {SEVERITY_MARK[f.severity]:<4} {f.title}: {f.message}")
         for x in f.fixes:

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 
 from tcpwizard.checks.model import Finding, Fix, HostAudit
 from tcpwizard.exitcodes import UsageError
+from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.model import PathEstimate
+from tcpwizard.output.path_text import hop_marks, hop_who, next_link_mtu, rtt_text
 from tcpwizard.report import Report
 from tcpwizard.units import format_bytes, format_rate
 
@@ -136,6 +138,33 @@ def path_rows(p: PathEstimate) -> list[tuple[str, str]]:
         rows.append(("capacity down", mbps(p.capacity_down.mbps)))
     rows.append(("BDP", format_bytes(p.bdp_bytes) if p.bdp_bytes else "—"))
     rows.append(("peer", "tcpwizard serve" if p.peer else "none (peerless probes)"))
+    return rows
+
+
+HOP_COLUMNS = ("hop", "address", "min ms", "med ms", "loss", "MTU", "found here")
+
+
+def hop_rows(p: PathHops) -> list[tuple[str, ...]]:
+    """The hops table: the same hops and marks as `tcpwizard path` prints. A name goes on a
+    line of its own above the address, and each mark on its own line, so the table fits
+    80 columns."""
+    rows: list[tuple[str, ...]] = []
+    for h in p.hops:
+        marks = hop_marks(h, p)
+        mtu = next_link_mtu(h, p)
+        if mtu is not None and mtu[1]:
+            marks.append("PMTU black hole")
+        rows.append(
+            (
+                str(h.ttl),
+                f"{h.name}\n{h.address}" if h.name else hop_who(h),
+                rtt_text(h.rtt_min_ms),
+                rtt_text(h.rtt_median_ms),
+                f"{h.loss_pct:.1f}%",
+                f"→{mtu[0]}" if mtu is not None else "",
+                "\n".join(marks),
+            )
+        )
     return rows
 
 

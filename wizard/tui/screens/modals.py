@@ -28,6 +28,7 @@ transfers (incl. Dynamic Right-Sizing), name the one limiting factor and the fix
 | `↑` `↓` / mouse | move in a list; the pane beside it explains the item |
 | `tab` | next pane |
 | `g` `b` `t` | transfer screen: goodput · buffer size · RTT plot |
+| `s` | transfer screen: time-sequence graph (again: next transfer; needs `--capture`) |
 | `c` | verdict screen: copy the highlighted fix to the clipboard |
 | `s` | verdict screen: save all fixes as a shell script |
 | `a` | verdict screen: apply this host's fixes (dry-run diff first; root only) |
@@ -37,7 +38,8 @@ transfers (incl. Dynamic Right-Sizing), name the one limiting factor and the fix
 | `q` | quit |
 
 The far end should run `tcpwizard serve`; without it the check is peerless (no transfer,
-lower confidence). Fixes for the peer are applied on the peer.
+lower confidence). Fixes for the peer are applied on the peer. Started with `--hops`, the
+path screen shows the hops: where the RTT jumps, where loss begins, ICMP rate limits, MTU.
 """
 
 

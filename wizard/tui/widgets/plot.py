@@ -1,8 +1,9 @@
 """A small line plot over time drawn with braille dots (2×4 per cell), one colour per series.
 
 Own widget instead of a plotting dependency: the three drsFTP-style plots (goodput, buffer
-size, RTT per interval) need only lines over a shared time axis. Colours come from the
-component classes below, which the app's .tcss maps to design tokens.
+size, RTT per interval) and the time-sequence graph need only lines over a shared time axis,
+and marks for single events (retransmissions). Colours come from the component classes
+below, which the app's .tcss maps to design tokens.
 """
 
 from __future__ import annotations
@@ -21,10 +22,15 @@ N_COLOURS = 5
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 
 
+MARK = "×"
+
+
 @dataclass(frozen=True)
 class Series:
     name: str
     points: tuple[tuple[float, float], ...]  # (seconds, value)
+    marks: bool = False  # each point a mark in its cell, not joined into a line
+    colour: int | None = None  # the colour's number; None: the series' place in the plot
 
 
 def _line(x0: int, y0: int, x1: int, y1: int) -> list[tuple[int, int]]:
@@ -89,7 +95,10 @@ class TimePlot(Widget):
         self.refresh()
 
     def _colour(self, i: int) -> Style:
-        return self.get_component_rich_style(f"timeplot--series-{i % N_COLOURS}")
+        """The style of the i-th series (lines are drawn in order, the last on top)."""
+        chosen = self.series[i].colour
+        n = i if chosen is None else chosen
+        return self.get_component_rich_style(f"timeplot--series-{n % N_COLOURS}")
 
     def render(self) -> Text:
         width, height = self.content_size.width, self.content_size.height
@@ -97,7 +106,8 @@ class TimePlot(Widget):
         out = Text(no_wrap=True, overflow="crop")
         legend = Text(f"{self.title}  ", style=axis)
         for i, s in enumerate(self.series):
-            legend.append("━━ ", self._colour(i)).append(f"{s.name}  ", axis)
+            legend.append(f"{MARK} " if s.marks else "━━ ", self._colour(i))
+            legend.append(f"{s.name}  ", axis)
         out.append_text(legend)
         points = [p for s in self.series for p in s.points]
         if height < 4 or width < 20:
@@ -117,6 +127,7 @@ class TimePlot(Widget):
             return out
         masks = [[0] * cols for _ in range(rows)]
         owner = [[-1] * cols for _ in range(rows)]
+        marked: dict[tuple[int, int], int] = {}  # (row, column) -> series
         dot_w, dot_h = cols * 2, rows * 4
 
         def to_dot(t: float, v: float) -> tuple[int, int]:
@@ -126,6 +137,9 @@ class TimePlot(Widget):
 
         for i, s in enumerate(self.series):
             dots = [to_dot(t, v) for t, v in s.points]
+            if s.marks:
+                marked.update(((y // 4, x // 2), i) for x, y in dots)
+                continue
             path = dots[:1] + [d for a, b in itertools.pairwise(dots) for d in _line(*a, *b)]
             for x, y in path:
                 cx, cy = x // 2, y // 4
@@ -140,7 +154,12 @@ class TimePlot(Widget):
             out.append(label.rjust(lw - 1) + " ┤" if label else " " * lw + "│", axis)
             for c in range(cols):
                 m = masks[r][c]
-                out.append(chr(0x2800 + m) if m else " ", self._colour(owner[r][c]) if m else None)
+                if (r, c) in marked:
+                    out.append(MARK, self._colour(marked[r, c]))
+                elif m:
+                    out.append(chr(0x2800 + m), self._colour(owner[r][c]))
+                else:
+                    out.append(" ")
         out.append("\n")
         right = f"{x_end:.1f} s"
         out.append(" " * lw + "└" + "0 s".ljust(cols - len(right)) + right, axis)
