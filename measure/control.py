@@ -84,6 +84,9 @@ def connect(
     raise PeerUnavailable(f"cannot connect to {host} port {port}: {'; '.join(errors)}{hint}")
 
 
+DEFAULT_IDLE_TIMEOUT_S = 30.0  # serve's own default, for a hello that does not say
+
+
 class ControlClient:
     """A control connection. A context manager; close() says bye."""
 
@@ -214,6 +217,17 @@ class ControlClient:
         return sock
 
     # -- lifetime ----------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def idle_timeout_s(self) -> float:
+        """How long serve keeps this connection without a request (its hello says)."""
+        limits = self.hello.limits
+        told = limits.idle_timeout_s if limits is not None else None
+        return told if told is not None and told > 0 else DEFAULT_IDLE_TIMEOUT_S
+
     def close(self) -> None:
         if self._closed:
             return

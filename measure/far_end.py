@@ -12,7 +12,11 @@ here with the same methods.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from tcpwizard.checks.facts import FactsError, HostFacts, facts_from_json
@@ -20,7 +24,7 @@ from tcpwizard.measure import spec
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.handshake import HandshakeFacts, handshake_with
 from tcpwizard.measure.iperf3_transfer import IPERF3_MODES, run_iperf3_transfer
-from tcpwizard.measure.model import Mode, PathEstimate, TransferResult
+from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.probe import Progress as ProbeProgress
 from tcpwizard.measure.probe import probe
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable, ProtocolError
@@ -30,6 +34,7 @@ FarEndKind = Literal["serve", "iperf3", "tcp-port", "url", "none"]
 SERVE_PORT = spec.SERVE_PORT
 IPERF3_PORT = spec.IPERF3_PORT
 ALL_MODES: tuple[Mode, ...] = spec.MODES
+TRANSFER_TIMEOUT_S = 5.0  # a transfer request's answer (serve prepares its sockets first)
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class Abilities:
     modes_down: tuple[Mode, ...]
     drs_channel: bool  # SBUF messages: the sender follows the receiver's buffer
     steady_end: bool = False  # a transfer can end once its rate is steady
+    both_at_once: bool = False  # up and down can run at the same time (two sessions)
 
     @property
     def transfers(self) -> bool:
@@ -87,24 +93,84 @@ class FarEnd(Protocol):
         """Evidence this far end cannot give, in plain words."""
         ...
 
+    def close(self) -> None:
+        """Let go of anything held open between the stages (serve's control connection)."""
+        ...
+
 
 # ---------------------------------------------------------------------------- serve
 
 
 class ServeFar:
-    kind: FarEndKind = "serve"
-    abilities = Abilities(True, True, ALL_MODES, ALL_MODES, True, steady_end=True)
+    """`tcpwizard serve`. A check holds one control connection to it from choosing the far
+    end to the last transfer: each new one would cost a connect, a hello (and the secret's
+    round trip), about 0.3 s on a 100 ms path, four times over."""
 
-    def __init__(self, address: str, port: int, secret: bytes | None, host: str) -> None:
+    kind: FarEndKind = "serve"
+    abilities = Abilities(
+        True, True, ALL_MODES, ALL_MODES, True, steady_end=True, both_at_once=True
+    )
+
+    def __init__(
+        self,
+        address: str,
+        port: int,
+        secret: bytes | None,
+        host: str,
+        control: ControlClient | None = None,
+    ) -> None:
         self.address, self.port, self.secret, self.host = address, port, secret, host
         self._handshake: HandshakeFacts | None = None
+        self._control = control
+        self._last_used = time.monotonic()
+
+    @classmethod
+    def reach(cls, address: str, port: int, secret: bytes | None, host: str) -> ServeFar | str:
+        """serve at address:port with its control connection open, else why not
+        (AuthFailed propagates: a serve that wants a secret is there, and the user must be
+        told)."""
+        try:
+            control = ControlClient(address, port, secret, timeout=3.0)
+        except AuthFailed:
+            raise
+        except (PeerUnavailable, ProtocolError) as exc:
+            return str(exc)
+        return cls(address, port, secret, host, control)
+
+    @contextmanager
+    def control(self, timeout: float) -> Iterator[ControlClient]:
+        """The open control connection, or a new one where serve may have closed it: it
+        idled for half serve's idle timeout (a long hop trace in between), or an error
+        ended it. One that fails during use is dropped: serve closes after an error."""
+        c = self._control
+        stale = c is not None and time.monotonic() - self._last_used > c.idle_timeout_s / 2
+        if c is None or c.closed or stale:
+            if c is not None:
+                c.close()
+            self._control = None
+            c = ControlClient(self.address, self.port, self.secret, timeout)
+            self._control = c
+        c.timeout = timeout
+        try:
+            yield c
+        except BaseException:
+            c.close()
+            self._control = None
+            raise
+        finally:
+            self._last_used = time.monotonic()
+
+    def close(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
 
     def describe(self) -> str:
         return f"tcpwizard serve at port {self.port}"
 
     def facts(self) -> tuple[HostFacts | None, str | None]:
         try:
-            with ControlClient(self.address, self.port, self.secret, timeout=3.0) as client:
+            with self.control(3.0) as client:
                 self._handshake = client.handshake()
                 raw = client.peer_audit()
         except AuthFailed:
@@ -125,19 +191,79 @@ class ServeFar:
         return self._handshake
 
     def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
-        return probe(
-            self.address, self.port, secret=self.secret, budget_s=budget_s, progress=progress
-        )
+        timeout = max(0.5, min(2.0, budget_s / 2))
+        try:
+            with self.control(timeout) as client:
+                return probe(
+                    self.address, self.port, budget_s=budget_s, progress=progress, control=client
+                )
+        except PeerUnavailable:
+            # serve went away since it answered: the probe's own fallbacks (peerless) decide.
+            return probe(
+                self.address, self.port, secret=self.secret, budget_s=budget_s, progress=progress
+            )
 
     def transfer(self, options: TransferOptions, hooks: TransferHooks = NO_HOOKS) -> TransferResult:
-        return run_transfer(
-            self.address,
-            self.port,
-            options,
-            secret=self.secret,
-            progress=hooks.progress,
-            sysctl_root=hooks.sysctl_root,
-            cancel=hooks.cancel,
+        if options.at_once and options.direction == "both":
+            return self._both_at_once(options, hooks)
+        with self.control(TRANSFER_TIMEOUT_S) as client:
+            return run_transfer(
+                self.address,
+                self.port,
+                options,
+                control=client,
+                progress=hooks.progress,
+                sysctl_root=hooks.sysctl_root,
+                cancel=hooks.cancel,
+            )
+
+    def _both_at_once(self, options: TransferOptions, hooks: TransferHooks) -> TransferResult:
+        """The way back on a second control connection of its own, in a thread, while the
+        way there runs on the check's connection; the modes in the order a series gives."""
+        there = replace(options, direction="up", reverse_modes=None, at_once=False)
+        back = replace(
+            options, direction="down", modes=options.modes_for("down"), reverse_modes=None,
+            at_once=False,
+        )  # fmt: skip
+        got: list[TransferResult] = []
+        failed: list[str] = []
+
+        def run_back() -> None:
+            try:
+                result = run_transfer(
+                    self.address,
+                    self.port,
+                    back,
+                    secret=self.secret,
+                    timeout=TRANSFER_TIMEOUT_S,
+                    progress=hooks.progress,
+                    sysctl_root=hooks.sysctl_root,
+                    cancel=hooks.cancel,
+                )
+                got.append(result)
+            except (PeerUnavailable, ProtocolError) as exc:
+                failed.append(str(exc))
+
+        thread = threading.Thread(target=run_back, name="transfer-back", daemon=True)
+        thread.start()
+        try:
+            up = self.transfer(there, hooks)
+        finally:
+            thread.join()
+        down_modes = (
+            got[0].modes
+            if got
+            else tuple(
+                ModeResult.failed(m, "down", back.streams, failed[0] if failed else "no result")
+                for m in back.modes
+            )
+        )
+        return replace(
+            up,
+            modes=(*up.modes, *down_modes),
+            direction="both",
+            peer_congestion_control=up.peer_congestion_control
+            or (got[0].peer_congestion_control if got else ""),
         )
 
     def missing(self) -> tuple[str, ...]:
@@ -163,6 +289,9 @@ class Unaudited:
 
     def handshake(self) -> HandshakeFacts | None:
         return self._handshake
+
+    def close(self) -> None:
+        """Nothing stays open between its stages."""
 
 
 class Iperf3Far(Unaudited):
@@ -241,6 +370,9 @@ class PortFar:
     def facts(self) -> tuple[HostFacts | None, str | None]:
         return None, None
 
+    def close(self) -> None:
+        """Nothing stays open between its stages."""
+
     def handshake(self) -> HandshakeFacts | None:
         return self._handshake
 
@@ -268,15 +400,3 @@ def port_probe(
 # ---------------------------------------------------------------------------- discovery
 
 FarEndChoice = Literal["auto", "serve", "iperf3"]
-
-
-def serve_answers(address: str, port: int, secret: bytes | None) -> str | None:
-    """None when serve answers at address:port, else why not (AuthFailed propagates: a
-    serve that wants a secret is there, and the user must be told)."""
-    try:
-        with ControlClient(address, port, secret, timeout=3.0):
-            return None
-    except AuthFailed:
-        raise
-    except (PeerUnavailable, ProtocolError) as exc:
-        return str(exc)

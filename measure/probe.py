@@ -38,11 +38,13 @@ def probe(
     progress: Progress | None = None,
     serve: bool = True,
     connect_rtt: bool = True,
+    control: ControlClient | None = None,
 ) -> PathEstimate:
     """Characterize the path to `host`. Raises PeerUnavailable when nothing answers at all
     (or the name does not resolve), AuthFailed when serve rejects our secret. serve=False
     goes peerless at once; connect_rtt=False keeps `tcp_port` for SYN pairs only (an iperf3
-    port, where a connection that sends nothing ends a one-off server)."""
+    port, where a connection that sends nothing ends a one-off server). `control`: an open
+    connection to serve to probe over (not closed here)."""
     say = progress or (lambda _m: None)
     start = time.monotonic()
     deadline = start + budget_s
@@ -50,6 +52,8 @@ def probe(
     notes: list[str] = []
     if not serve:
         return _peerless(host, infos, tcp_port, deadline, start, notes, say, connect_rtt)
+    if control is not None:  # the caller's open connection, left open for what follows
+        return _with_serve(control, host, port, deadline, start, download, notes, say)
     try:
         say(f"connecting to tcpwizard serve at {host} port {port}")
         client = ControlClient(host, port, secret, timeout=max(0.5, min(2.0, budget_s / 2)))

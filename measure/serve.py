@@ -61,8 +61,8 @@ from tcpwizard.measure.wire_session import (
 
 Log = Callable[[str], None]
 # With a host lock (serve --lock), the client that measures keeps serve to itself this long
-# after its last control connection closes: a check opens several in a row, with only its
-# own local work (the audit) between them.
+# after its last control connection closes: a check holds one (two at once with --quick),
+# but a monitor's round of checks opens one after another, with local work between them.
 RESERVATION_GRACE_S = 2.0
 # When a refused client should ask again while the holder's check runs (written in the lock
 # file, renewed by each of its connections): asking is one hello, so poll rather than guess.

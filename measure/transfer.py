@@ -57,6 +57,9 @@ class TransferOptions:
     # End each transfer once its rate has stopped growing (measure/steady.py), whichever
     # end sends; duration_s is then the cap. `check` uses it when no length was given.
     until_steady: bool = False
+    # With direction "both": both ways at the same time (as iperf3 --bidir), on two control
+    # connections; each way's ACKs then queue behind the other way's data. `check --quick`.
+    at_once: bool = False
 
     def directions(self) -> tuple[Direction, ...]:
         return ("up", "down") if self.direction == "both" else (self.direction,)

@@ -1,7 +1,8 @@
 """Each test transfer's time-sequence graph: the transfers run under tcpdump (as `--plot`
 captures them, here only the far end's address and port), and every captured flow is given
 to the transfer whose run it overlaps most in time and matches in direction. The transfers
-run one after another, so the flows of one mode never overlap another's; the control and
+of one direction run one after another, so the flows of one mode never overlap another's of
+its direction (`--quick` runs the two directions at once); the control and
 DRS channels carry too little to count as flows (tsg.MIN_FLOW_BYTES)."""
 
 from __future__ import annotations
@@ -44,19 +45,33 @@ def _overlap(a: Span, b: Span) -> float:
     return min(a[1], b[1]) - max(a[0], b[0])
 
 
+def _direction(s: TsgSeries, remote: str, port: int | None) -> Direction | None:
+    """up when the data went to the far end, down when it came from it: by address, or
+    where both ends have one address (loopback) by the far end's port. None: unknown."""
+    if s.src != s.dst:
+        return "up" if s.dst == remote else "down"
+    if port is None:
+        return None
+    src_port, dst_port = (end.rsplit(":", 1)[-1] for end in s.flow.split(" > ", 1))
+    if dst_port == str(port):
+        return "up"
+    return "down" if src_port == str(port) else None
+
+
 def assign_flows(
-    series: list[TsgSeries], spans: dict[TransferKey, Span], remote: str
+    series: list[TsgSeries], spans: dict[TransferKey, Span], remote: str, port: int | None
 ) -> tuple[TransferFlows, ...]:
     """The flows of each transfer, in the order the transfers ran. A flow whose data went
-    to `remote` belongs to an upload, one from it to a download (over loopback both ends
-    have that address: time alone decides); a flow that overlaps no transfer of its
-    direction (a probe, another program) is left out."""
+    to `remote` (its `port`) belongs to an upload, one from it to a download (over loopback
+    both ends have that address: the port tells, and without it, time alone); a flow that
+    overlaps no transfer of its direction (a probe, another program) is left out. Both
+    ways may run at once (`check --quick`): the direction keeps their flows apart."""
     got: dict[TransferKey, list[TsgSeries]] = {key: [] for key in spans}
     for s in series:
-        direction: Direction = "up" if s.dst == remote else "down"
+        direction = _direction(s, remote, port)
         flow_span = (s.t0, s.t0 + s.duration_s)
         best = max(
-            (k for k in spans if k[1] == direction or s.src == s.dst),
+            (k for k in spans if direction is None or k[1] == direction),
             key=lambda k: _overlap(flow_span, spans[k]),
             default=None,
         )
@@ -119,4 +134,4 @@ class TransferRecorder:
     def result(self) -> TransferCapture:
         if self.error is not None:
             return TransferCapture((), self.error)
-        return TransferCapture(assign_flows(self.series, self.spans, self.remote))
+        return TransferCapture(assign_flows(self.series, self.spans, self.remote, self.port))

@@ -53,6 +53,43 @@ def test_full_check_over_loopback(tmp_path: Path, history: Path) -> None:
     assert history.exists()  # recorded for `tcpwizard history`
 
 
+def _controls(logs: list[str]) -> list[str]:
+    return [line for line in logs if "control connection (protocol" in line]
+
+
+def test_a_check_holds_one_control_connection(tmp_path: Path, history: Path) -> None:
+    # Reaching serve, its audit, the probe, --avail and every transfer: one connection (each
+    # new one costs a connect and a hello, 0.3 s on a 100 ms path).
+    with running_server(transfer=TransferService(ServeLimits())) as srv:
+        argv = ["127.0.0.1", "--port", str(srv.port), "--json", "--duration", "0.3", "--avail"]
+        _code, out, err = _check([*argv, "--modes", "untuned,autotune"], tmp_path)
+        logs: list[str] = srv.logs  # type: ignore[attr-defined]
+        controls = _controls(logs)
+    doc = json.loads(out)
+    assert doc["peer"] is not None and doc["path"]["available"] is not None, err
+    assert len(doc["transfer"]["modes"]) == 4 and not any(
+        m["error"] for m in doc["transfer"]["modes"]
+    )
+    assert len(controls) == 1, logs
+
+
+def test_quick_runs_both_ways_at_once(tmp_path: Path, history: Path) -> None:
+    # The way back runs on a second control connection of its own, during the way there.
+    with running_server(transfer=TransferService(ServeLimits())) as srv:
+        _code, out, err = _check(
+            ["127.0.0.1", "--port", str(srv.port), "--json", "--quick", "--duration", "1"],
+            tmp_path,
+        )
+        logs: list[str] = srv.logs  # type: ignore[attr-defined]
+    doc = json.loads(out)
+    modes = [(m["mode"], m["direction"], m["error"]) for m in doc["transfer"]["modes"]]
+    assert modes == [("autotune", "up", None), ("autotune", "down", None)], err
+    assert len(_controls(logs)) == 2
+    # Both control connections were open at once: the second opened before the first closed.
+    events = [line for line in logs if "control connection" in line]
+    assert "closed" not in events[0] and "closed" not in events[1], events
+
+
 def test_unresolvable_host_is_valid_json_unknown(tmp_path: Path, history: Path) -> None:
     code, out, err = _check(["no-such-host.invalid", "--json", "--quick"], tmp_path)
     doc = json.loads(out)

@@ -12,6 +12,7 @@ import dataclasses
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,7 +36,6 @@ from tcpwizard.measure.far_end import (
     Iperf3Far,
     PortFar,
     ServeFar,
-    serve_answers,
 )
 from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.hop_model import PathHops
@@ -168,6 +168,8 @@ def _transfer_options(
         static_request=static_request(target.rtt_s, target.rate_bps) if target else None,
         force=req.force_buffers,
         until_steady=steady,
+        # --quick: both ways at once where the far end can, one transfer's time for two.
+        at_once=req.quick and far is not None and far.abilities.both_at_once,
     )
 
 
@@ -217,9 +219,10 @@ def choose_far_end(req: CheckRequest, address: str, ctx: Context) -> tuple[FarEn
         url_far = UrlFar(req.url, address, req.host, ctx.sysctl_root)
         return url_far, [*notes, *url_far.notes]
     if req.far_end in ("auto", "serve"):
-        why = serve_answers(address, req.port, req.secret)
-        if why is None:
-            return ServeFar(address, req.port, req.secret, req.host), notes
+        serve = ServeFar.reach(address, req.port, req.secret, req.host)
+        if isinstance(serve, ServeFar):
+            return serve, notes
+        why = serve
         notes.append(f"no tcpwizard serve at {req.host} port {req.port} ({why})")
         if req.far_end == "serve":
             return PortFar(address, req.tcp_port, req.host, ctx.sysctl_root), notes
@@ -246,10 +249,22 @@ class _Run:
     capture: TransferCapture | None = None
 
 
-def _stage_audit(run: _Run, stage: StageFn) -> None:
+def _stage_audit_and_reach(req: CheckRequest, ctx: Context, address: str, stage: StageFn) -> _Run:
+    """This host's audit while the far end is reached: reaching it takes round trips (a
+    connect, a hello), the audit reads this host's own files meanwhile."""
     stage("audit", "auditing this host")
-    run.local = audit(run.ctx, run.address, run.req.bdp_hint)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit") as pool:
+        local = pool.submit(audit, ctx, address, req.bdp_hint)
+        far, notes = choose_far_end(req, address, ctx)
+        try:
+            own = local.result()
+        except BaseException:
+            far.close()
+            raise
+    run = _Run(req, ctx, address, far, notes)
+    run.local = own
     stage("audit", "local audit done", local=run.local)
+    return run
 
 
 def _stage_peer(run: _Run, stage: StageFn) -> None:
@@ -305,19 +320,21 @@ def _stage_probe(run: _Run, stage: StageFn, emit: EventFn) -> None:
         stage("probe", "path measured", path=run.path)
 
 
+AVAIL_TIMEOUT_S = 5.0  # serve's answer to a stream's arrival report
+
+
 def _stage_available(run: _Run, stage: StageFn) -> None:
     """--avail: the available bandwidth beside the capacity (serve's reflector only); the
     verdict `cross-traffic` needs it."""
     cap = run.path.capacity if run.path else None
-    if run.path is None or cap is None or run.far.kind != "serve" or run.far.port is None:
+    if run.path is None or cap is None or not isinstance(run.far, ServeFar):
         run.notes.append("available bandwidth: needs tcpwizard serve and a measured capacity")
         return
     from tcpwizard.measure.availbw import measure_available
-    from tcpwizard.measure.control import ControlClient
 
     stage("probe", "measuring what cross traffic leaves free (periodic streams)")
     try:
-        with ControlClient(run.address, run.far.port, run.req.secret) as client:
+        with run.far.control(AVAIL_TIMEOUT_S) as client:
             udp = client.udp_socket()
             try:
                 av = measure_available(client, udp, cap.mbps * 1e6, run.path.rtt.min / 1e3)
@@ -499,16 +516,20 @@ def run_check(
         raise TcpWizardError(f"--streams must be 1-{MAX_STREAMS}", ExitCode.USAGE)
     address = resolve(req.host)
     # Every probe and transfer goes to the one address the route audit was made for.
-    far, notes = choose_far_end(req, address, ctx)
-    run = _Run(req, ctx, address, far, notes)
-    _stage_audit(run, stage)
-    _stage_peer(run, stage)
-    if req.hops is not None:
-        _stage_hops(run, req.hops, stage)
-    _stage_probe(run, stage, emit)
-    if req.available:
-        _stage_available(run, stage)
-    _stage_transfer(run, stage, emit, cancel)
+    run = _stage_audit_and_reach(req, ctx, address, stage)
+    far = run.far
+    try:
+        _stage_peer(run, stage)
+        if req.hops is not None:
+            _stage_hops(run, req.hops, stage)
+        _stage_probe(run, stage, emit)
+        if req.available:
+            _stage_available(run, stage)
+        _stage_transfer(run, stage, emit, cancel)
+    finally:
+        run.far.close()  # a far end swapped in mid-run (PortFar) closes the same way
+        if run.far is not far:
+            far.close()
     stage("diagnose", "naming the limiting factor")
     report = _diagnose(run, stage)
     return with_hops(report, *run.hops) if run.hops is not None else report
