@@ -578,15 +578,27 @@ def _at_bound(m: ModeResult, limit_mbps: float) -> bool:
 LATE_LOSS_EVENTS = 3  # retransmissions after the first half that make losses ongoing
 
 
-def _still_ramping(m: ModeResult) -> bool:
-    """The rate was still climbing when the test ended: the last quarter's mean is well
-    above the third quarter's (slow start or a window still opening)."""
-    rates = [s.goodput_mbps for s in m.samples]
+def _climbing(rates: Sequence[float]) -> bool:
+    """The last quarter's median well above the third quarter's. Medians, not means: after
+    a loss the receiver gets nothing for a round trip, then the held data at once (a
+    sample of three times the path's rate), and one such burst must not read as growth."""
     q = len(rates) // 4
-    if q < 2:
+    third, last = sorted(rates[2 * q : 3 * q]), sorted(rates[3 * q :])
+    return last[len(last) // 2] > 1.15 * third[len(third) // 2]
+
+
+def _still_ramping(m: ModeResult) -> bool:
+    """The rate was still climbing when the test ended (slow start or a window still
+    opening): in the goodput, and in what the sender's TCP_INFO says the network delivered
+    where the samples carry it (smooth through loss recoveries)."""
+    rates = [s.goodput_mbps for s in m.samples]
+    if len(rates) // 4 < 2:
         return True  # too short to tell: give the ramp the benefit of the doubt
-    third, last = rates[2 * q : 3 * q], rates[3 * q :]
-    return sum(last) / len(last) > 1.15 * (sum(third) / len(third))
+    delivered = [s.tcp_info.delivery_rate_bps / 1e6 for s in m.samples if s.tcp_info]
+    settled = delivered[len(delivered) // 2 :]
+    if len(delivered) == len(rates) and all(settled) and not _climbing(delivered):
+        return False
+    return _climbing(rates)
 
 
 def _late_retransmits(m: ModeResult) -> int:

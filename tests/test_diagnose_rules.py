@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.advice.diagnose import Evidence, _still_ramping, diagnose
 from tcpwizard.advice.streams import MAX_STREAMS
 from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
 from tcpwizard.checks.audit import CHECKS
@@ -468,3 +468,30 @@ def test_a_peerless_guess_never_excuses_window_scaling_off() -> None:
     )
     ev = Evidence(audit(), None, guess, peer_handshake=_handshake(False))
     assert diagnose(ev).verdict.limiting_factor == "window-scaling"
+
+
+def test_a_loss_recoverys_burst_at_the_end_is_not_a_ramp() -> None:
+    # A healthy BBR transfer into a one-BDP queue: every loss leaves the receiver a round
+    # trip with nothing in order, then the held data at once (319 Mbit/s on a 100 Mbit/s
+    # path). The sender's TCP_INFO delivery rate stays at the path's rate throughout.
+    goodput = [1, 3, 8, 16, 32, 65, 96, 97, 62, 0, 223, 74, 93, 0, 25, 234, 79, 70, 0, 49, 319]
+    delivery = [1, 2, 3, 8, 16, 32, 65, 94, 96, 97, 97, 97, 74, 84, 97, 97, 42, 62, 82, 101, 101]
+    samples = tuple(
+        TransferSample(
+            0.1 * (i + 1),
+            g,
+            4 << 20,
+            4 << 20,
+            tcp_info=TcpInfoSample(100_000, 1000, 900, 0, int(r * 1e6), 0, 0, 0, 1448),
+        )
+        for i, (g, r) in enumerate(zip(goodput, delivery, strict=True))
+    )
+    m = dataclasses.replace(mode(67.0, nbytes=17_000_000), samples=samples, seconds=2.1)
+    assert not _still_ramping(m)
+    # Without the sender's view the goodput's medians still see no climb.
+    bare = dataclasses.replace(
+        m, samples=tuple(dataclasses.replace(s, tcp_info=None) for s in samples)
+    )
+    assert not _still_ramping(bare)
+    ramp = dataclasses.replace(m, samples=samples[:9])  # cut in slow start: still climbing
+    assert _still_ramping(ramp)
