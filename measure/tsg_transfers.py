@@ -61,11 +61,12 @@ def _direction(s: TsgSeries, remote: str, port: int | None) -> Direction | None:
 def assign_flows(
     series: list[TsgSeries], spans: dict[TransferKey, Span], remote: str, port: int | None
 ) -> tuple[TransferFlows, ...]:
-    """The flows of each transfer, in the order the transfers ran. A flow whose data went
-    to `remote` (its `port`) belongs to an upload, one from it to a download (over loopback
-    both ends have that address: the port tells, and without it, time alone); a flow that
-    overlaps no transfer of its direction (a probe, another program) is left out. Both
-    ways may run at once (`check --quick`): the direction keeps their flows apart."""
+    """The flows of each transfer, uploads first, each way in the order it ran. A flow
+    whose data went to `remote` (its `port`) belongs to an upload, one from it to a
+    download (over loopback both ends have that address: the port tells, and without it,
+    time alone); a flow that overlaps no transfer of its direction (a probe, another
+    program) is left out. Both ways may run at once (`check --quick`): the direction keeps
+    their flows apart."""
     got: dict[TransferKey, list[TsgSeries]] = {key: [] for key in spans}
     for s in series:
         direction = _direction(s, remote, port)
@@ -77,7 +78,9 @@ def assign_flows(
         )
         if best is not None and _overlap(flow_span, spans[best]) > 0:
             got[best].append(s)
-    ordered = sorted(spans, key=lambda k: spans[k][0])
+    # The uploads first, then the downloads, each in the order they ran: as a check runs
+    # them one after another, and as its report lists them when they ran at once.
+    ordered = sorted(spans, key=lambda k: (k[1] != "up", spans[k][0]))
     return tuple(
         TransferFlows(m, d, tuple(sorted(got[(m, d)], key=lambda s: -s.bytes))) for m, d in ordered
     )

@@ -52,7 +52,7 @@ def _conns(lab: Lab, side: Side, port: int) -> tuple[int, dict[str, Any]]:
     return proc.returncode, doc
 
 
-def _iperf3_upload(lab: Lab, seconds: int = 15) -> subprocess.Popen[str]:
+def _iperf3_upload(lab: Lab, seconds: int = 11) -> subprocess.Popen[str]:
     """Long enough for both conns runs (each starts Python, then watches 1.5 s) on a loaded
     machine: a connection that closes mid-interval is not judged."""
     return lab.popen(
