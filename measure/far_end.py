@@ -207,15 +207,7 @@ class ServeFar:
         if options.at_once and options.direction == "both":
             return self._both_at_once(options, hooks)
         with self.control(TRANSFER_TIMEOUT_S) as client:
-            return run_transfer(
-                self.address,
-                self.port,
-                options,
-                control=client,
-                progress=hooks.progress,
-                sysctl_root=hooks.sysctl_root,
-                cancel=hooks.cancel,
-            )
+            return run_transfer(self.address, self.port, options, hooks, control=client)
 
     def _both_at_once(self, options: TransferOptions, hooks: TransferHooks) -> TransferResult:
         """The way back on a second control connection of its own, in a thread, while the
@@ -231,15 +223,9 @@ class ServeFar:
         def run_back() -> None:
             try:
                 result = run_transfer(
-                    self.address,
-                    self.port,
-                    back,
-                    secret=self.secret,
-                    timeout=TRANSFER_TIMEOUT_S,
-                    progress=hooks.progress,
-                    sysctl_root=hooks.sysctl_root,
-                    cancel=hooks.cancel,
-                )
+                    self.address, self.port, back, hooks,
+                    secret=self.secret, timeout=TRANSFER_TIMEOUT_S,
+                )  # fmt: skip
                 got.append(result)
             except (PeerUnavailable, ProtocolError) as exc:
                 failed.append(str(exc))
@@ -328,15 +314,7 @@ class Iperf3Far(Unaudited):
         def keep(hs: HandshakeFacts | None) -> None:
             self._handshake = self._handshake or hs
 
-        return run_iperf3_transfer(
-            self.address,
-            self.port,
-            options,
-            progress=hooks.progress,
-            sysctl_root=hooks.sysctl_root,
-            cancel=hooks.cancel,
-            on_handshake=keep,
-        )
+        return run_iperf3_transfer(self.address, self.port, options, hooks, on_handshake=keep)
 
     def missing(self) -> tuple[str, ...]:
         return (

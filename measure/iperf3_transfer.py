@@ -39,7 +39,13 @@ from tcpwizard.measure.model import (
 )
 from tcpwizard.measure.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
-from tcpwizard.measure.transfer import Progress, ProgressFn, TransferOptions, merge
+from tcpwizard.measure.transfer import (
+    NO_HOOKS,
+    Progress,
+    TransferHooks,
+    TransferOptions,
+    merge,
+)
 
 # The modes iperf3 can take part in, per direction. Upload DRS needs the receiver's half
 # of DRS on the far end, which only serve has.
@@ -66,10 +72,8 @@ def run_iperf3_transfer(
     address: str,
     port: int,
     options: TransferOptions,
+    hooks: TransferHooks = NO_HOOKS,
     *,
-    progress: ProgressFn | None = None,
-    sysctl_root: str = "/proc/sys",
-    cancel: threading.Event | None = None,
     timeout: float = 5.0,
     on_handshake: Callable[[HandshakeFacts | None], None] | None = None,
 ) -> TransferResult:
@@ -80,13 +84,13 @@ def run_iperf3_transfer(
     if not 1 <= options.streams <= engine.MAX_STREAMS:
         raise engine.TransferError(f"streams must be 1-{engine.MAX_STREAMS}")
     results: list[ModeResult] = []
-    target = Iperf3Target(address, port, progress, sysctl_root, cancel, timeout, on_handshake)
+    target = Iperf3Target(address, port, hooks, timeout, on_handshake)
     peer_cc = ""
     broken: str | None = None
     tried = False  # a test got as far as the server's answer
     for direction in options.directions():
         for mode in options.modes_for(direction):
-            if cancel is not None and cancel.is_set():
+            if hooks.cancel is not None and hooks.cancel.is_set():
                 break
             if mode not in IPERF3_MODES[direction]:
                 results.append(
@@ -137,9 +141,7 @@ class Iperf3Target:
 
     address: str
     port: int
-    progress: ProgressFn | None = None
-    sysctl_root: str = "/proc/sys"
-    cancel: threading.Event | None = None
+    hooks: TransferHooks = NO_HOOKS
     timeout: float = 5.0
     on_handshake: Callable[[HandshakeFacts | None], None] | None = None
 
@@ -149,7 +151,7 @@ def run_iperf3_mode(
 ) -> tuple[ModeResult, str]:
     """One iperf3 test for one mode; returns the result and the server's congestion
     control. Raises Iperf3Error when the test could not start."""
-    limits = buffers.read_host_limits(target.sysctl_root)
+    limits = buffers.read_host_limits(target.hooks.sysctl_root)
     force = options.force and buffers.can_force()
     try:
         plan = engine.plan_buffers(mode, limits, options.static_request, force)
@@ -168,16 +170,14 @@ def run_iperf3_mode(
         ctrl = session.open()
         if target.on_handshake is not None:
             target.on_handshake(
-                read_handshake(ctrl, port=target.port, sysctl_root=target.sysctl_root)
+                read_handshake(ctrl, port=target.port, sysctl_root=target.hooks.sysctl_root)
             )
         data = session.attach(plan.presetup)
         for s in data:
             plan.postsetup(s, accepted=False)
-        on_sample = _sampler(
-            mode, direction, duration, options.nbytes, target.progress, target.cancel, stop
-        )
-        if target.progress:
-            target.progress(
+        on_sample = _sampler(mode, direction, duration, options.nbytes, target.hooks, stop)
+        if target.hooks.progress:
+            target.hooks.progress(
                 Progress(mode, direction, "start", 0.0, 0, 0.0, duration, options.nbytes)
             )
         if direction == "up":
@@ -198,8 +198,8 @@ def run_iperf3_mode(
         else:
             local, server, err = _receive(session, data, plan, duration, options, stop, on_sample)
             result = _download_result(mode, options.streams, local, server, err, data)
-    if target.progress:
-        target.progress(Progress.done(result, duration, options.nbytes))
+    if target.hooks.progress:
+        target.hooks.progress(Progress.done(result, duration, options.nbytes))
     return result, server.congestion if server else ""
 
 
@@ -208,11 +208,11 @@ def _sampler(
     direction: Direction,
     duration: float | None,
     nbytes: int | None,
-    progress: ProgressFn | None,
-    cancel: threading.Event | None,
+    hooks: TransferHooks,
     stop: threading.Event,
 ) -> engine.Sampler:
     last = [(0.0, 0)]
+    progress, cancel = hooks.progress, hooks.cancel
 
     def on_sample(s: engine.SideSample) -> None:
         if cancel is not None and cancel.is_set():

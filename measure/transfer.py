@@ -129,13 +129,11 @@ def run_transfer(
     host: str,
     port: int,
     options: TransferOptions,
+    hooks: TransferHooks = NO_HOOKS,
     *,
     secret: bytes | None = None,
     timeout: float = 5.0,
     control: ControlClient | None = None,
-    progress: ProgressFn | None = None,
-    sysctl_root: str = "/proc/sys",
-    cancel: threading.Event | None = None,
 ) -> TransferResult:
     """Run every mode in every direction of `options` against serve at host:port (or over
     an open `control` connection). Raises PeerUnavailable if serve cannot be reached at all;
@@ -151,12 +149,12 @@ def run_transfer(
         broken: str | None = None
         for direction in options.directions():
             for mode in options.modes_for(direction):
-                if cancel is not None and cancel.is_set():
+                if hooks.cancel is not None and hooks.cancel.is_set():
                     break  # cancelled: the modes not yet started are left out
                 if broken is not None:
                     results.append(ModeResult.failed(mode, direction, options.streams, broken))
                     continue
-                out = run_mode(ctrl, mode, direction, options, progress, sysctl_root, cancel)
+                out = run_mode(ctrl, mode, direction, options, hooks)
                 peer_cc = peer_cc or out.peer_congestion_control
                 results.append(out.result)
                 if not out.control_ok:
@@ -190,12 +188,11 @@ def run_mode(
     mode: Mode,
     direction: Direction,
     options: TransferOptions,
-    progress: ProgressFn | None = None,
-    sysctl_root: str = "/proc/sys",
-    cancel: threading.Event | None = None,
+    hooks: TransferHooks = NO_HOOKS,
 ) -> ModeOutcome:
     """One transfer over an open control connection; `cancel` ends it early (the result
     keeps what was measured until then)."""
+    progress, sysctl_root, cancel = hooks.progress, hooks.sysctl_root, hooks.cancel
     local_limits = buffers.read_host_limits(sysctl_root)
     force = options.force and buffers.can_force()
     try:

@@ -33,7 +33,6 @@ from tcpwizard.measure.tcpinfo import read_tcp_info
 from tcpwizard.measure.transfer import (
     NO_HOOKS,
     Progress,
-    ProgressFn,
     TransferHooks,
     TransferOptions,
     merge,
@@ -319,11 +318,10 @@ def download_mode(
     address: str,
     mode: Mode,
     options: TransferOptions,
-    progress: ProgressFn | None = None,
-    sysctl_root: str = "/proc/sys",
-    cancel: threading.Event | None = None,
+    hooks: TransferHooks = NO_HOOKS,
 ) -> tuple[ModeResult, HandshakeFacts | None]:
     """One download in `mode` (our receive buffer as the mode plans it)."""
+    progress, sysctl_root, cancel = hooks.progress, hooks.sysctl_root, hooks.cancel
     limits = buffers.read_host_limits(sysctl_root)
     force = options.force and buffers.can_force()
     try:
@@ -455,15 +453,7 @@ class UrlFar(Unaudited):
         for mode in options.modes_for("down"):
             if hooks.cancel is not None and hooks.cancel.is_set():
                 break
-            result, hs = download_mode(
-                self.url,
-                self.address,
-                mode,
-                options,
-                hooks.progress,
-                hooks.sysctl_root,
-                hooks.cancel,
-            )
+            result, hs = download_mode(self.url, self.address, mode, options, hooks)
             self._handshake = self._handshake or hs
             results.append(result)
         return TransferResult(tuple(results), "down", 1, "", _local_cc(hooks.sysctl_root))

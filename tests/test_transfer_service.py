@@ -20,7 +20,7 @@ from tcpwizard.main import main
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.protocol import ProtocolError
 from tcpwizard.measure.serve import Server
-from tcpwizard.measure.transfer import TransferOptions, run_transfer
+from tcpwizard.measure.transfer import TransferHooks, TransferOptions, run_transfer
 from tcpwizard.output.measure_json import transfer_json
 
 from .serve_helpers import raw_conn, read_lines, running_server, send_line
@@ -259,7 +259,7 @@ def test_cancel_ends_a_running_transfer_early(server: Server) -> None:
     t0 = time.monotonic()
     timer.start()
     try:
-        res = run_transfer("127.0.0.1", server.port, opts, cancel=cancel)
+        res = run_transfer("127.0.0.1", server.port, opts, TransferHooks(cancel=cancel))
     finally:
         timer.cancel()
     assert time.monotonic() - t0 < 5.0

@@ -14,7 +14,7 @@ from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
 from tcpwizard.measure import spec
 from tcpwizard.measure.model import Mode, ModeResult, TransferResult
-from tcpwizard.measure.transfer import TransferOptions, run_transfer, static_request
+from tcpwizard.measure.transfer import TransferHooks, TransferOptions, run_transfer, static_request
 from tcpwizard.output.measure_json import transfer_json
 from tcpwizard.report import SCHEMA_VERSION
 from tcpwizard.units import format_bytes, parse_duration, parse_rate, parse_size
@@ -110,7 +110,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             plotting(args, ctx, args.host),
             ProgressDisplay(ctx.stderr, enabled=not args.no_color) as display,
         ):
-            result = run_transfer(args.host, args.port, opts, secret=secret, progress=display)
+            result = run_transfer(
+                args.host, args.port, opts, TransferHooks(progress=display), secret=secret
+            )
         print(render_text(args.host, result), file=ctx.stdout)
     else:
         with plotting(args, ctx, args.host):
