@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tcpwizard.history import History
+from tcpwizard import history as history_module
+from tcpwizard.history import History, HistoryError
 from tcpwizard.main import main
 
 
@@ -80,3 +81,30 @@ def test_history_command_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFi
     assert "receiver-window" in out and "2023-11-14" in out
     assert "▁" in out and "█" in out  # throughput rose: the plot spans low to high
     assert main(["history", "nobody", "--db", str(db)]) == 3
+
+
+def test_a_schema_read_that_meets_a_checkpoint_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Read without a lock, the schema can look malformed while another writer
+    # checkpoints: a moment later it reads whole. A file that stays malformed is refused.
+    path = tmp_path / "h.sqlite3"
+    History(path).append("a", report(1.0, 1.0, "path-capacity"))
+    real = history_module._schema_of
+    failures = iter([True, True])
+
+    def flaky(uri: str) -> tuple[set[str], set[str]]:
+        if next(failures, False):
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return real(uri)
+
+    monkeypatch.setattr(history_module, "_schema_of", flaky)
+    History(path).append("a", report(1.0, 2.0, "path-capacity"))
+    assert len(History(path).rows("a")[0]) == 2
+
+    def broken(uri: str) -> tuple[set[str], set[str]]:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(history_module, "_schema_of", broken)
+    with pytest.raises(HistoryError, match="malformed"):
+        History(path).append("a", report(1.0, 3.0, "path-capacity"))

@@ -13,6 +13,7 @@ import pytest
 from tcpwizard.measure import buffers, engine
 from tcpwizard.measure.engine import BufferPlan, SideReport, plan_buffers
 from tcpwizard.measure.transfer import merge
+from tests.lab_fixtures import MEASUREMENT_RERUNS
 
 LIMITS = buffers.read_host_limits()
 
@@ -144,6 +145,9 @@ def test_duration_is_respected_and_sampled(make_link: Callable[[int, BufferPlan]
     assert any("autotuning" in n for n in res.notes)
 
 
+# Whether 2 x bandwidth x RTT on loopback exceeds the starting 128 KB depends on how busy
+# the machine is during its 0.8 s: a measurement, with one more try like the lab's.
+@pytest.mark.flaky(reruns=MEASUREMENT_RERUNS)
 def test_drs_resizes_from_echoed_sbufs(make_link: Callable[[int, BufferPlan], Link]) -> None:
     plan = plan_buffers("drs", LIMITS)
     link = make_link(1, plan)

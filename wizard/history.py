@@ -36,6 +36,18 @@ CREATE INDEX IF NOT EXISTS checks_host_ts ON checks (host, ts);
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_LEN = 100
+SCHEMA_READ_TRIES = 5  # reads of a history's schema before it is called broken
+SCHEMA_READ_PAUSE_S = 0.05  # times the try number, between them
+
+
+def _schema_of(uri: str) -> tuple[set[str], set[str]]:
+    with closing(sqlite3.connect(uri, uri=True)) as db:
+        query = "SELECT name FROM sqlite_master WHERE type='table'"
+        tables = {name for (name,) in db.execute(query)}
+        columns = {row[1] for row in db.execute("PRAGMA table_info(checks)")}
+    return tables, columns
+
+
 # What a file must hold to be ours: the checks table with these columns, and nothing but
 # SQLite's own bookkeeping besides.
 _COLUMNS = frozenset({"id", "ts", "host", "report"})
@@ -139,24 +151,30 @@ class History:
             raise HistoryError(
                 f"{where} is not a tcpwizard history (not an SQLite database); left unchanged"
             )
-        try:
-            # immutable: no lock, no -shm or -wal file created beside a file that may not
-            # be ours; the schema of our own files is in the main file (checkpointed on close).
-            uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro&immutable=1"
-            with closing(sqlite3.connect(uri, uri=True)) as db:
-                tables = {
-                    name
-                    for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                }
-                columns = {row[1] for row in db.execute("PRAGMA table_info(checks)")}
-        except sqlite3.Error as exc:
-            raise HistoryError(
-                f"{where} is not a usable tcpwizard history ({exc}); left unchanged"
-            ) from None
+        tables, columns = self._read_schema()
         if "checks" not in tables or not columns >= _COLUMNS or not tables <= _OWN_TABLES:
             raise HistoryError(
                 f"{where} is another program's database, not a tcpwizard history; left unchanged"
             )
+
+    def _read_schema(self) -> tuple[set[str], set[str]]:
+        """The tables and the checks table's columns, read without a lock. immutable: no
+        -shm or -wal file is created beside a file that may not be ours (the schema of our
+        own files is in the main file, checkpointed on close). Without a lock, a read can
+        meet a page another writer is checkpointing and see the file as malformed for a
+        moment: a few more tries tell that from a file that is broken."""
+        uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}?mode=ro&immutable=1"
+        error: sqlite3.Error | None = None
+        for attempt in range(SCHEMA_READ_TRIES):
+            try:
+                return _schema_of(uri)
+            except sqlite3.Error as exc:
+                error = exc
+                if attempt + 1 < SCHEMA_READ_TRIES:
+                    time.sleep(SCHEMA_READ_PAUSE_S * (attempt + 1))
+        raise HistoryError(
+            f"{self.path} is not a usable tcpwizard history ({error}); left unchanged"
+        )
 
     def _create(self) -> None:
         """A complete database appears at the path in one step (a hard link of a finished
