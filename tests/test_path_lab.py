@@ -22,6 +22,7 @@ import jsonschema
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
+from tcpwizard.lab.serving import wait_port
 from tcpwizard.lab.spec import HopSpec
 from tests.lab_fixtures import LabFactory
 
@@ -154,6 +155,7 @@ def test_pmtu_black_hole_named_and_fixed(lab_factory: LabFactory) -> None:
 
     server = lab.popen("b", [sys.executable, "-c", RECEIVER])
     try:
+        wait_port(lab, "b", 5409)  # the sender must not race the receiver's start
         before = lab.run("a", [sys.executable, "-c", SENDER, lab.addr_b],
                          capture_output=True, text=True, timeout=30).stdout  # fmt: skip
         assert before.startswith("stalled"), before
