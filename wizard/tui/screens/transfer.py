@@ -150,7 +150,9 @@ class TransferScreen(WizardScreen):
         tabs.active = "sequence"
 
     def show_body(self, state: RunState) -> None:
-        rows = list(state.series.values())
+        # Uploads first, each way in the order it started: as the report lists them, also
+        # when both ways ran at once (--quick) and the way back reported first.
+        rows = sorted(state.series.values(), key=lambda s: s.direction != "up")
         if state.running and state.stage not in ("transfer", "diagnose", "done"):
             empty = "waiting for the path measurement…"
         elif state.report is not None and state.report.transfer is None:
