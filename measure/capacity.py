@@ -81,6 +81,10 @@ MAX_SEGMENTS = 4
 # (a busy receiver, a software bottleneck) then cost a few percent at most.
 TRAIN_SPAN_S = 0.04
 REPORT_SEGMENTS = 2  # segments per probe_report: ~17 KB of JSON each, replies stay < 64 KB
+# A gap this many times the median, with our next packet queued all through it: a pause.
+PAUSE = 4.0
+PAUSE_SHARE = 0.08  # more pauses than this share of the gaps: not rare, leave the rate
+MIN_PAUSE_GAPS = 16
 SENDER_SLACK = 1.03  # timestamp noise allowed before a rate counts as faster than its sender
 
 
@@ -108,6 +112,10 @@ class TrainScore:
     # Share of the scored arrivals that met an empty bottleneck queue (one-way delay at its
     # minimum): the sender did not keep the bottleneck busy, so the rate is a lower bound.
     idle: float = 0.0
+    # The bottleneck stood still this often (this long in all) with our packets waiting:
+    # left out of rate_bps (see _without_pauses).
+    pauses: int = 0
+    paused_s: float = 0.0
 
     @property
     def sender_bps(self) -> float:
@@ -214,6 +222,9 @@ def score_train(
         # down): a fast second half is a catch-up burst after a stall, so the train's
         # whole span is the rate.
         rate = _span_rate([t for _, t in arr], wire) or rate
+    pauses: tuple[int, float] = (0, 0.0)
+    if not bursty and tx_ns is not None:
+        rate, pauses = _without_pauses(tx_ns, arr, second, wire, rate)
     # A burst's first packets say nothing about a token bucket when every burst is fast,
     # and at high rates HEAD packets pass within one batch: the head covers HEAD_S.
     head_n = max(HEAD, round(HEAD_S * (rate or 0.0) / (wire * 8)))
@@ -225,6 +236,11 @@ def score_train(
     if tx_ns is not None:
         tx = sorted(tx_ns[s] for s, _ in second if s in tx_ns)
         send_rate = _span_rate(tx, wire)
+        if pauses[0] and len(tx) > 1 and tx[-1] - tx[0] > pauses[1] * 1e9:
+            # A sender held back by its own full queue (the bottleneck is its qdisc) waited
+            # out the same pauses: they are not its pace either.
+            span = tx[-1] - tx[0] - pauses[1] * 1e9
+            send_rate = max(send_rate or 0.0, (len(tx) - 1) * wire * 8 * 1e9 / span)
         early = sorted(tx_ns.values())[: max(4, min(16, len(tx_ns) // 4))]
         send_peak = _span_rate(early, wire)
         idle = _idle_share(tx_ns, arr, second, wire, rate)
@@ -258,7 +274,51 @@ def score_train(
         capped_from_bps=capped_from,
         capped_by=capped_by,
         idle=idle,
+        pauses=pauses[0],
+        paused_s=pauses[1],
     )
+
+
+def _without_pauses(
+    tx_ns: Mapping[int, int],
+    arr: list[tuple[int, int]],
+    scored: list[tuple[int, int]],
+    wire: int,
+    rate: float | None,
+) -> tuple[float | None, tuple[int, float]]:
+    """The rate without the bottleneck's pauses: a gap of several service times after which
+    our next packet had been waiting longer than the gap itself, so the link stood still
+    with a queue. A shaper whose timer fired late (a busy or virtual host) does that, and
+    its bucket refunds only a burst of it, so the span rate would charge the path for the
+    host's scheduling. Rare by definition: competing traffic stretches many gaps a little,
+    and a train whose pauses are common is left as it is. Returns (rate, (pauses, seconds))."""
+    gaps = [(b[1] - a[1], b[0]) for a, b in itertools.pairwise(scored)]
+    if len(gaps) < MIN_PAUSE_GAPS:
+        return rate, (0, 0.0)
+    med = statistics.median(g for g, _ in gaps)
+    if med < MIN_GAP_NS:
+        return rate, (0, 0.0)
+    owd = {s: t - tx_ns[s] for s, t in arr if s in tx_ns}
+    if len(owd) < MIN_PAUSE_GAPS:
+        return rate, (0, 0.0)
+    base = min(owd.values())
+    paused: list[int] = []
+    kept: list[int] = []
+    catching_up = False
+    for g, s in gaps:
+        if g > PAUSE * med and s in owd and owd[s] - base >= g:
+            paused.append(g)
+            catching_up = True
+        elif catching_up and g < 0.5 * med:
+            # The burst a shaper's bucket refunds after a pause: back on its schedule, so
+            # it goes out with the pause (a pause the bucket refunds in full costs nothing).
+            continue
+        else:
+            catching_up = False
+            kept.append(g)
+    if not paused or len(paused) > PAUSE_SHARE * len(gaps) or not sum(kept):
+        return rate, (0, 0.0)
+    return len(kept) * wire * 8 * 1e9 / sum(kept), (len(paused), sum(paused) / 1e9)
 
 
 def _idle_share(
@@ -427,6 +487,12 @@ def combine(
             f"back-to-back packets see {med:.1f} Mbit/s but the train averaged {tm:.1f}: "
             "competing traffic shares the bottleneck (about "
             f"{max(0.0, med - tm):.0f} Mbit/s of it now)"
+        )
+    if train.pauses:
+        notes.append(
+            f"the bottleneck stood still {train.pauses} time(s), {train.paused_s * 1e3:.1f} ms "
+            "in all, with our packets queued (a shaper's late timer, a host not scheduled): "
+            "the rate leaves the pauses out"
         )
     if pm is not None and not agree and limited not in ("shaper", "cross-traffic"):
         notes.append(f"packet pairs disagree ({pm:.1f} Mbit/s vs the train's {tm:.1f}); train used")

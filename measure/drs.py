@@ -374,9 +374,12 @@ class DrsReceiverChannel:
         self.clock = clock
         self.force = force
         now = clock()
-        self.core = DrsReceiver(config, now, initial_request=config.min_request)
-        self._lines = LineBuffer()
         self.granted = data_sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        # The controller starts from the buffer the socket has, so a floor above it (or a
+        # socket set up smaller than the floor) is applied at the first step.
+        on_socket = self.granted // 2 if config.kernel_doubles else self.granted
+        self.core = DrsReceiver(config, now, initial_request=on_socket)
+        self._lines = LineBuffer()
         self.max_granted = self.granted
         self.last: DrsDecision | None = None
         self.closed = drs_sock is None  # no SBUF channel (any more)

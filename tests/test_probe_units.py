@@ -332,3 +332,56 @@ def test_syn_packet_checksum_and_parse() -> None:
     pseudo += bytes([0, 6]) + len(pkt).to_bytes(2, "big")
     assert icmp_checksum(pseudo + pkt) == 0  # a valid checksum sums to all ones
     assert parse_answer(pkt, socket.AF_INET6) == (40001, 22, 0x02)
+
+
+def _shaped_train(
+    rate: float, pauses: dict[int, float], bucket: int
+) -> tuple[dict[int, int], list[tuple[int, int]]]:
+    """A token-bucket shaper fed 200 back-to-back packets: on its schedule, except that at
+    each index in `pauses` its timer fires that many ns late and the bucket refunds at most
+    `bucket` packets of the lost time (they leave 10 us apart)."""
+    svc = WIRE * 8 * 1e9 / rate
+    tx = {i: i * 20_000 for i in range(200)}
+    arrivals, t, owe = [], 1_000_000.0, 0
+    for i in range(200):
+        if i in pauses:
+            t += pauses[i]
+            owe = min(bucket, int(pauses[i] // svc))
+        if owe:
+            t += 10_000 - svc  # a refunded packet: line rate, not the bucket's
+            owe -= 1
+        t += svc
+        arrivals.append((i, round(t)))
+    return tx, arrivals
+
+
+def test_shaper_pauses_are_left_out_of_the_rate() -> None:
+    # Two late timers of 5 and 9 ms; a 10-packet bucket gives back 2.4 ms of each.
+    tx, arrivals = _shaped_train(50e6, {130: 5e6, 170: 9e6}, bucket=10)
+    score = capacity.score_train(tx, arrivals, 200, WIRE)
+    assert score.pauses == 2 and score.paused_s == pytest.approx(0.014, rel=0.05)
+    assert score.rate_bps == pytest.approx(50e6, rel=0.02)
+    est = capacity.combine(None, score)
+    assert est is not None and "stood still 2 time(s)" in est.note
+    # The span rate would have charged the path for them:
+    assert capacity._span_rate([t for _, t in arrivals[99:]], WIRE) < 0.9 * 50e6
+
+
+def test_a_pause_the_bucket_refunds_costs_nothing() -> None:
+    tx, arrivals = _shaped_train(50e6, {150: 1.2e6}, bucket=10)
+    score = capacity.score_train(tx, arrivals, 200, WIRE)
+    assert score.pauses == 1
+    assert score.rate_bps == pytest.approx(50e6, rel=0.02)
+
+
+def test_frequent_stretched_gaps_are_not_pauses() -> None:
+    # Competing traffic: every fifth gap five times as long, our packets queued throughout.
+    gap = WIRE * 8 * 1e9 / 100e6
+    tx = {i: i * 10_000 for i in range(200)}
+    t, arrivals = 5e6, []
+    for i in range(200):
+        t += gap * (5 if i % 5 == 0 else 1)
+        arrivals.append((i, round(t)))
+    score = capacity.score_train(tx, arrivals, 200, WIRE)
+    assert score.pauses == 0
+    assert score.rate_bps is not None and score.rate_bps < 70e6

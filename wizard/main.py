@@ -15,6 +15,7 @@ from typing import TextIO, cast
 from tcpwizard.cli import build_parser
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, describe_failure
+from tcpwizard.measure.threads import favour_packet_timing
 
 # Commands whose machine formats promise a document even when they fail.
 DOCUMENT_COMMANDS = frozenset({"check", "probe", "transfer", "fix", "history"})
@@ -97,6 +98,7 @@ def _error_document(
 
 def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
     """`ctx` lets tests point the readers at a fake /proc/sys tree."""
+    favour_packet_timing()
     if ctx is None:
         _tolerant_std_streams()
         ctx = Context()

@@ -30,6 +30,7 @@ from tcpwizard.checks.model import Fix, HostAudit
 from tcpwizard.conns_report import ConnFilter, ConnsReport, connections_report
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import TcpWizardError
+from tcpwizard.measure.threads import favour_packet_timing
 from tcpwizard.output.json_format import report_json
 from tcpwizard.report import Report
 from tcpwizard.run import Cancelled, CheckRequest, EventFn, run_check
@@ -148,6 +149,7 @@ class TcpWizardApp(App[int]):
         """request: run it at start. defaults: port, secret and quick for hosts entered in
         the TUI (taken from the command line)."""
         super().__init__()
+        favour_packet_timing()  # checks run in a worker thread beside the renderer
         self.ctx = ctx
         self.services = services or Services()
         self.initial_request = request
