@@ -364,7 +364,8 @@ def test_shaper_pauses_are_left_out_of_the_rate() -> None:
     est = capacity.combine(None, score)
     assert est is not None and "stood still 2 time(s)" in est.note
     # The span rate would have charged the path for them:
-    assert capacity._span_rate([t for _, t in arrivals[99:]], WIRE) < 0.9 * 50e6
+    span_rate = capacity._span_rate([t for _, t in arrivals[99:]], WIRE)
+    assert span_rate is not None and span_rate < 0.9 * 50e6
 
 
 def test_a_pause_the_bucket_refunds_costs_nothing() -> None:
