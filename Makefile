@@ -24,6 +24,10 @@ install: $(BIN)/python system-deps
 	@# pip's notes about this machine's unused local indexes are noise; its exit status is kept.
 	@bash -o pipefail -c "$(BIN)/pip install -q -e '.[dev]' --config-settings editable_mode=strict 2>&1 \
 	  | { grep -v 'is neither a file nor a directory' || true; }"
+	@# Bytecode now, as a wheel install has it: with PYTHONDONTWRITEBYTECODE set, every
+	@# tcpwizard process (serve, each check a test starts) would compile ~0.3 s of modules.
+	@$(BIN)/python -c "import compileall, os, tcpwizard; \
+	  compileall.compile_dir(os.path.dirname(tcpwizard.__file__), quiet=1)"
 	@touch $(STAMP)
 
 demo: install

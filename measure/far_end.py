@@ -12,6 +12,7 @@ here with the same methods.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -123,19 +124,54 @@ class ServeFar:
         self._handshake: HandshakeFacts | None = None
         self._control = control
         self._last_used = time.monotonic()
+        self._second: ControlClient | None = None
+        self._second_thread: threading.Thread | None = None
+        self._second_at = 0.0
 
     @classmethod
-    def reach(cls, address: str, port: int, secret: bytes | None, host: str) -> ServeFar | str:
+    def reach(
+        cls, address: str, port: int, secret: bytes | None, host: str, *, both_ways: bool = False
+    ) -> ServeFar | str:
         """serve at address:port with its control connection open, else why not
         (AuthFailed propagates: a serve that wants a secret is there, and the user must be
-        told)."""
+        told). both_ways: the transfers will run both ways at once, so the way back's own
+        connection is opened now, in the background."""
         try:
             control = ControlClient(address, port, secret, timeout=3.0)
         except AuthFailed:
             raise
         except (PeerUnavailable, ProtocolError) as exc:
             return str(exc)
-        return cls(address, port, secret, host, control)
+        far = cls(address, port, secret, host, control)
+        if both_ways:
+            far._open_second()
+        return far
+
+    def _open_second(self) -> None:
+        """Connect the way back's control connection while the probe runs: opened only when
+        both ways start, it would start the way back a connect and a hello (and the secret's
+        round trip) after the way there, and the check would wait for those."""
+
+        def connect() -> None:
+            with contextlib.suppress(PeerUnavailable, ProtocolError, AuthFailed, OSError):
+                self._second = ControlClient(self.address, self.port, self.secret, timeout=3.0)
+                self._second_at = time.monotonic()
+
+        self._second_thread = threading.Thread(target=connect, name="control-back", daemon=True)
+        self._second_thread.start()
+
+    def _take_second(self) -> ControlClient | None:
+        """The connection _open_second made, if it is there and still fresh."""
+        if self._second_thread is not None:
+            self._second_thread.join()
+            self._second_thread = None
+        c, self._second = self._second, None
+        if c is not None and (
+            c.closed or time.monotonic() - self._second_at > c.idle_timeout_s / 2
+        ):
+            c.close()
+            return None
+        return c
 
     @contextmanager
     def control(self, timeout: float) -> Iterator[ControlClient]:
@@ -164,6 +200,9 @@ class ServeFar:
         if self._control is not None:
             self._control.close()
             self._control = None
+        second = self._take_second()
+        if second is not None:
+            second.close()
 
     def describe(self) -> str:
         return f"tcpwizard serve at port {self.port}"
@@ -221,14 +260,20 @@ class ServeFar:
         failed: list[str] = []
 
         def run_back() -> None:
+            second = self._take_second()
+            if second is not None:
+                second.timeout = TRANSFER_TIMEOUT_S
             try:
                 result = run_transfer(
                     self.address, self.port, back, hooks,
-                    secret=self.secret, timeout=TRANSFER_TIMEOUT_S,
+                    secret=self.secret, timeout=TRANSFER_TIMEOUT_S, control=second,
                 )  # fmt: skip
                 got.append(result)
             except (PeerUnavailable, ProtocolError) as exc:
                 failed.append(str(exc))
+            finally:
+                if second is not None:
+                    second.close()
 
         thread = threading.Thread(target=run_back, name="transfer-back", daemon=True)
         thread.start()

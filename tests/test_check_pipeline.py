@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -73,21 +74,38 @@ def test_a_check_holds_one_control_connection(tmp_path: Path, history: Path) -> 
     assert len(controls) == 1, logs
 
 
+class _LoggedTransfers(TransferService):
+    """serve's transfer service, noting each transfer's start in serve's log."""
+
+    logs: list[str]
+
+    def handle_request(
+        self, request: dict[str, object], send: Callable[[dict[str, object]], None]
+    ) -> None:
+        self.logs.append(f"transfer {request.get('mode')} {request.get('direction')}")
+        super().handle_request(request, send)
+
+
 def test_quick_runs_both_ways_at_once(tmp_path: Path, history: Path) -> None:
     # The way back runs on a second control connection of its own, during the way there.
-    with running_server(transfer=TransferService(ServeLimits())) as srv:
+    service = _LoggedTransfers(ServeLimits())
+    with running_server(transfer=service) as srv:
+        logs: list[str] = srv.logs  # type: ignore[attr-defined]
+        service.logs = logs
         _code, out, err = _check(
             ["127.0.0.1", "--port", str(srv.port), "--json", "--quick", "--duration", "1"],
             tmp_path,
         )
-        logs: list[str] = srv.logs  # type: ignore[attr-defined]
     doc = json.loads(out)
     modes = [(m["mode"], m["direction"], m["error"]) for m in doc["transfer"]["modes"]]
     assert modes == [("autotune", "up", None), ("autotune", "down", None)], err
     assert len(_controls(logs)) == 2
-    # Both control connections were open at once: the second opened before the first closed.
-    events = [line for line in logs if "control connection" in line]
-    assert "closed" not in events[0] and "closed" not in events[1], events
+    # Both control connections were open at once: the second opened before the first closed,
+    # and before either transfer began (it was connected while the probe ran).
+    events = [line for line in logs if "control connection" in line or "transfer" in line]
+    assert "control connection (protocol" in events[0], events
+    assert "control connection (protocol" in events[1], events
+    assert sorted(events[2:4]) == ["transfer autotune down", "transfer autotune up"], events
 
 
 def test_unresolvable_host_is_valid_json_unknown(tmp_path: Path, history: Path) -> None:

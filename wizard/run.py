@@ -219,7 +219,8 @@ def choose_far_end(req: CheckRequest, address: str, ctx: Context) -> tuple[FarEn
         url_far = UrlFar(req.url, address, req.host, ctx.sysctl_root)
         return url_far, [*notes, *url_far.notes]
     if req.far_end in ("auto", "serve"):
-        serve = ServeFar.reach(address, req.port, req.secret, req.host)
+        both_ways = req.quick and req.direction is None and not req.modes
+        serve = ServeFar.reach(address, req.port, req.secret, req.host, both_ways=both_ways)
         if isinstance(serve, ServeFar):
             return serve, notes
         why = serve
