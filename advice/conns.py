@@ -33,6 +33,11 @@ BUSY_MBPS = 0.1  # below this a connection is idle: nothing to judge
 LIMITED_SHARE = 0.2  # of the busy time: a stall this long is the limit
 IDLE_SENDER = 0.5  # busy less than this share of the interval: the application is slow
 WINDOW_FILLED = 0.6  # rate x RTT at least this share of the window: the window is the limit
+# A paced sender (BBR) meets the peer's window only in its probing phases: 16-29 % of the
+# time on a 100 Mbit/s x 50 ms path whose far end's tcp_rmem holds it to 25 Mbit/s. Its
+# rate x RTT filling the whole window, with some stalls on it, says the same.
+WINDOW_FULL = 0.85
+SOME_STALLS = 0.05
 LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
 DEFAULT_RATE_BPS = 1e9  # fixes are sized for this rate at the connection's RTT unless told
 GUIDE = "Tierney, 'TCP Buffer Tuning'; NDT web100 heuristics (rwnd/sndbuf-limited time)"
@@ -180,7 +185,14 @@ def _judge_sender(
             f"{format_bytes(obs.snd_wnd_max)} / {rtt:.1f} ms = {window_mbps:.1f} Mbit/s"
         )
     busy = max(obs.busy, 1e-9)
-    if obs.rwnd_limited / busy >= LIMITED_SHARE:
+    stalled = obs.rwnd_limited / busy
+    full = window_mbps > 0 and rate >= WINDOW_FULL * window_mbps and stalled >= SOME_STALLS
+    if stalled < LIMITED_SHARE and full:
+        ev.append(
+            f"the whole window was in flight every round trip ({rate:.1f} of "
+            f"{window_mbps:.1f} Mbit/s): a paced sender meets it only when it probes for more"
+        )
+    if stalled >= LIMITED_SHARE or full:
         unused = window_mbps > 0 and rate < 0.5 * window_mbps
         closing = obs.snd_wnd_min < 0.5 * obs.snd_wnd_max
         if obs.zero_window or (unused and closing):

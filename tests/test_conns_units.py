@@ -3,6 +3,7 @@ the sampling arithmetic, filters, and the text/JSON formats against golden files
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -268,3 +269,19 @@ def test_watch_json_lines_validate() -> None:
     for line in lines:
         jsonschema.validate(json.loads(line), schema)
     assert code == json.loads(lines[-1])["exit_code"]
+
+
+def test_a_paced_sender_filling_the_window_is_the_peers_receive_window() -> None:
+    # BBR paces: it stalls on the window only while probing (16-29 % of the time), yet it
+    # keeps the whole window in flight every round trip.
+    window_mbps = 162_000 * 8 / 50.5e-3 / 1e6  # the peer's window per RTT
+    filled = obs(
+        rwnd_limited=0.16, snd_wnd_min=162_000, snd_wnd_max=162_000, send_mbps=0.95 * window_mbps
+    )
+    d = judge(filled, SYSCTLS)
+    assert d.verdict is not None
+    assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("receiver-window", "peer")
+    assert any("whole window was in flight" in e for e in d.verdict.evidence)
+    # Half the window used, no stall reaching the share: the window is not what holds it.
+    half = dataclasses.replace(filled, send_mbps=filled.send_mbps / 2)
+    assert _factor(half) != ("receiver-window", "peer")
