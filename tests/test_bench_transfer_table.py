@@ -133,3 +133,29 @@ def test_drs_is_forced_only_where_rmem_max_would_cap_it() -> None:
     lim = _limits(4 * MB, 64 * MB)
     assert not drs_needs_force(lim, 100e6, 0.1)  # 3 x 1.25 MB < 4 MiB
     assert drs_needs_force(lim, 200e6, 0.1)  # 3 x 2.5 MB > 4 MiB
+
+
+def _drs_row(mode: Any, mbps: float, retr: int, t90: float | None) -> BenchRow:
+    return BenchRow(mode, 1, mbps, 4 * MB, 1.0, retr, None, "", t90_s=t90)
+
+
+def test_drs_targets_cell_judges_the_medians() -> None:
+    from tcpwizard.lab.bench_drs_targets import _cell
+
+    runs = [
+        (_drs_row("autotune", 55.0, 800, 1.0), _drs_row("drs", 54.0, 400, 0.9)),
+        (_drs_row("autotune", 55.0, 900, 1.0), _drs_row("drs", 53.0, 700, 1.3)),  # one slow run
+        (_drs_row("autotune", 55.0, 850, 1.1), _drs_row("drs", 53.5, 600, 1.1)),
+    ]
+    lines = _cell(runs, 57.9)
+    assert lines[1].endswith("| 1.30x |") and "53.0 (0.92), 700, 1.30 s" in lines[1]
+    # Medians: share 53.5 / 57.9 = 0.92, time 1.0x (of 0.9, 1.3, 1.0): one slow run of three
+    # does not fail the target, a slow median does.
+    assert (
+        lines[-1]
+        == "| **median** | | | **share 0.92 ✅; retr <= autotune 3/3 ✅; time 1.00x ✅** |"
+    )
+    slow = [(a, _drs_row("drs", d.mbps, d.retransmits, 1.5)) for a, d in runs]
+    assert "time 1.50x ❌" in _cell(slow, 57.9)[-1]
+    more = [(a, _drs_row("drs", d.mbps, 2000, d.t90_s)) for a, d in runs]
+    assert "retr <= autotune 0/3 ❌" in _cell(more, 57.9)[-1]
