@@ -53,7 +53,7 @@ import termios
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tcpwizard.measure import buffers
 from tcpwizard.measure.tcpinfo import TcpInfo, read_tcp_info
@@ -355,6 +355,21 @@ def _unread(sock: socket.socket) -> int:
     return int(buf[0])
 
 
+# A receive buffer must hold several full segments whatever the BDP says: below a segment
+# or two the window cannot open past the sender's silly-window avoidance and the
+# connection crawls (loopback's 64 KB segments stalled at a 4 KB floor).
+MIN_SEGMENTS = 8
+
+
+def _floored_for_segments(config: DrsConfig, sock: socket.socket) -> DrsConfig:
+    try:
+        mss = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+    except OSError:
+        return config
+    floor = min(MIN_SEGMENTS * mss, config.max_request)
+    return config if config.min_request >= floor else replace(config, min_request=floor)
+
+
 class DrsReceiverChannel:
     """Receiver glue for one data connection: applies decisions to the data socket and,
     with a DRS socket, talks SBUF on it (the sender's buffer follows). Without one
@@ -374,6 +389,7 @@ class DrsReceiverChannel:
         self.clock = clock
         self.force = force
         now = clock()
+        config = _floored_for_segments(config, data_sock)
         self.granted = data_sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
         # The controller starts from the buffer the socket has, so a floor above it (or a
         # socket set up smaller than the floor) is applied at the first step.

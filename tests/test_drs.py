@@ -409,3 +409,17 @@ def test_a_queue_building_ends_startup_at_2_bdp() -> None:
     assert not lan.on_queue_rtt(0.002)  # 4x a 0.5 ms RTT, but within timestamp noise
     # The clamp-first rule then brings the socket down without dropping what is in flight.
     assert rx.step(1.0, offered=3_000_000).clamp is not None
+
+
+def test_the_buffer_floor_holds_several_segments() -> None:
+    # Loopback's segments are 64 KB: a 4 KB floor would leave a window under one segment.
+    ls = socket.create_server(("127.0.0.1", 0))
+    with ls, socket.create_connection(ls.getsockname()) as c:
+        mss = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+        cfg = drs._floored_for_segments(drs.DrsConfig(min_request=4096, max_request=8 << 20), c)
+        assert cfg.min_request == drs.MIN_SEGMENTS * mss > 4096
+        # Never above the host's limit, and a floor already high enough is kept.
+        tight = drs.DrsConfig(min_request=4096, max_request=100_000)
+        assert drs._floored_for_segments(tight, c).min_request == 100_000
+        high = drs.DrsConfig(min_request=4 << 20)
+        assert drs._floored_for_segments(high, c) is high
