@@ -1,5 +1,5 @@
 """`tcpwizard lab bench --scenarios --only gigabit`: verdict right-rate and capacity at
-200 Mbit/s - 1 Gbit/s (issue 17).
+200 Mbit/s - 1 Gbit/s.
 
 Each case builds one lab, starts `serve` in host b and runs `check` from host a `runs` times
 (through lab.checkrun, which adds the capacity the verdict used: probe and transfers

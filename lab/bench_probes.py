@@ -6,7 +6,7 @@ how labs are built), runs `tcpwizard serve` in host b and `tcpwizard probe --jso
 Criteria (issue 4): min RTT within max(0.2 ms, 2 %) of the configured RTT; capacity within
 5 % of the configured rate in >= 90 % of runs on clean paths, within 10 % with loss or
 competing traffic. The configured rate counts IP packets, as the probes report.
-Gigabit cases (issue 17: 200 Mbit/s, 500 Mbit/s, 1 Gbit/s) are judged apart: within 10 % and
+Gigabit cases (200 Mbit/s, 500 Mbit/s, 1 Gbit/s) are judged apart: within 10 % and
 never above 1.5x the rate; they run in the full matrix or alone with `--only gigabit`. The
 delay line is a Python process: at these rates it needs most of a core, so each row carries
 the machine's load average, which says when a low figure is the emulator starved of CPU.
@@ -40,7 +40,7 @@ FULL_RTTS_S = (0.001, 0.020, 0.050, 0.100, 0.200)
 FULL_RATES_BPS = (10e6, 50e6, 100e6, None)  # None: the emulator's own limit ("max")
 QUICK_RTTS_S = (0.001, 0.050, 0.200)
 QUICK_RATES_BPS = (10e6, 100e6)
-GIGABIT = ((0.020, 200e6), (0.040, 500e6), (0.020, 1e9))  # (RTT, rate) as in issue 17
+GIGABIT = ((0.020, 200e6), (0.040, 500e6), (0.020, 1e9))  # (RTT, rate): the gigabit targets
 GIGABIT_RUNS = 10
 MAX_RATE_BPS = 1e9  # "max": ask the delay line for its ceiling; information only
 

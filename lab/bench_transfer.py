@@ -324,7 +324,7 @@ HUGE_BUFFERS = (
 )
 # (rate bit/s, RTT s): the paper's emulated set-up, then the issue's second path.
 PATHS = ((100e6, 0.100), (50e6, 0.050))
-# The DRS targets' paths (issue 14): every mode both ways, against iperf3.
+# The DRS targets' paths: every mode both ways, against iperf3.
 TARGET_PATHS = ((60e6, 0.080), (100e6, 0.100))
 # The short-test target: a 3 s transfer at 180 ms x 200 Mbit/s, DRS against autotune.
 SHORT_TEST = (200e6, 0.180, 3.0)
