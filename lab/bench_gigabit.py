@@ -29,7 +29,7 @@ from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.serving import serving
 from tcpwizard.lab.spec import LabSpec
 
-RUNS = 20  # the issue's N; --quick runs QUICK_RUNS
+RUNS = 20  # the targets' N; --quick runs QUICK_RUNS
 QUICK_RUNS = 5
 WITHIN = 0.10
 TOO_HIGH = 1.5

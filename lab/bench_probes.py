@@ -3,7 +3,7 @@
 Each case builds a lab (through the factory it is given, so this module does not depend on
 how labs are built), runs `tcpwizard serve` in host b and `tcpwizard probe --json` in host a
 `runs` times, and takes ping's minimum as the reference next to the configured RTT.
-Criteria (issue 4): min RTT within max(0.2 ms, 2 %) of the configured RTT; capacity within
+Criteria: min RTT within max(0.2 ms, 2 %) of the configured RTT; capacity within
 5 % of the configured rate in >= 90 % of runs on clean paths, within 10 % with loss or
 competing traffic. The configured rate counts IP packets, as the probes report.
 Gigabit cases (200 Mbit/s, 500 Mbit/s, 1 Gbit/s) are judged apart: within 10 % and
@@ -142,7 +142,7 @@ class Row:
             return None
         n = len(self.runs)
         if self.case.scenario == "gigabit":
-            # Issue 17: within 10 % in >= 95 % of runs, never above 1.5x, both ways.
+            # Gigabit: within 10 % in >= 95 % of runs, never above 1.5x, both ways.
             return (
                 n > 0
                 and min(self.cap_ok, self.cap_down_ok) >= 0.95 * n
@@ -340,7 +340,7 @@ class Summary:
 
     @property
     def passed(self) -> bool:
-        """The issue's criteria over the whole matrix: >= 90 % of clean runs within 5 %,
+        """The criteria over the whole matrix: >= 90 % of clean runs within 5 %,
         with loss/cross traffic within 10 % (>= 90 % too), every run within 3 s. RTT is
         judged against ping, which carries the same emulator and transmission overhead."""
         return (

@@ -322,7 +322,7 @@ HUGE_BUFFERS = (
     ("net.ipv4.tcp_rmem", "4096 131072 67108864"),
     ("net.ipv4.tcp_wmem", "4096 16384 67108864"),
 )
-# (rate bit/s, RTT s): the paper's emulated set-up, then the issue's second path.
+# (rate bit/s, RTT s): the paper's emulated set-up, then a second, longer path.
 PATHS = ((100e6, 0.100), (50e6, 0.050))
 # The DRS targets' paths: every mode both ways, against iperf3.
 TARGET_PATHS = ((60e6, 0.080), (100e6, 0.100))

@@ -28,7 +28,7 @@ from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
 
 CHUNK = 1 << 20
 MAX_STREAMS = spec.MAX_STREAMS
-DEFAULT_SAMPLE_INTERVAL = 0.1  # reporting grid; the issue asks for <= 250 ms
+DEFAULT_SAMPLE_INTERVAL = 0.1  # reporting grid: at most 250 ms between samples
 DEFAULT_STALL_TIMEOUT = 5.0  # no TCP progress this long on a stream: the peer is gone
 # After the duration the sender waits for what it buffered to be delivered. A live but slow
 # connection (Reno recovering on a long lossy path) may take a while; this bounds it.
