@@ -196,7 +196,7 @@ def test_the_buffer_never_holds_less_than_the_offered_window() -> None:
     """A whole transfer's worth of ticks and steps against a simple model of the kernel:
     the advertised window follows min(clamp, share x buffer) but never retracts its right
     edge. Whatever the targets do, no SO_RCVBUF ever leaves the offered window without
-    room (the drop the issue measured)."""
+    room (the drop measured with the old DRS)."""
     cfg = DrsConfig(max_request=64 << 20)
     rx = DrsReceiver(cfg, now=0.0)
     rx.on_rtt(0.08, 0.0)

@@ -40,7 +40,7 @@ def _plan(path: Path, *fixes: Fix) -> Path:
     return path
 
 
-# -- named cases of the issue: arguments -----------------------------------------------------
+# -- named cases: arguments -----------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -167,7 +167,7 @@ def test_generated_lab_option_values(
         assert len(o.err.strip().splitlines()) == 1, (flags, o.err)
 
 
-# -- named cases of the issue: files ---------------------------------------------------------
+# -- named cases: files ---------------------------------------------------------
 
 
 def _fix_plan(tmp: Path, plan: str, *extra: str) -> tuple[int, str]:

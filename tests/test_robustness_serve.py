@@ -130,7 +130,7 @@ def test_eight_tricklers_never_make_a_real_client_see_busy() -> None:
 
 @pytest.mark.slow
 def test_a_real_check_runs_measured_transfers_among_tricklers() -> None:
-    """The issue's acceptance case: serve --max-clients 4, 8 clients trickling a byte every
+    """The acceptance case: serve --max-clients 4, 8 clients trickling a byte every
     second; a real `check` within the next 15 s runs measured transfers."""
     with (
         running_server(ServeLimits(max_clients=4), bind="127.0.0.1") as srv,

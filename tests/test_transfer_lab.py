@@ -19,7 +19,7 @@ from .lab_fixtures import LabFactory
 RATE, RTT = 50e6, 0.050
 BDP = RATE / 8 * RTT  # 312.5 kB
 TCP_GOODPUT = RATE / 1e6 * 1448 / 1500  # Mbit/s TCP can carry over the bottleneck
-# The receiver may grow to 16 MB (the set-up asks for tcp_rmem max >= 8 MB).
+# The receiver may grow to 16 MB (the DRS set-up wants tcp_rmem max >= 8 MB).
 BIG = (("net.ipv4.tcp_rmem", "4096 131072 16777216"), ("net.ipv4.tcp_wmem", "4096 16384 16777216"))
 SPEC = LabSpec.symmetric(RATE, RTT, sysctls_a=BIG, sysctls_b=BIG)
 PORT = 5301
