@@ -23,6 +23,7 @@ from tcpwizard.lab.bench_transfer import (
     TARGET_PATHS,
     TCP_GOODPUT_SHARE,
     BenchRow,
+    _t90,
     bench_transfer,
 )
 from tcpwizard.lab.lab import Lab
@@ -43,8 +44,8 @@ def _cell(runs: Sequence[tuple[BenchRow, BenchRow]], bottleneck_mbps: float) -> 
         if ratio is not None:
             ratios.append(ratio)
         lines.append(
-            f"| run {i} | {auto.mbps:.1f}, {auto.retransmits}, {_s(auto.t90_s)} | "
-            f"{drs.mbps:.1f} ({share:.2f}), {drs.retransmits}, {_s(drs.t90_s)} | "
+            f"| run {i} | {auto.mbps:.1f}, {auto.retransmits}, {_t90(auto)} | "
+            f"{drs.mbps:.1f} ({share:.2f}), {drs.retransmits}, {_t90(drs)} | "
             f"{'-' if ratio is None else f'{ratio:.2f}x'} |"
         )
     med_ratio = statistics.median(ratios) if ratios else None
@@ -58,10 +59,6 @@ def _cell(runs: Sequence[tuple[BenchRow, BenchRow]], bottleneck_mbps: float) -> 
     ]  # fmt: skip
     lines.append(f"| **median** | | | **{'; '.join(verdict)}** |")
     return lines
-
-
-def _s(t: float | None) -> str:
-    return "never" if t is None else f"{t:.2f} s"
 
 
 def run(rounds: int, seconds: float) -> str:

@@ -223,8 +223,10 @@ def score_train(
         # whole span is the rate.
         rate = _span_rate([t for _, t in arr], wire) or rate
     pauses: tuple[int, float] = (0, 0.0)
-    if not bursty and tx_ns is not None:
-        rate, pauses = _without_pauses(tx_ns, arr, second, wire, rate)
+    # One-way delays (clock offset included, the same for every packet): what queued.
+    owd = {s: t - tx_ns[s] for s, t in arr if s in tx_ns} if tx_ns is not None else {}
+    if not bursty and owd:
+        rate, pauses = _without_pauses(owd, second, wire, rate)
     # A burst's first packets say nothing about a token bucket when every burst is fast,
     # and at high rates HEAD packets pass within one batch: the head covers HEAD_S.
     head_n = max(HEAD, round(HEAD_S * (rate or 0.0) / (wire * 8)))
@@ -243,7 +245,7 @@ def score_train(
             send_rate = max(send_rate or 0.0, (len(tx) - 1) * wire * 8 * 1e9 / span)
         early = sorted(tx_ns.values())[: max(4, min(16, len(tx_ns) // 4))]
         send_peak = _span_rate(early, wire)
-        idle = _idle_share(tx_ns, arr, second, wire, rate)
+        idle = _idle_share(owd, second, wire, rate)
     median_rate = None
     if len(gaps) >= 8 and statistics.median(gaps) >= MIN_GAP_NS and not bursty:
         median_rate = wire * 8 * 1e9 / statistics.median(gaps)
@@ -280,8 +282,7 @@ def score_train(
 
 
 def _without_pauses(
-    tx_ns: Mapping[int, int],
-    arr: list[tuple[int, int]],
+    owd: Mapping[int, int],
     scored: list[tuple[int, int]],
     wire: int,
     rate: float | None,
@@ -298,7 +299,6 @@ def _without_pauses(
     med = statistics.median(g for g, _ in gaps)
     if med < MIN_GAP_NS:
         return rate, (0, 0.0)
-    owd = {s: t - tx_ns[s] for s, t in arr if s in tx_ns}
     if len(owd) < MIN_PAUSE_GAPS:
         return rate, (0, 0.0)
     base = min(owd.values())
@@ -322,15 +322,13 @@ def _without_pauses(
 
 
 def _idle_share(
-    tx_ns: Mapping[int, int],
-    arr: list[tuple[int, int]],
+    owd: Mapping[int, int],
     scored: list[tuple[int, int]],
     wire: int,
     rate: float | None,
 ) -> float:
     """Share of the scored arrivals whose one-way delay sat at the train's minimum: they met
     no queue. (Clock offset between the hosts is the same for every packet.)"""
-    owd = {s: t - tx_ns[s] for s, t in arr if s in tx_ns}
     if len(owd) < 8 or not rate:
         return 0.0
     slack = max(IDLE_SLACK_NS, 5 * wire * 8 * 1e9 / rate)

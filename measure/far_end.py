@@ -102,6 +102,11 @@ class FarEnd(Protocol):
 # ---------------------------------------------------------------------------- serve
 
 
+def _fresh(c: ControlClient, last_used: float) -> bool:
+    """Open, and idle for less than half serve's idle timeout (serve may close it after)."""
+    return not c.closed and time.monotonic() - last_used <= c.idle_timeout_s / 2
+
+
 class ServeFar:
     """`tcpwizard serve`. A check holds one control connection to it from choosing the far
     end to the last transfer: each new one would cost a connect, a hello (and the secret's
@@ -166,9 +171,7 @@ class ServeFar:
             self._second_thread.join()
             self._second_thread = None
         c, self._second = self._second, None
-        if c is not None and (
-            c.closed or time.monotonic() - self._second_at > c.idle_timeout_s / 2
-        ):
+        if c is not None and not _fresh(c, self._second_at):
             c.close()
             return None
         return c
@@ -179,8 +182,7 @@ class ServeFar:
         idled for half serve's idle timeout (a long hop trace in between), or an error
         ended it. One that fails during use is dropped: serve closes after an error."""
         c = self._control
-        stale = c is not None and time.monotonic() - self._last_used > c.idle_timeout_s / 2
-        if c is None or c.closed or stale:
+        if c is None or not _fresh(c, self._last_used):
             if c is not None:
                 c.close()
             self._control = None
