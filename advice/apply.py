@@ -173,7 +173,7 @@ def fixes_from_report(data: object) -> list[Fix]:
             raise FixError(f"fixes[{i}] has a non-string field")
         if fields["kind"] not in ("sysctl", "setsockopt", "route", "other"):
             raise FixError(f"fixes[{i}] has unknown kind {fields['kind']!r}")
-        if fields["host"] not in ("local", "peer", "both"):
+        if fields["host"] not in ("local", "peer", "both", "path"):
             raise FixError(f"fixes[{i}] has unknown host {fields['host']!r}")
         fixes.append(
             Fix(

@@ -13,7 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tcpwizard.advice.evidence import Candidate as _Candidate
+from tcpwizard.advice.evidence import Direction as _Direction
+from tcpwizard.advice.evidence import Evidence as Evidence  # re-exported: the engine's input
+from tcpwizard.advice.evidence import audit_of as _audit_of
+from tcpwizard.advice.evidence import chrono as _chrono
+from tcpwizard.advice.evidence import directions as _directions
+from tcpwizard.advice.evidence import mss as _mss
+from tcpwizard.advice.evidence import probe_capacity as _probe_capacity
+from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.rules import CAUSE_RULES
 from tcpwizard.advice.streams import streams_fix, streams_needed
 from tcpwizard.advice.window_law import (
     UNSCALED_WINDOW,
@@ -24,8 +34,7 @@ from tcpwizard.advice.window_law import (
     window_limit_mbps,
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
-from tcpwizard.measure.handshake import HandshakeFacts
-from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
+from tcpwizard.measure.model import ModeResult
 from tcpwizard.units import format_mbps
 
 HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
@@ -43,95 +52,9 @@ LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood
 
 
 @dataclass(frozen=True)
-class Evidence:
-    local: HostAudit
-    peer: HostAudit | None = None
-    path: PathEstimate | None = None
-    transfer: TransferResult | None = None
-    # Fixes computed for the measured BDP, per host (the audits re-judged at that BDP).
-    local_fixes: tuple[Fix, ...] = ()
-    peer_fixes: tuple[Fix, ...] = ()
-    # What the far end agreed to in the TCP handshake (no cooperation needed from it).
-    peer_handshake: HandshakeFacts | None = None
-
-    @property
-    def measured(self) -> bool:
-        """At least one test transfer moved data: the verdict is not a prediction."""
-        return self.transfer is not None and any(
-            m.error is None and m.bytes > 0 for m in self.transfer.modes
-        )
-
-
-@dataclass(frozen=True)
 class Diagnosis:
     verdict: Verdict
     fixes: tuple[Fix, ...]  # only those that answer the limiting factor, for the right host
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    direction: str
-    factor: LimitingFactor
-    confidence: float
-    host: HostRole | None
-    explanation: str
-    evidence: tuple[str, ...]
-    # A measured healthy direction rules out every limit in that direction.
-    decisive: bool = False
-    # Congestion that the loss bound explains: parallel streams (N, each stream's bound).
-    streams: tuple[int, float] | None = None
-
-
-@dataclass(frozen=True)
-class _Direction:
-    """One direction of the test, seen as sender -> receiver."""
-
-    name: str
-    sender: HostAudit | None
-    receiver: HostAudit | None
-    sender_role: HostRole
-    receiver_role: HostRole
-    current: ModeResult | None  # what an ordinary application gets (kernel autotuning)
-    best: ModeResult | None  # the best tuned mode measured
-
-
-def _pick_current(modes: Sequence[ModeResult]) -> ModeResult | None:
-    for name in ("autotune", "untuned", "static", "drs", "overprovisioned"):
-        for m in modes:
-            if m.mode == name and m.error is None:
-                return m
-    return None
-
-
-def _directions(ev: Evidence) -> list[_Direction]:
-    # Failed modes measured nothing: with none left it is as if no transfer ran.
-    modes = [m for m in (ev.transfer.modes if ev.transfer else ()) if m.error is None]
-    out: list[_Direction] = []
-    for name in ("up", "down"):
-        ms = [m for m in modes if m.direction == name]
-        if not ms and (modes or name == "down"):
-            continue
-        up = name == "up"
-        out.append(
-            _Direction(
-                name,
-                ev.local if up else ev.peer,
-                ev.peer if up else ev.local,
-                "local" if up else "peer",
-                "peer" if up else "local",
-                _pick_current(ms),
-                max(ms, key=lambda m: m.throughput_mbps, default=None),
-            )
-        )
-    return out
-
-
-def _probe_capacity(ev: Evidence, d: _Direction) -> CapacityEstimate | None:
-    if ev.path and d.name == "down" and ev.path.capacity_down:
-        return ev.path.capacity_down  # asymmetric paths: the way back has its own
-    if ev.path and ev.path.capacity:
-        return ev.path.capacity
-    return None
 
 
 def reached_mbps(m: ModeResult, lift: float = REACHED_LIFT) -> float:
@@ -333,26 +256,6 @@ def path_capacity(ev: Evidence) -> dict[str, tuple[float | None, str]]:
     return {d.name: _capacity_view(ev, d) for d in _directions(ev)}
 
 
-def _rtt_ms(ev: Evidence, d: _Direction) -> float | None:
-    if ev.path:
-        return ev.path.rtt.min
-    m = d.current
-    if m and m.samples:
-        rtts = [s.tcp_info.rtt_us for s in m.samples if s.tcp_info and s.tcp_info.rtt_us > 0]
-        if rtts:
-            return min(rtts) / 1e3
-    return None
-
-
-def _mss(d: _Direction) -> int:
-    m = d.current
-    if m:
-        for s in m.samples:
-            if s.tcp_info and s.tcp_info.snd_mss > 0:
-                return s.tcp_info.snd_mss
-    return 1448
-
-
 def _fmt(mbps: float | None) -> str:
     return format_mbps(mbps)
 
@@ -447,16 +350,6 @@ def _rule_window_scaling(ev: Evidence, d: _Direction) -> _Candidate | None:
         "cannot exceed 64 KB whatever the buffers are; turn it on at both ends.",
         tuple(evidence),
     )
-
-
-def _audit_of(ev: Evidence, role: HostRole) -> HostAudit | None:
-    return ev.local if role == "local" else ev.peer if role == "peer" else None
-
-
-def _chrono(m: ModeResult | None) -> tuple[float | None, float | None, float | None]:
-    if m is None:
-        return None, None, None
-    return m.rwnd_limited, m.sndbuf_limited, m.busy
 
 
 def _below_path(ev: Evidence, d: _Direction) -> bool:
@@ -985,6 +878,7 @@ RULES: tuple[Callable[[Evidence, _Direction], _Candidate | None], ...] = (
     _rule_predicted,
     _rule_hosts_allow,
     _rule_seen_from_receiver,
+    *CAUSE_RULES,
 )
 
 

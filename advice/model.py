@@ -18,6 +18,10 @@ LimitingFactor = Literal[
     "interface",
     "cached-metrics",
     "cross-traffic",
+    "policer",
+    "middlebox",
+    "host-cpu",
+    "bufferbloat",
     "unknown",
 ]
 LIMITING_FACTORS: tuple[str, ...] = get_args(LimitingFactor)

@@ -8,7 +8,8 @@ from typing import Literal
 
 Severity = Literal["ok", "info", "warn", "crit"]
 FixKind = Literal["sysctl", "setsockopt", "route", "other"]
-HostRole = Literal["local", "peer", "both"]
+# "path": a device between the hosts (a policer, a middlebox, a bottleneck queue).
+HostRole = Literal["local", "peer", "both", "path"]
 TargetSource = Literal["flags", "default", "measured"]
 
 SEVERITY_ORDER: dict[str, int] = {"ok": 0, "info": 1, "warn": 2, "crit": 3}

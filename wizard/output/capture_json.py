@@ -165,7 +165,7 @@ FLOW = _obj(
         },
     }
 )
-_HOST = {"enum": ["local", "peer", "both"]}
+_HOST = {"enum": ["local", "peer", "both", "path"]}
 DIAGNOSIS = _obj(
     {
         "flow": FLOW,

@@ -154,7 +154,7 @@ _VERDICT = _obj(
     {
         "limiting_factor": {"enum": list(LIMITING_FACTORS)},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "host_to_fix": {"enum": ["local", "peer", "both", None]},
+        "host_to_fix": {"enum": ["local", "peer", "both", "path", None]},
         "explanation": STR,
         "evidence": _arr(STR),
     }

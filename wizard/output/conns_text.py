@@ -8,7 +8,12 @@ from typing import TextIO
 from tcpwizard.checks.model import Fix
 from tcpwizard.conns_report import ConnEntry, ConnsReport
 
-HOST_WORDS = {"local": "fix this host", "peer": "fix the far end", "both": "fix both hosts"}
+HOST_WORDS = {
+    "local": "fix this host",
+    "peer": "fix the far end",
+    "both": "fix both hosts",
+    "path": "a device in the path",
+}
 
 
 def _owner(e: ConnEntry) -> str:
@@ -18,8 +23,12 @@ def _owner(e: ConnEntry) -> str:
 
 def _fix_lines(fixes: tuple[Fix, ...]) -> list[str]:
     out: list[str] = []
-    where = {"local": "On this host (as root):", "peer": "On the far end (as root):"}
-    for host in ("local", "peer", "both"):
+    where = {
+        "local": "On this host (as root):",
+        "peer": "On the far end (as root):",
+        "path": "On a device in the path (not either host):",
+    }
+    for host in ("local", "peer", "both", "path"):
         sysctl = [f for f in fixes if f.host == host and f.kind != "setsockopt"]
         app = [f for f in fixes if f.host == host and f.kind == "setsockopt"]
         if not sysctl and not app:

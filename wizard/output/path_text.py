@@ -84,7 +84,12 @@ def hops_lines(p: PathHops, adv: PathAdvice) -> list[str]:
     for f in adv.findings:
         lines.append(f"  {SEVERITY_MARK[f.severity]:<4} {f.title}: {f.message}")
         for x in f.fixes:
-            host = {"local": "this host", "peer": "far end", "both": "network"}[x.host]
+            host = {
+                "local": "this host",
+                "peer": "far end",
+                "both": "network",
+                "path": "network",
+            }[x.host]
             lines.append(f"         [{host}] {x.command}")
             if x.why:
                 lines.append(f"             why: {x.why}")

@@ -56,7 +56,7 @@ FIX = _obj(
     {
         "id": STR,
         "kind": {"enum": ["sysctl", "setsockopt", "route", "other"]},
-        "host": {"enum": ["local", "peer", "both"]},
+        "host": {"enum": ["local", "peer", "both", "path"]},
         "key": STR,
         "value": STR,
         "command": STR,
@@ -213,7 +213,7 @@ VERDICT = _obj(
     {
         "limiting_factor": {"enum": list(LIMITING_FACTORS)},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "host_to_fix": {"enum": ["local", "peer", "both", None]},
+        "host_to_fix": {"enum": ["local", "peer", "both", "path", None]},
         "explanation": STR,
         "evidence": _arr(STR),
         "wizard_gap": _obj(

@@ -17,7 +17,12 @@ from tcpwizard.units import format_bytes, format_mbps
 
 EXIT_LABEL = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
 EXIT_STYLE = {0: "green", 1: "yellow", 2: "bold red", 3: "magenta"}
-HOST_WORDS = {"local": "this host", "peer": "the far end", "both": "both hosts"}
+HOST_WORDS = {
+    "local": "this host",
+    "peer": "the far end",
+    "both": "both hosts",
+    "path": "a device in the path",
+}
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -90,12 +95,17 @@ def _verdict(con: Console, r: Report) -> None:
 def _fixes(con: Console, r: Report) -> None:
     if not r.fixes:
         return
-    for role in ("local", "peer", "both"):
+    for role in ("local", "peer", "both", "path"):
         mine = [f for f in r.fixes if f.host == role]
         if not mine:
             continue
-        where = {"local": "On this host", "peer": "On the far end", "both": "On both hosts"}
-        con.print(Text(f"\n{where[role]} (as root):", style="bold"))
+        where = {
+            "local": "On this host (as root):",
+            "peer": "On the far end (as root):",
+            "both": "On both hosts (as root):",
+            "path": "On a device in the path (not either host; its operator must act):",
+        }
+        con.print(Text(f"\n{where[role]}", style="bold"))
         for f in mine:
             if f.kind != "setsockopt":
                 con.print(f"  {f.command}", markup=False)

@@ -14,7 +14,12 @@ from tcpwizard.report import Report
 from tcpwizard.units import format_bytes, format_rate
 
 SEVERITY_LABEL = {"ok": "OK", "info": "INFO", "warn": "WARN", "crit": "CRIT"}
-HOST_LABEL = {"local": "this host", "peer": "the peer", "both": "both hosts"}
+HOST_LABEL = {
+    "local": "this host",
+    "peer": "the peer",
+    "both": "both hosts",
+    "path": "a device in the path",
+}
 
 
 def mbps(v: float | None) -> str:
@@ -98,7 +103,7 @@ def fixes_script(fixes: Sequence[Fix], target: str | None) -> str:
         f"# Fixes from tcpwizard{f' for the path to {target}' if target else ''}.",
     ]
     lines.append("# Read before running; `sudo tcpwizard fix --rollback` undoes `tcpwizard fix`.")
-    for host in ("local", "both", "peer"):
+    for host in ("local", "both", "peer", "path"):
         group = [f for f in fixes if f.host == host]
         if not group:
             continue

@@ -1,0 +1,129 @@
+"""The evidence one verdict is drawn from, seen per direction of the test, and the
+candidate limits the rules name. Rules (advice/diagnose.py and advice/rules/) read these
+types only; they never know which command or far end filled them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tcpwizard.advice.model import LimitingFactor
+from tcpwizard.checks.model import Fix, HostAudit, HostRole
+from tcpwizard.measure.handshake import HandshakeFacts
+from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
+
+
+@dataclass(frozen=True)
+class Evidence:
+    local: HostAudit
+    peer: HostAudit | None = None
+    path: PathEstimate | None = None
+    transfer: TransferResult | None = None
+    # Fixes computed for the measured BDP, per host (the audits re-judged at that BDP).
+    local_fixes: tuple[Fix, ...] = ()
+    peer_fixes: tuple[Fix, ...] = ()
+    # What the far end agreed to in the TCP handshake (no cooperation needed from it).
+    peer_handshake: HandshakeFacts | None = None
+
+    @property
+    def measured(self) -> bool:
+        """At least one test transfer moved data: the verdict is not a prediction."""
+        return self.transfer is not None and any(
+            m.error is None and m.bytes > 0 for m in self.transfer.modes
+        )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    direction: str
+    factor: LimitingFactor
+    confidence: float
+    host: HostRole | None
+    explanation: str
+    evidence: tuple[str, ...]
+    # A measured healthy direction rules out every limit in that direction.
+    decisive: bool = False
+    # Congestion that the loss bound explains: parallel streams (N, each stream's bound).
+    streams: tuple[int, float] | None = None
+
+
+@dataclass(frozen=True)
+class Direction:
+    """One direction of the test, seen as sender -> receiver."""
+
+    name: str
+    sender: HostAudit | None
+    receiver: HostAudit | None
+    sender_role: HostRole
+    receiver_role: HostRole
+    current: ModeResult | None  # what an ordinary application gets (kernel autotuning)
+    best: ModeResult | None  # the best tuned mode measured
+
+
+def pick_current(modes: Sequence[ModeResult]) -> ModeResult | None:
+    for name in ("autotune", "untuned", "static", "drs", "overprovisioned"):
+        for m in modes:
+            if m.mode == name and m.error is None:
+                return m
+    return None
+
+
+def directions(ev: Evidence) -> list[Direction]:
+    # Failed modes measured nothing: with none left it is as if no transfer ran.
+    modes = [m for m in (ev.transfer.modes if ev.transfer else ()) if m.error is None]
+    out: list[Direction] = []
+    for name in ("up", "down"):
+        ms = [m for m in modes if m.direction == name]
+        if not ms and (modes or name == "down"):
+            continue
+        up = name == "up"
+        out.append(
+            Direction(
+                name,
+                ev.local if up else ev.peer,
+                ev.peer if up else ev.local,
+                "local" if up else "peer",
+                "peer" if up else "local",
+                pick_current(ms),
+                max(ms, key=lambda m: m.throughput_mbps, default=None),
+            )
+        )
+    return out
+
+
+def probe_capacity(ev: Evidence, d: Direction) -> CapacityEstimate | None:
+    if ev.path and d.name == "down" and ev.path.capacity_down:
+        return ev.path.capacity_down  # asymmetric paths: the way back has its own
+    if ev.path and ev.path.capacity:
+        return ev.path.capacity
+    return None
+
+
+def rtt_ms(ev: Evidence, d: Direction) -> float | None:
+    if ev.path:
+        return ev.path.rtt.min
+    m = d.current
+    if m and m.samples:
+        rtts = [s.tcp_info.rtt_us for s in m.samples if s.tcp_info and s.tcp_info.rtt_us > 0]
+        if rtts:
+            return min(rtts) / 1e3
+    return None
+
+
+def mss(d: Direction) -> int:
+    m = d.current
+    if m:
+        for s in m.samples:
+            if s.tcp_info and s.tcp_info.snd_mss > 0:
+                return s.tcp_info.snd_mss
+    return 1448
+
+
+def audit_of(ev: Evidence, role: HostRole) -> HostAudit | None:
+    return ev.local if role == "local" else ev.peer if role == "peer" else None
+
+
+def chrono(m: ModeResult | None) -> tuple[float | None, float | None, float | None]:
+    if m is None:
+        return None, None, None
+    return m.rwnd_limited, m.sndbuf_limited, m.busy

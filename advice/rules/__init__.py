@@ -1,0 +1,16 @@
+"""Rules for causes outside the hosts' TCP settings, one module per limiting factor.
+
+Each module exposes `rule(ev, d) -> Candidate | None`, reading only advice.evidence's types.
+`CAUSE_RULES` is the ordered registry advice/diagnose.py walks beside its own rules; a new
+cause is one new module here plus its line below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tcpwizard.advice.evidence import Candidate, Direction, Evidence
+
+Rule = Callable[[Evidence, Direction], Candidate | None]
+
+CAUSE_RULES: tuple[Rule, ...] = ()
