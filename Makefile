@@ -38,6 +38,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/mypy tests
+	$(BIN)/lint-imports
 
 unit: install
 	$(BIN)/pytest -q -m "not lab"
