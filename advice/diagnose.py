@@ -903,12 +903,14 @@ def _gap(
         # Healthy: the rates once up to speed (a short test's ramp is not a gap).
         now = steady_mbps(worst.current)
         tuned = steady_mbps(worst.best) if worst.best else now
-        return WizardGap(now, max(now, tuned), True)
+        if worst.best is None or tuned <= now:
+            return WizardGap(now, now, True, worst.current.mode)
+        return WizardGap(now, tuned, True, worst.best.mode)
     current = worst.current.throughput_mbps
     best = worst.best.throughput_mbps if worst.best else None
     cap = _capacity(ev, worst)
-    if best is not None and best > 1.1 * current:
-        return WizardGap(current, best, True)
+    if worst.best is not None and best is not None and best > 1.1 * current:
+        return WizardGap(current, best, True, worst.best.mode)
     return WizardGap(current, cap, False)
 
 

@@ -35,6 +35,8 @@ class WizardGap:
     current_mbps: float | None = None
     tuned_mbps: float | None = None
     measured: bool = False
+    # Which measured mode gave tuned_mbps (e.g. "drs", "static"); None when computed.
+    tuned_mode: str | None = None
 
 
 @dataclass(frozen=True)

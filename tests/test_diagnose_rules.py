@@ -229,6 +229,20 @@ def test_measured_tuned_mode_is_the_wizard_gap() -> None:
     ev = Evidence(audit(), small, path(50, 100), _t(mode(20, rwnd=0.9), mode(93, name="drs")))
     gap = diagnose(ev).verdict.wizard_gap
     assert (gap.current_mbps, gap.tuned_mbps, gap.measured) == (20, 93, True)
+    assert gap.tuned_mode == "drs"
+
+
+def test_the_tuned_side_is_the_best_measured_mode_never_a_lower_one() -> None:
+    """DRS slower than static: the gap's tuned side is static's rate, named so; a healthy
+    path whose tuned modes were all slower than autotune shows autotune's rate as tuned."""
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
+    modes = (mode(20, rwnd=0.9), mode(60, name="drs"), mode(88, name="static"))
+    gap = diagnose(Evidence(audit(), small, path(50, 100), _t(*modes))).verdict.wizard_gap
+    assert (gap.tuned_mbps, gap.tuned_mode) == (88, "static")
+    healthy = _t(mode(94), mode(80, name="drs"))
+    gap = diagnose(Evidence(audit(), audit(), path(50, 100), healthy)).verdict.wizard_gap
+    assert gap.tuned_mbps is not None and gap.current_mbps is not None
+    assert gap.tuned_mbps >= gap.current_mbps and gap.tuned_mode == "autotune"
 
 
 def test_audit_only_is_unknown() -> None:

@@ -27,7 +27,12 @@ def error_report(
             "host_to_fix": None,
             "explanation": message,
             "evidence": [],
-            "wizard_gap": {"current_mbps": None, "tuned_mbps": None, "measured": False},
+            "wizard_gap": {
+                "current_mbps": None,
+                "tuned_mbps": None,
+                "measured": False,
+                "tuned_mode": None,
+            },
         },
         "fixes": [],
         "notes": [],

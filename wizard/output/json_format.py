@@ -128,6 +128,7 @@ def verdict_json(v: Verdict) -> Json:
             "current_mbps": v.wizard_gap.current_mbps,
             "tuned_mbps": v.wizard_gap.tuned_mbps,
             "measured": v.wizard_gap.measured,
+            "tuned_mode": v.wizard_gap.tuned_mode,
         },
     }
 

@@ -217,7 +217,12 @@ VERDICT = _obj(
         "explanation": STR,
         "evidence": _arr(STR),
         "wizard_gap": _obj(
-            {"current_mbps": _nullable(NUM), "tuned_mbps": _nullable(NUM), "measured": BOOL}
+            {
+                "current_mbps": _nullable(NUM),
+                "tuned_mbps": _nullable(NUM),
+                "measured": BOOL,
+                "tuned_mode": _nullable(STR),
+            }
         ),
     }
 )

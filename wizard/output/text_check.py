@@ -74,7 +74,9 @@ def _verdict(con: Console, r: Report) -> None:
     con.print(v.explanation, markup=False)
     gap = v.wizard_gap
     if gap.current_mbps is not None and gap.tuned_mbps:
-        how = "measured" if gap.measured else "predicted from the window law"
+        how = "predicted from the window law"
+        if gap.measured:
+            how = f"measured, {gap.tuned_mode}" if gap.tuned_mode else "measured"
         if gap.tuned_mbps > 1.1 * gap.current_mbps:
             con.print(
                 Text("Wizard gap: ", style="bold")

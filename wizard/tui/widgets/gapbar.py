@@ -11,6 +11,13 @@ from tcpwizard.advice.model import WizardGap
 from tcpwizard.units import format_rate
 
 
+def _how(g: WizardGap) -> str:
+    """The tuned bar's suffix: measured (by which mode) or computed from the window law."""
+    if not g.measured:
+        return " computed"
+    return f" measured ({g.tuned_mode})" if g.tuned_mode else " measured"
+
+
 def _mbps(v: float) -> str:
     return format_rate(v * 1e6)
 
@@ -44,7 +51,7 @@ class GapBar(Widget):
         out = Text(no_wrap=True, overflow="crop")
         rows = (
             ("now", g.current_mbps, "gapbar--current", ""),
-            ("tuned", g.tuned_mbps, "gapbar--tuned", " measured" if g.measured else " computed"),
+            ("tuned", g.tuned_mbps, "gapbar--tuned", _how(g)),
         )
         first = True
         for name, v, cls, suffix in rows:
