@@ -8,15 +8,14 @@ to a few Mbit/s), a warning below; a path MTU below this host's interface MTU is
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from tcpwizard.advice.window_law import mathis_mbps
 from tcpwizard.checks.model import Finding, Fix
 from tcpwizard.exitcodes import ExitCode, exit_for_severities
 from tcpwizard.measure.hop_model import PathHops
 
 CRIT_LOSS_PCT = 1.0
-MATHIS_C = math.sqrt(1.5)
 
 
 @dataclass(frozen=True)
@@ -32,13 +31,6 @@ def _where(p: PathHops, ttl: int | None) -> str:
     addr = hop.address if hop and hop.address else "no answer"
     name = f" {hop.name}" if hop and hop.name else ""
     return f"hop {ttl} ({addr}{name})"
-
-
-def mathis_mbps(mss: int, rtt_ms: float, loss: float) -> float | None:
-    """Mathis et al.: rate <= MSS / RTT * C / sqrt(p) for a loss-based (Reno-like) sender."""
-    if loss <= 0 or rtt_ms <= 0:
-        return None
-    return mss * 8 / (rtt_ms / 1e3) * MATHIS_C / math.sqrt(loss) / 1e6
 
 
 def blackhole_fixes(p: PathHops) -> tuple[Fix, ...]:

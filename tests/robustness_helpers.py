@@ -1,4 +1,4 @@
-"""Shared assertions of the robustness suite (issue #21): every bad input ends in one line on
+"""Shared assertions of the robustness suite: every bad input ends in one line on
 stderr and an exit code from the README's table, never an internal error."""
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tcpwizard.advice.path_advice import mathis_mbps, path_advice
+from tcpwizard.advice.path_advice import path_advice
+from tcpwizard.advice.window_law import mathis_mbps
 from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.measure.hop_model import HopCounts, analyse, binom_cdf, loss_start
 from tcpwizard.measure.pathprobe import IcmpProber, PathOptions

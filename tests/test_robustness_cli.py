@@ -1,4 +1,4 @@
-"""Issue #21, the CLI's edge: machine formats print a document with `error` on every failure,
+"""Robustness, the CLI's edge: machine formats print a document with `error` on every failure,
 nagios always prints its status line, and the process's environment (stdout on /dev/full, a
 non-UTF-8 locale, a port already taken) ends in one line and a documented code."""
 

@@ -1,4 +1,4 @@
-"""Issue #21, `fix` is all or nothing, shown with real sysctls inside throwaway network
+"""Robustness, `fix` is all or nothing, shown with real sysctls inside throwaway network
 namespaces: wherever the tool writes (sysctl.d, its state directory) being read-only, full,
 or not a directory, or the kernel refusing one value, leaves the live sysctls byte for byte
 as they were, and says so in one line with exit 1 or 65."""

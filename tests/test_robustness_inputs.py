@@ -1,4 +1,4 @@
-"""Issue #21, input layer: the named bad-input cases and generated ones for every file the
+"""Robustness, input layer: the named bad-input cases and generated ones for every file the
 tool reads and every argument type. Each ends in one stderr line and a documented exit code;
 files the tool does not own are left as they were."""
 

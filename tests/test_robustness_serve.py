@@ -1,4 +1,4 @@
-"""Issue #21, serve: deadlines per connection hold against clients that trickle bytes, slow
+"""Robustness, serve: deadlines per connection hold against clients that trickle bytes, slow
 clients never make a real check see "busy", and no request value raises inside serve."""
 
 from __future__ import annotations
