@@ -34,15 +34,13 @@ from tcpwizard.advice.window_law import (
     window_limit_mbps,
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
+from tcpwizard.measure import rates
 from tcpwizard.measure.model import ModeResult
+from tcpwizard.measure.rates import sample_rates as window_rates
 from tcpwizard.units import format_mbps
 
 HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
 IP_TCP_HEADERS = 52  # IPv4 + TCP with timestamps: goodput to the probes' IP-layer rate
-# Most a TCP_INFO delivery rate may lift the steady goodput: judging whether a short test
-# reached the path (a ramp still under way) and, more cautiously, as capacity evidence.
-REACHED_LIFT = 1.5
-FLOOR_LIFT = 1.2
 OVERRULE_MIN = 0.3  # a weak probe yields only to a transfer at least this share of its claim
 PROBE_SURE = 0.7  # a capacity estimate at least this confident stands against a slower transfer
 TUNED_MODES = ("static", "overprovisioned", "drs")  # buffers sized for the path
@@ -57,27 +55,17 @@ class Diagnosis:
     fixes: tuple[Fix, ...]  # only those that answer the limiting factor, for the right host
 
 
-def reached_mbps(m: ModeResult, lift: float = REACHED_LIFT) -> float:
-    """The rate a mode reached once up to speed: its steady goodput, or the sender's
-    TCP_INFO delivery rate (median of the second half) when that is higher. A short test
-    on a fast path ends while goodput, averaged over sampling intervals, still lags what
-    the network delivered per round trip."""
-    rates = [
-        s.tcp_info.delivery_rate_bps / 1e6
-        for s in m.samples[len(m.samples) // 2 :]
-        if s.tcp_info is not None and s.tcp_info.delivery_rate_bps > 0
-    ]
-    delivered = sorted(rates)[len(rates) // 2] if len(rates) >= 3 else 0.0
-    steady = steady_mbps(m)
-    # ACKs released in batches (coalescing, a busy software bottleneck) inflate single
-    # delivery-rate samples: they may lift the goodput a little, never double it.
-    return max(steady, min(delivered, lift * steady))
+def reached_mbps(m: ModeResult) -> float:
+    """The rate a mode reached once up to speed: its steady goodput from delivered bytes
+    (steady_mbps). A TCP_INFO delivery-rate sample is one burst's rate, which ACKs released
+    in batches inflate: it is never taken for the path's."""
+    return steady_mbps(m)
 
 
 def _mode_floor_mbps(m: ModeResult) -> float:
     """What one mode showed the path carries, at the IP layer like the probes."""
     mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info and s.tcp_info.snd_mss), 1448)
-    return reached_mbps(m, FLOOR_LIFT) * (mss + IP_TCP_HEADERS) / mss
+    return reached_mbps(m) * (mss + IP_TCP_HEADERS) / mss
 
 
 def _floors(ev: Evidence, d: _Direction) -> list[tuple[float, ModeResult]]:
@@ -193,9 +181,12 @@ def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
         return probe.mbps, ""
     low, mode = floor
     if low >= probe.mbps:
+        # Bytes delivered at that rate, over round trips (measure/rates.py), not a burst:
+        # the path carries at least that much, and the probe that said less is the weaker
+        # evidence (_capacity_sure lowers the verdict's confidence accordingly).
         return low, (
-            f"probe said {_fmt(probe.mbps)}, transfers showed the path carries at least "
-            f"{_fmt(low)} ({mode.mode})"
+            f"probe said {_fmt(probe.mbps)}, transfers delivered {_fmt(low)} ({mode.mode}, "
+            "at the IP layer, once up to speed): the capacity is at least that, less sure"
         )
     # A probe that flagged its own weakness (bursty arrivals, sender-limited, pairs and
     # train apart) yields to any transfer that nothing held back; a confident one only to a
@@ -231,6 +222,16 @@ def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
     )
 
 
+def _capacity_sure(ev: Evidence, d: _Direction) -> float:
+    """How much of the capacity used a probe confirmed: 1 when the capacity is no more
+    than the probe measured, else the probe's share of it (a transfer that delivered more
+    than the probe saw proves a floor, and that probe is then in doubt)."""
+    probe, cap = _probe_capacity(ev, d), _capacity(ev, d)
+    if probe is None or cap is None or cap <= probe.mbps or cap <= 0:
+        return 1.0
+    return probe.mbps / cap
+
+
 def _capacity(ev: Evidence, d: _Direction) -> float | None:
     """The path's capacity this way: probe and transfers combined (_capacity_view)."""
     return _capacity_view(ev, d)[0]
@@ -261,13 +262,14 @@ def _fmt(mbps: float | None) -> str:
 
 
 def steady_mbps(m: ModeResult) -> float:
-    """Goodput once the connection is up to speed: the median interval of the second half.
-    A short test on a long path spends a noticeable share of its time in slow start, which
-    says nothing about the hosts' tuning."""
-    rates = sorted(s.goodput_mbps for s in m.samples[len(m.samples) // 2 :])
-    if len(rates) < 3:
+    """Goodput once the connection is up to speed: the median of the round-trip-long window
+    rates of delivered bytes over the second half (measure/rates.py). A short test on a
+    long path spends a noticeable share of its time in slow start, which says nothing about
+    the hosts' tuning; the whole transfer's average, the floor, is also delivered bytes."""
+    steady = rates.steady_mbps(m.samples)
+    if steady is None:
         return m.throughput_mbps
-    return max(m.throughput_mbps, rates[len(rates) // 2])
+    return max(m.throughput_mbps, steady)
 
 
 def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
@@ -288,7 +290,7 @@ def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
     return _Candidate(
         d.name,
         "path-capacity",
-        min(0.95, 0.6 + min(share, 1.0) / 3),
+        min(0.95, 0.6 + min(share, 1.0) * _capacity_sure(ev, d) / 3),
         None,
         f"{d.name}: the transfer reached {min(share, 1.0):.0%} of the path's capacity; the "
         "network itself is the limit and the hosts are tuned well enough for it.",
@@ -484,7 +486,7 @@ def _still_ramping(m: ModeResult) -> bool:
     """The rate was still climbing when the test ended (slow start or a window still
     opening): in the goodput, and in what the sender's TCP_INFO says the network delivered
     where the samples carry it (smooth through loss recoveries)."""
-    rates = [s.goodput_mbps for s in m.samples]
+    rates = [r for _, r in window_rates(m.samples)]
     if len(rates) // 4 < 2:
         return True  # too short to tell: give the ramp the benefit of the doubt
     delivered = [s.tcp_info.delivery_rate_bps / 1e6 for s in m.samples if s.tcp_info]

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import IO, Any, Self, cast
 
+from tcpwizard.advice.guard import LINE_RATE_ENV
 from tcpwizard.exitcodes import PermissionRequired, UsageError
 from tcpwizard.lab import hops, netns
 from tcpwizard.lab.netem import build_netem, netem_available
@@ -101,7 +102,16 @@ class Lab(UpDown):
 
     # -- running things inside -----------------------------------------------------------
     def command(self, side: Side, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.ns(side), *argv]
+        # Every program in the lab learns the line rate the lab configured: tcpwizard's
+        # reports bound their rates by it (advice/guard.py); other programs ignore it.
+        env = f"{LINE_RATE_ENV}={self.line_rate_mbps:g}"
+        return ["ip", "netns", "exec", self.ns(side), "env", env, *argv]
+
+    @property
+    def line_rate_mbps(self) -> float:
+        """The faster of the bottleneck's two directions, Mbit/s: no rate either way
+        can exceed it."""
+        return max(self.spec.forward.rate_bps, self.spec.reverse.rate_bps) / 1e6
 
     def run(self, side: Side, argv: list[str], **kw: Any) -> subprocess.CompletedProcess[Any]:
         """subprocess.run inside host `side`; keyword arguments pass through."""

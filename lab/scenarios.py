@@ -21,6 +21,7 @@ from typing import Any
 
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import stop
+from tcpwizard.lab.ratecheck import over_line
 from tcpwizard.lab.serving import (
     SERVE_PORT,
     iperf3_serving,
@@ -283,6 +284,8 @@ class ScenarioResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     far_end: str = "serve"
     measured: bool = True
+    # Rate fields of the check's and the recheck's JSON above the lab's line rate (+1 %).
+    over_line: tuple[str, ...] = ()
 
     @property
     def verdict_ok(self) -> bool:
@@ -366,6 +369,7 @@ def run_scenario(sc: Scenario, lab: Lab) -> ScenarioResult:
             skipped=tuple(skipped),
             far_end=sc.far_end,
             measured=bool(doc.get("measured", True)),
+            over_line=tuple(over_line([doc, after], lab.line_rate_mbps)),
         )
 
 

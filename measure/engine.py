@@ -10,6 +10,7 @@ the syscalls, and the sampling thread wakes at most every sample interval.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import select
 import socket
@@ -144,8 +145,8 @@ class SideSample:
     tcp_info: TcpInfoSample | None = None
     # Sender: bytes the network delivered (TCP_INFO delivered x MSS), which, unlike what the
     # app wrote, does not run ahead by the send buffer. Receiver: bytes TCP received in
-    # order (tcpi_bytes_received), which a late read of the app does not delay. Not on the
-    # wire.
+    # order (tcpi_bytes_received), which a late read of the app does not delay. On the
+    # wire as the report's "delivered" list, parallel to its rows (docs/protocol.md).
     delivered: int | None = None
 
 
@@ -165,6 +166,7 @@ class SideReport:
     rcv_autotuning: bool = True
 
     def to_json(self) -> dict[str, Any]:
+        rows = thin(self.samples, 240)
         return {
             "role": self.role,
             "streams": self.streams,
@@ -189,8 +191,10 @@ class SideReport:
                     s.drs_rtt_s,
                     _ti_json(s.tcp_info) if s.tcp_info else None,
                 ]
-                for s in thin(self.samples, 240)
+                for s in rows
             ],
+            # Apart from the rows, so a peer that reads 7-column rows still reads them.
+            "delivered": [s.delivered for s in rows],
         }
 
     @classmethod
@@ -228,11 +232,26 @@ class SideReport:
                         None if ti is None else _ti_from(ti),
                     )
                 )
+            rep.samples = _with_delivered(rep.samples, obj.get("delivered"))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed transfer report: {exc}") from None
         if not math.isfinite(rep.seconds) or rep.seconds < 0 or rep.bytes < 0:
             raise ValueError("malformed transfer report: negative or infinite totals")
         return rep
+
+
+def _with_delivered(rows: list[SideSample], delivered: object) -> list[SideSample]:
+    """The rows with the peer's delivered counts (absent from older peers: rows unchanged)."""
+    if delivered is None:
+        return rows
+    if not isinstance(delivered, list) or len(delivered) != len(rows):
+        raise ValueError("delivered does not match the rows")
+    out = []
+    for row, d in zip(rows, delivered, strict=True):
+        if d is not None and (not isinstance(d, int) or isinstance(d, bool) or d < 0):
+            raise ValueError("bad delivered count")
+        out.append(dataclasses.replace(row, delivered=d))
+    return out
 
 
 def _ti_json(ti: TcpInfoSample) -> list[int]:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tcpwizard.measure import buffers, engine, spec
+from tcpwizard.measure import buffers, engine, rates, spec
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.iperf3 import (
     ClientStreamResult,
@@ -44,7 +44,9 @@ from tcpwizard.measure.transfer import (
     Progress,
     TransferHooks,
     TransferOptions,
+    live_rate,
     merge,
+    with_window_rates,
 )
 
 # The modes iperf3 can take part in, per direction. Upload DRS needs the receiver's half
@@ -211,7 +213,7 @@ def _sampler(
     hooks: TransferHooks,
     stop: threading.Event,
 ) -> engine.Sampler:
-    last = [(0.0, 0)]
+    live = rates.LiveRate()
     progress, cancel = hooks.progress, hooks.cancel
 
     def on_sample(s: engine.SideSample) -> None:
@@ -219,10 +221,7 @@ def _sampler(
             stop.set()
         if progress is None:
             return
-        t0, b0 = last[0]
-        dt = s.t - t0
-        rate = (s.bytes - b0) * 8 / dt / 1e6 if dt > 0 else 0.0
-        last[0] = (s.t, s.bytes)
+        rate = live_rate(live, s)
         progress(Progress(mode, direction, "sample", s.t, s.bytes, rate, duration, nbytes))
 
     return on_sample
@@ -355,7 +354,8 @@ def _download_result(
     if server is None:
         return base
     mss = _rcv_mss(data)
-    samples = tuple(_with_server(s, server, mss) for s in base.samples)
+    # The server's RTT now stands beside each sample: the windows can be a round trip.
+    samples = tuple(with_window_rates([_with_server(s, server, mss) for s in base.samples]))
     notes = (*base.notes, *server.notes)
     return dataclasses.replace(
         base,

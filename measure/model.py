@@ -80,6 +80,10 @@ class TransferSample:
     drs_bandwidth_mbps: float | None = None
     drs_rtt_ms: float | None = None
     tcp_info: TcpInfoSample | None = None
+    # The cumulative bytes delivered by t_s, counted where they were delivered: the
+    # receiver's kernel (tcpi_bytes_received) or its own reads, or the sender's acknowledged
+    # bytes. Rates over any window come from these (measure/rates.py).
+    delivered_bytes: int | None = None
 
 
 @dataclass(frozen=True)

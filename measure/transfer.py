@@ -9,6 +9,7 @@ mid-transfer gives a ModeResult with `error` set and whatever this side measured
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
-from tcpwizard.measure import buffers, engine, spec
+from tcpwizard.measure import buffers, engine, rates, spec
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import (
     Direction,
@@ -272,17 +273,14 @@ def _run_local(
     """Run our role, then collect the far end's report. The far end's report is awaited in
     a thread from the start, so a serve that dies is noticed even while we send."""
     mode = plan.mode
-    last: list[tuple[float, int]] = [(0.0, 0)]
+    live = rates.LiveRate()
 
     def on_sample(s: engine.SideSample) -> None:
         if cancel is not None and cancel.is_set():
             stop.set()  # checked every sample interval (<= 250 ms)
         if progress is None:
             return
-        t0, b0 = last[0]
-        dt = s.t - t0
-        rate = (s.bytes - b0) * 8 / dt / 1e6 if dt > 0 else 0.0
-        last[0] = (s.t, s.bytes)
+        rate = live_rate(live, s)
         progress(Progress(mode, direction, "sample", s.t, s.bytes, rate, duration, nbytes))
 
     if progress:
@@ -374,18 +372,16 @@ def merge(
         notes.append("the receiver's report was lost: goodput is from bytes sent")
     snd_rows = sender.samples if sender is not None else []
     samples: list[TransferSample] = []
-    prev_t, prev_b = 0.0, 0
+    prev_t = 0.0
     for r in rows:
-        dt = r.t - prev_t
-        if dt <= 0:
+        if r.t - prev_t <= 0:
             continue
-        goodput = (r.bytes - prev_b) * 8 / dt / 1e6
-        prev_t, prev_b = r.t, r.bytes
+        prev_t = r.t
         s = _nearest(snd_rows, r.t)
         samples.append(
             TransferSample(
                 t_s=round(r.t, 4),
-                goodput_mbps=goodput,
+                goodput_mbps=0.0,  # set below, over a window of at least a round trip
                 rcvbuf_bytes=r.rcvbuf if receiver is not None else 0,
                 sndbuf_bytes=s.sndbuf if s is not None else 0,
                 drs_bandwidth_mbps=None
@@ -393,8 +389,12 @@ def merge(
                 else r.drs_bandwidth_bps / 1e6,
                 drs_rtt_ms=None if r.drs_rtt_s is None else r.drs_rtt_s * 1e3,
                 tcp_info=s.tcp_info if s is not None else None,
+                # Counted where the bytes arrived: the receiver's kernel when it reported
+                # it (its own reads lag whenever it is not scheduled), else its reads.
+                delivered_bytes=r.delivered if r.delivered is not None else r.bytes,
             )
         )
+    samples = with_window_rates(samples)
     main = receiver if receiver is not None else sender
     nbytes = main.bytes if main is not None else 0
     seconds = main.seconds if main is not None else 0.0
@@ -432,6 +432,27 @@ def merge(
         bytes_sent=sender.bytes if sender is not None else None,
         notes=tuple(notes),
     )
+
+
+def live_rate(live: rates.LiveRate, s: engine.SideSample) -> float:
+    """A live sample's rate from the bytes TCP delivered, over a round trip or more."""
+    rtt = s.tcp_info.rtt_us / 1e6 if s.tcp_info is not None and s.tcp_info.rtt_us else None
+    return live.add(s.t, s.delivered if s.delivered is not None else s.bytes, rtt or s.drs_rtt_s)
+
+
+def with_window_rates(
+    samples: Sequence[TransferSample], rtt_s: float | None = None
+) -> list[TransferSample]:
+    """Each sample's goodput over a window of at least a round trip (measure/rates.py)
+    instead of its own sampling interval, which aliases against TCP's bursts. `rtt_s`
+    defaults to the sender's smallest RTT in the samples."""
+    points = rates.sample_rates(samples, rtt_s)
+    if len(points) != len(samples):
+        return list(samples)
+    return [
+        dataclasses.replace(s, goodput_mbps=mbps)
+        for s, (_, mbps) in zip(samples, points, strict=True)
+    ]
 
 
 def _nearest(rows: Sequence[engine.SideSample], t: float) -> engine.SideSample | None:

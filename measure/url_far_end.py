@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from tcpwizard import __version__
 from tcpwizard.exitcodes import Unavailable
-from tcpwizard.measure import buffers, engine, spec
+from tcpwizard.measure import buffers, engine, rates, spec
 from tcpwizard.measure.far_end import Abilities, FarEndKind, Unaudited, port_probe
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, ReceiverView, TransferResult
@@ -35,7 +35,9 @@ from tcpwizard.measure.transfer import (
     Progress,
     TransferHooks,
     TransferOptions,
+    live_rate,
     merge,
+    with_window_rates,
 )
 
 URL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
@@ -341,12 +343,14 @@ def download_mode(
     received = [0]
     started = time.monotonic()
 
+    live = rates.LiveRate()
+
     def on_sample(s: engine.SideSample) -> None:
         received[0] = s.bytes
         if cancel is not None and cancel.is_set():
             stop.set()
         if progress is not None:
-            rate = s.bytes * 8 / s.t / 1e6 if s.t > 0 else 0.0
+            rate = live_rate(live, s)
             progress(Progress(mode, "down", "sample", s.t, s.bytes, rate, duration, options.nbytes))
 
     def over() -> bool:
@@ -405,8 +409,13 @@ def download_mode(
 
 
 def _with_view(result: ModeResult, view: ReceiverView, notes: tuple[str, ...]) -> ModeResult:
-    # The congestion control that matters is the sender's, which a web server keeps.
-    return dataclasses.replace(result, receiver_view=view, notes=notes, congestion_control="")
+    # The congestion control that matters is the sender's, which a web server keeps. No
+    # sender's RTT here: the rates' windows are the receiver's estimate of a round trip.
+    rtt_s = view.rcv_rtt_us / 1e6 if view.rcv_rtt_us > 0 else None
+    samples = tuple(with_window_rates(result.samples, rtt_s))
+    return dataclasses.replace(
+        result, samples=samples, receiver_view=view, notes=notes, congestion_control=""
+    )
 
 
 def _failed(mode: Mode, error: str) -> ModeResult:

@@ -79,13 +79,15 @@ def test_a_probe_below_the_transfers_is_raised_to_what_they_carried() -> None:
     assert diagnose(ev).verdict.limiting_factor == "path-capacity"
 
 
-def test_delivery_rate_shows_the_path_rate_when_a_short_test_ends_ramping() -> None:
-    # Goodput still climbing when the test ended; TCP_INFO delivered ~950 per round trip.
+def test_a_delivery_rate_sample_is_never_reported_as_the_rate_once_up_to_speed() -> None:
+    # A short test whose sender's TCP_INFO delivery-rate samples read 950 per round trip
+    # while the receiver got 800-820 in the second half: the figure is the bytes delivered.
     up = _ramp(mode(620.0), [20, 350, 650, 700, 760, 780, 800, 820, 800, 810], delivered=950)
     ev = Evidence(audit(**STOCK), audit(**STOCK), _path(_bursty(1000)), TransferResult((up,)))
     v = diagnose(ev).verdict
     assert v.limiting_factor == "path-capacity"
-    assert any("950.0 Mbit/s once up to speed" in e for e in v.evidence)
+    assert any("800.0 Mbit/s once up to speed" in e for e in v.evidence)
+    assert not any("950" in e for e in v.evidence)
 
 
 def test_a_small_send_buffer_still_names_the_sender_at_high_rates() -> None:

@@ -25,6 +25,7 @@ def test_scenario(scenario: Scenario, lab_factory: LabFactory) -> None:
     if scenario.name == "stale-ssthresh" and shutil.which("nft") is None:
         pytest.skip("nftables is not installed (make system-deps)")
     result = run_scenario(scenario, lab_factory.fresh(scenario.spec))
+    assert result.over_line == (), "a rate above the lab's line rate"
     assert (result.factor, result.host or None) == (scenario.expect_factor, scenario.expect_host)
     if scenario.fix_side is None and scenario.applies_automatically:
         assert result.fixes == ()  # a healthy path gets no fixes

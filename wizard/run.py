@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
+from tcpwizard.advice import guard
 from tcpwizard.advice.diagnose import Diagnosis, Evidence, diagnose
 from tcpwizard.advice.handshake_findings import handshake_findings, unaudited_peer_fixes
 from tcpwizard.advice.path_advice import PathAdvice, path_advice
@@ -545,11 +546,18 @@ def _diagnose(run: _Run, stage: StageFn) -> Report:
         notes.append(why_bad)
     hs, hs_findings, hs_fixes = _handshake_evidence(run)
     app = _app_fixes(run.transfer, run.target, local.ram_bytes)
+    # Every rate within physics before it is judged or shown (advice/guard.py).
+    bounds = guard.bounds_for(
+        local.interface.speed_mbps if local.interface else None,
+        local.interface.mtu if local.interface else None,
+    )
+    transfer = guard.guard_transfer(run.transfer, bounds)
+    path = guard.guard_path(run.path, bounds, transfer)
     evidence = Evidence(
         local,
         peer,
-        run.path,
-        run.transfer,
+        path,
+        transfer,
         local_fixes=local.fixes + tuple(f for f in app if f.host == "local"),
         peer_fixes=(peer.fixes if peer else ())
         + hs_fixes
@@ -566,13 +574,13 @@ def _diagnose(run: _Run, stage: StageFn) -> Report:
         notes.insert(0, f"not measured: {_why_unmeasured(run)}")
     report = Report(
         host=local,
-        verdict=diag.verdict,
+        verdict=guard.guard_verdict(diag.verdict, bounds),
         fixes=diag.fixes,
         exit_code=code,
         target=TargetInfo(host=req.host, address=run.address, port=run.far.port),
         peer=peer,
-        path=run.path,
-        transfer=run.transfer,
+        path=path,
+        transfer=transfer,
         notes=tuple(dict.fromkeys(local.notes + tuple(notes))),
         error=run.error,
         measured=measured,

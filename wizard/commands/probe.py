@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from tcpwizard.advice import guard
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.checks.audit import audit
 from tcpwizard.commands._secret import secret_from_args
@@ -56,6 +57,9 @@ def probe_report(host: str, est: PathEstimate, ctx: Context) -> Report:
     path, and the verdict that allows (a prediction: no transfer ran)."""
     target = measured_target(est, None)
     local = audit(ctx, est.address, target)
+    iface = local.interface
+    bounds = guard.bounds_for(iface.speed_mbps if iface else None, iface.mtu if iface else None)
+    est = guard.guard_path(est, bounds) or est
     diag = diagnose(Evidence(local, None, est, None, local_fixes=local.fixes))
     code = check_exit_code(diag, local, None)
     return Report(

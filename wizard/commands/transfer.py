@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import get_args
 
 from tcpwizard import TOOL_NAME, __version__
+from tcpwizard.advice import guard
 from tcpwizard.commands._plot import plotting
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
@@ -113,10 +114,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             result = run_transfer(
                 args.host, args.port, opts, TransferHooks(progress=display), secret=secret
             )
+        result = _guarded(result)
         print(render_text(args.host, result), file=ctx.stdout)
     else:
         with plotting(args, ctx, args.host):
             result = run_transfer(args.host, args.port, opts, secret=secret)
+        result = _guarded(result)
         doc = {
             "schema_version": SCHEMA_VERSION,
             "tool": {"name": TOOL_NAME, "version": __version__},
@@ -128,6 +131,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if any(m.error for m in result.modes):
         return int(ExitCode.UNKNOWN)
     return int(ExitCode.OK)
+
+
+def _guarded(result: TransferResult) -> TransferResult:
+    """Rates within the configured line rate, when one is known (advice/guard.py)."""
+    return guard.guard_transfer(result, guard.bounds_for(None, None)) or result
 
 
 def _pct(x: float | None) -> str:

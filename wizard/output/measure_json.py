@@ -101,6 +101,8 @@ def sample_json(s: TransferSample) -> dict[str, Any]:
             "sndbuf_limited_us": ti.sndbuf_limited_us,
             "snd_mss": ti.snd_mss,
         },
+        # The cumulative count the rates come from: any window can be recomputed.
+        "delivered_bytes": s.delivered_bytes,
     }
 
 

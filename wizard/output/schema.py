@@ -176,7 +176,9 @@ SAMPLE = _obj(
         "drs_bandwidth_mbps": _nullable(NUM),
         "drs_rtt_ms": _nullable(NUM),
         "tcp_info": _nullable(TCP_INFO),
-    }
+        "delivered_bytes": _nullable(INT),
+    },
+    optional=("delivered_bytes",),
 )
 MODE = _obj(
     {

@@ -1,0 +1,140 @@
+"""Rates from delivered bytes, over honest intervals (docs/transfer.md, "How rates are
+computed"). Pure functions over a transfer's samples; no sockets.
+
+A rate is bytes the receiver got (or the sender saw acknowledged) between two counts, over
+the time between them. The interval is never shorter than one round trip of the path, nor
+than the sampling interval: TCP delivers a window per round trip, and a receiver that reads
+in batches (a busy host, ACKs released together) counts bytes in lumps, so a shorter
+interval splits one lump in two and reads 0.2 then 222 Mbit/s on a 150 Mbit/s path. Over a
+round trip or more the lumps average out; the steady figure is then the median of those
+rates over the settled part (the second half), which one late or early count cannot move.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tcpwizard.measure.model import TransferSample
+
+# The settled part of a transfer: its second half. A 3-5 s test on a long path spends a
+# noticeable share of its first half in slow start, which says nothing about the steady rate.
+SETTLED_FROM = 0.5
+MIN_STEADY_RATES = 3  # fewer window rates than this: no median worth the name
+
+
+@dataclass(frozen=True)
+class Count:
+    """A cumulative byte count and the time it was read, seconds since the transfer began."""
+
+    t_s: float
+    bytes: int
+
+
+def counts_of(samples: Sequence[TransferSample]) -> list[Count]:
+    """The cumulative delivered-byte counts of a sample series, from the transfer's start
+    (0, 0). Samples that carry no count (results recorded before counts were kept) are
+    integrated from their per-interval rate, which came from the same bytes."""
+    out = [Count(0.0, 0)]
+    total = 0.0
+    prev_t = 0.0
+    for s in samples:
+        if s.t_s <= out[-1].t_s:
+            continue
+        if s.delivered_bytes is not None:
+            total = float(s.delivered_bytes)
+        else:
+            total += max(0.0, s.goodput_mbps) * 1e6 / 8 * (s.t_s - prev_t)
+        prev_t = s.t_s
+        out.append(Count(s.t_s, round(total)))
+    return out
+
+
+def sample_interval_s(counts: Sequence[Count]) -> float:
+    """The median spacing of the counts (the sampler's interval), 0 with fewer than two."""
+    gaps = [b.t_s - a.t_s for a, b in itertools.pairwise(counts) if b.t_s > a.t_s]
+    return statistics.median(gaps) if gaps else 0.0
+
+
+def path_rtt_s(samples: Sequence[TransferSample]) -> float | None:
+    """The path's round trip as the sender's TCP_INFO saw it: the smallest smoothed RTT of
+    the transfer (the queue it built inflates the later ones)."""
+    rtts = [s.tcp_info.rtt_us for s in samples if s.tcp_info is not None and s.tcp_info.rtt_us]
+    return min(rtts) / 1e6 if rtts else None
+
+
+def window_s(rtt_s: float | None, interval_s: float) -> float:
+    """The shortest interval a rate is taken over: a round trip, or the sampling interval
+    when that is longer (counts come no faster)."""
+    return max(rtt_s or 0.0, interval_s)
+
+
+def window_rates(counts: Sequence[Count], window: float) -> list[tuple[float, float]]:
+    """(end time, Mbit/s) at each count after the first: the bytes delivered since the latest
+    earlier count at least `window` before it, over the time between the two. Counts too
+    close to the start to have such a partner are measured from the start."""
+    out: list[tuple[float, float]] = []
+    j = 0
+    for i in range(1, len(counts)):
+        end = counts[i]
+        # Advance the partner while the next one still leaves a full window.
+        while j + 1 < i and end.t_s - counts[j + 1].t_s >= window:
+            j += 1
+        start = counts[j]
+        dt = end.t_s - start.t_s
+        if dt <= 0:
+            continue
+        out.append((end.t_s, max(0, end.bytes - start.bytes) * 8 / dt / 1e6))
+    return out
+
+
+def sample_rates(
+    samples: Sequence[TransferSample], rtt_s: float | None = None
+) -> list[tuple[float, float]]:
+    """Per-sample rates of a series over windows of window_s(path RTT, sampling interval):
+    what a goodput plot or a per-interval column shows."""
+    counts = counts_of(samples)
+    rtt = rtt_s if rtt_s is not None else path_rtt_s(samples)
+    return window_rates(counts, window_s(rtt, sample_interval_s(counts)))
+
+
+def steady_mbps(samples: Sequence[TransferSample], rtt_s: float | None = None) -> float | None:
+    """The rate once up to speed: the median of the window rates that end in the settled
+    part (the second half of the samples); None with too few of them. `rtt_s` defaults to
+    the sender's smallest RTT in the samples."""
+    counts = counts_of(samples)
+    rtt = rtt_s if rtt_s is not None else path_rtt_s(samples)
+    rates = window_rates(counts, window_s(rtt, sample_interval_s(counts)))
+    settled = rates[int(len(rates) * SETTLED_FROM) :]
+    if len(settled) < MIN_STEADY_RATES:
+        return None
+    return float(statistics.median(r for _, r in settled))
+
+
+def average_mbps(nbytes: int, seconds: float) -> float:
+    """A transfer's rate over its whole time."""
+    return nbytes * 8 / seconds / 1e6 if seconds > 0 else 0.0
+
+
+class LiveRate:
+    """A progress display's rate while a transfer runs: over the latest window of at least
+    a round trip (the sampling interval until one is known), like sample_rates."""
+
+    # Counts kept: at 100 ms sampling, 6.4 s of them, longer than any round trip measured.
+    KEEP = 64
+
+    def __init__(self) -> None:
+        self.counts: list[Count] = [Count(0.0, 0)]
+        self.rtt_s: float | None = None
+
+    def add(self, t_s: float, nbytes: int, rtt_s: float | None = None) -> float:
+        """The rate up to this count, in Mbit/s."""
+        if rtt_s:
+            self.rtt_s = rtt_s if self.rtt_s is None else min(self.rtt_s, rtt_s)
+        if t_s <= self.counts[-1].t_s:
+            return 0.0
+        self.counts = [*self.counts[-(self.KEEP - 1) :], Count(t_s, nbytes)]
+        window = window_s(self.rtt_s, sample_interval_s(self.counts))
+        return window_rates(self.counts, window)[-1][1]

@@ -1,0 +1,114 @@
+"""Rates a user can trust, over the emulated WAN: on a path two other TCP flows share, the
+rate reported is what our flow got (the bytes the far end's kernel took in, counted by
+nftables), not the line rate; and no rate in `lab demo`'s output exceeds the lab's line rate
+(docs/transfer.md, "How rates are computed")."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tcpwizard.lab import Lab, LabSpec
+from tcpwizard.lab.ratecheck import TOLERANCE, over_line
+from tcpwizard.lab.traffic import CrossTraffic
+from tests.lab_fixtures import LabFactory
+
+pytestmark = pytest.mark.lab
+SPEC = LabSpec.symmetric(100e6, 0.020)
+PORT = 5301
+TABLE = "twrates"
+HEADERS = 52  # IPv4 + TCP with timestamps, per data packet
+
+
+def _counter(lab: Lab) -> tuple[int, int]:
+    """(bytes, packets) of TCP to serve's port that reached b's kernel."""
+    out = lab.run("b", ["nft", "-j", "list", "table", "inet", TABLE],
+                  capture_output=True, text=True, check=True).stdout  # fmt: skip
+    for item in json.loads(out)["nftables"]:
+        rule = item.get("rule")
+        if rule is None:
+            continue
+        for expr in rule["expr"]:
+            if "counter" in expr:
+                return int(expr["counter"]["bytes"]), int(expr["counter"]["packets"])
+    raise AssertionError("no counter in the nft table")
+
+
+def _upload(lab: Lab) -> dict[str, Any]:
+    proc = lab.run(
+        "a",
+        [sys.executable, "-m", "tcpwizard", "transfer", lab.addr_b, "--port", str(PORT),
+         "--modes", "autotune", "--direction", "up", "--duration", "4", "--json"],
+        capture_output=True, text=True, timeout=90, check=False,
+    )  # fmt: skip
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+def test_on_a_shared_path_the_rate_is_what_our_flow_got(lab_factory: LabFactory) -> None:
+    if shutil.which("nft") is None:
+        pytest.skip("nftables is not installed (make system-deps)")
+    lab = lab_factory.fresh(SPEC)
+    rules = (
+        f"table inet {TABLE} {{\n chain input {{\n"
+        "  type filter hook input priority 0; policy accept;\n"
+        f"  tcp dport {PORT} counter\n }}\n}}\n"
+    )
+    lab.run("b", ["nft", "-f", "-"], input=rules, text=True, check=True)
+    serve = lab.popen(
+        "b", [sys.executable, "-m", "tcpwizard", "serve", "--port", str(PORT)],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    tries: list[str] = []
+    try:
+        assert serve.stderr is not None and "listening" in serve.stderr.readline()
+        with CrossTraffic(lab, tcp_flows=2, duration_s=40):
+            for _ in range(3):
+                before = _counter(lab)
+                doc = _upload(lab)
+                after = _counter(lab)
+                m = doc["transfer"]["modes"][0]
+                wire_bytes, packets = after[0] - before[0], after[1] - before[1]
+                # What reached b's kernel, less each packet's headers: the payload our flow
+                # got (the control connection's few lines are within the tolerance).
+                got = wire_bytes - HEADERS * packets
+                ours = got * 8 / m["seconds"] / 1e6
+                ok = (
+                    m["error"] is None
+                    and abs(m["throughput_mbps"] - ours) <= 0.05 * ours
+                    # Two other flows take their share: ours is not the line rate.
+                    and m["throughput_mbps"] < 0.8 * lab.line_rate_mbps
+                    and not over_line(doc, lab.line_rate_mbps)
+                )
+                tries.append(
+                    f"{'ok' if ok else 'BAD'}: reported {m['throughput_mbps']:.1f}, "
+                    f"counted {ours:.1f} Mbit/s, over the line: {over_line(doc, 100.0)}"
+                )
+    finally:
+        serve.kill()
+        serve.wait()
+    assert sum(t.startswith("ok") for t in tries) >= 2, tries
+
+
+RATE = re.compile(r"(\d+(?:\.\d+)?) ([MG])bit/s(?! per MB)")
+
+
+def test_no_rate_in_the_demo_exceeds_the_line_rate() -> None:
+    if shutil.which("iperf3") is None:
+        pytest.skip("iperf3 is not installed")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tcpwizard", "lab", "demo"],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    if "root" in proc.stderr and proc.returncode != 0:
+        pytest.skip("the lab needs root")
+    assert proc.returncode == 0, proc.stderr[-600:]
+    rates = [float(v) * (1000 if unit == "G" else 1) for v, unit in RATE.findall(proc.stdout)]
+    assert rates, proc.stdout
+    assert max(rates) <= 100 * TOLERANCE, [r for r in rates if r > 100 * TOLERANCE]

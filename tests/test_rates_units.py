@@ -1,0 +1,174 @@
+"""Rates from delivered bytes over honest intervals (measure/rates.py) and the physical
+bounds every report obeys (advice/guard.py), with property tests over the guard."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tcpwizard.advice import guard
+from tcpwizard.advice.model import Verdict, WizardGap
+from tcpwizard.lab.ratecheck import over_line, rate_fields
+from tcpwizard.measure import rates
+from tcpwizard.measure.model import (
+    CapacityEstimate,
+    ModeResult,
+    PathEstimate,
+    RttStats,
+    TcpInfoSample,
+    TransferResult,
+    TransferSample,
+)
+
+
+def _series(counts: list[int], dt: float = 0.1, rtt_us: int = 36_000) -> list[TransferSample]:
+    info = TcpInfoSample(rtt_us, 100, 10, 0, 0, 0, 0, 0, 1448)
+    return [
+        TransferSample(round(dt * (i + 1), 4), 0.0, 0, 0, tcp_info=info, delivered_bytes=c)
+        for i, c in enumerate(counts)
+    ]
+
+
+def test_lumpy_counts_read_the_delivered_rate_not_their_lumps() -> None:
+    # 150 Mbit/s delivered, counted in lumps: every other 100 ms interval sees almost
+    # nothing, the next one twice as much (what 0.2, 222, 29, 212 ... looked like).
+    per = 150e6 / 8 * 0.1
+    counts, total = [], 0.0
+    for i in range(40):
+        total += per * (0.02 if i % 2 else 1.98)
+        counts.append(round(total))
+    samples = _series(counts, rtt_us=150_000)  # a 150 ms path: windows of 2 intervals
+    steady = rates.steady_mbps(samples)
+    assert steady is not None and 145 <= steady <= 155
+    assert max(r for _, r in rates.sample_rates(samples)[2:]) <= 155
+
+
+def test_windows_are_at_least_a_round_trip_and_the_sampling_interval() -> None:
+    assert rates.window_s(0.036, 0.1) == 0.1
+    assert rates.window_s(0.3, 0.1) == 0.3
+    assert rates.window_s(None, 0.1) == 0.1
+    counts = [rates.Count(0.0, 0), rates.Count(0.1, 100), rates.Count(0.2, 200),
+              rates.Count(0.3, 300)]  # fmt: skip
+    # At 0.3 s with a 0.2 s window the rate is from 0.1 s: 200 bytes in 0.2 s.
+    assert rates.window_rates(counts, 0.2)[-1] == (0.3, 200 * 8 / 0.2 / 1e6)
+
+
+def test_samples_without_counts_integrate_their_rates() -> None:
+    samples = [TransferSample(0.1 * (i + 1), 80.0, 0, 0) for i in range(20)]
+    steady = rates.steady_mbps(samples)
+    assert steady is not None and abs(steady - 80.0) < 1e-6
+
+
+def test_too_few_samples_have_no_steady_rate() -> None:
+    assert rates.steady_mbps(_series([100, 200])) is None
+
+
+def test_live_rate_uses_a_round_trip_once_known() -> None:
+    live = rates.LiveRate()
+    live.add(0.1, 1_000_000, 0.3)
+    live.add(0.2, 1_000_000)
+    r = live.add(0.3, 3_000_000)  # one lump: over 0.3 s, not 0.1 s
+    assert abs(r - 3_000_000 * 8 / 0.3 / 1e6) < 1e-6
+
+
+def test_rate_fields_walks_every_mbps_key() -> None:
+    doc = {"a_mbps": 5, "x": [{"b_mbps": 200.5}, {"c": {"d_mbps": None, "e_mbps": 1}}]}
+    assert rate_fields(doc) == [("a_mbps", 5.0), ("x[0].b_mbps", 200.5), ("x[1].c.e_mbps", 1.0)]
+    assert over_line(doc, 100.0) == ["x[0].b_mbps = 200.5"]
+
+
+# --------------------------------------------------------------------------- the guard
+
+rate = st.floats(min_value=0.0, max_value=1e5, allow_nan=False)
+line = st.floats(min_value=1.0, max_value=1e5, allow_nan=False)
+mtu = st.integers(min_value=576, max_value=9000)
+
+
+def _mode(mbps: float, goodputs: list[float]) -> ModeResult:
+    samples = tuple(TransferSample(0.1 * (i + 1), g, 0, 0) for i, g in enumerate(goodputs))
+    return ModeResult("autotune", "up", 1, 10_000, 1.0, mbps, 0, 0, samples)
+
+
+def _path(cap: float, pairs: float, down: float) -> PathEstimate:
+    rtt = RttStats(20.0, 20.1, 20.5, 20.1, 0.1, 21.0, 0.0, 0.1, 20, "udp-echo")
+    return PathEstimate(
+        rtt,
+        CapacityEstimate(cap, "train", 0.9, pairs, cap),
+        1000,
+        1.0,
+        "10.0.0.2",
+        5301,
+        True,
+        capacity_down=CapacityEstimate(down, "train (down)", 0.8),
+    )
+
+
+@given(rate, st.lists(rate, max_size=8), line, mtu)
+def test_no_goodput_above_the_line_times_the_payload_share(
+    mbps: float, goodputs: list[float], line_mbps: float, mtu_bytes: int
+) -> None:
+    b = guard.Bounds(line_mbps, None, mtu_bytes)
+    t = guard.guard_transfer(TransferResult((_mode(mbps, goodputs),)), b)
+    assert t is not None
+    limit = line_mbps * guard.payload_share(mtu_bytes)
+    m = t.modes[0]
+    assert m.throughput_mbps <= limit
+    assert all(s.goodput_mbps <= limit for s in m.samples)
+    # Within the bound a rate is left as measured.
+    assert m.throughput_mbps == min(mbps, limit)
+
+
+@given(rate, rate, rate, line, st.one_of(st.none(), st.integers(1, 100_000)), rate)
+def test_no_capacity_above_the_line_or_an_unrefuted_interface_speed(
+    cap: float, pairs: float, down: float, line_mbps: float, nic: int | None, delivered: float
+) -> None:
+    b = guard.Bounds(line_mbps, nic, 1500)
+    t = TransferResult((_mode(delivered, []),))
+    p = guard.guard_path(_path(cap, pairs, down), b, t)
+    assert p is not None and p.capacity is not None and p.capacity_down is not None
+    limit = line_mbps
+    if nic is not None and nic >= delivered * 1500 / 1448:
+        limit = min(limit, nic)
+    for c in (p.capacity, p.capacity_down):
+        assert c.mbps <= limit
+        assert (c.pairs_mbps or 0) <= limit
+    if cap > limit:
+        assert p.capacity.confidence <= 0.5 and "above" in p.capacity.note
+    else:
+        assert p.capacity.mbps == cap
+
+
+@given(st.one_of(st.none(), rate), st.one_of(st.none(), rate), line)
+def test_the_wizard_gap_obeys_the_line(
+    current: float | None, tuned: float | None, line_mbps: float
+) -> None:
+    v = Verdict("path-capacity", 0.9, None, "", (), WizardGap(current, tuned, True))
+    g = guard.guard_verdict(v, guard.Bounds(line_mbps)).wizard_gap
+    for x in (g.current_mbps, g.tuned_mbps):
+        assert x is None or x <= line_mbps * guard.payload_share(1500)
+
+
+def test_without_known_bounds_nothing_changes() -> None:
+    t = TransferResult((_mode(5000.0, [6000.0]),))
+    assert guard.guard_transfer(t, guard.Bounds()) is t
+    p = _path(9000.0, 9500.0, 100.0)
+    assert guard.guard_path(p, guard.Bounds(), t) is p
+
+
+def test_line_rate_from_the_environment() -> None:
+    assert guard.line_rate_from_env({guard.LINE_RATE_ENV: "100"}) == 100.0
+    for bad in ("", "x", "-1", "nan", "inf"):
+        assert guard.line_rate_from_env({guard.LINE_RATE_ENV: bad}) is None
+    assert guard.line_rate_from_env({}) is None
+
+
+def test_a_transfer_faster_than_the_nic_refutes_its_speed() -> None:
+    # A virtual device's nominal 10 Mbit/s says nothing once 90 Mbit/s were delivered.
+    b = guard.Bounds(None, 10, 1500)
+    p = guard.guard_path(_path(95.0, 95.0, 95.0), b, TransferResult((_mode(90.0, []),)))
+    assert p is not None and p.capacity is not None and p.capacity.mbps == 95.0
+    q = guard.guard_path(_path(95.0, 95.0, 95.0), b, None)
+    assert q is not None and q.capacity is not None and q.capacity.mbps == 10.0
+    assert dataclasses.replace(b, interface_mbps=None).capacity_max() is None
