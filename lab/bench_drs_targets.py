@@ -176,7 +176,7 @@ def render_path(rate_bps: float, rtt_s: float, pairs: Sequence[Pair], note: str 
             out.append(
                 f"| {i // 2 + 1} | {p.direction} | {p.auto.mbps:.1f} ({p.auto.seconds:.2f} s) | "
                 f"{p.drs.mbps:.1f}{'*' if p.drs.forced else ''} ({p.drs.seconds:.2f} s) | "
-                f"{p.ratio:.2f} | {p.same_span_ratio:.2f} | "
+                f"{p.ratio:.3f} | {p.same_span_ratio:.3f} | "
                 f"{_t(p.auto.t90_s)} / {_t(p.drs.t90_s)} s | "
                 f"{p.drs.max_buffer_bytes / bdp:.2f} | {p.drs.steady_buffer_bytes / bdp:.2f} | "
                 f"{p.auto.retransmits} / {p.drs.retransmits} |" + (f" error: {err}" if err else "")

@@ -161,7 +161,7 @@ def test_drs_targets_judge_every_run_and_compare_equal_spans() -> None:
     )
     text = render_path(100e6, 0.1, [good, bad])
     assert (
-        "| 1 | up | 82.0 (4.00 s) | 78.0 (3.15 s) | 0.95 | 0.95 | 1.00 / 1.00 s | 2.00 | 2.00 | "
+        "| 1 | up | 82.0 (4.00 s) | 78.0 (3.15 s) | 0.951 | 0.951 | 1.00 / 1.00 s | 2.00 | 2.00 | "
         "1700 / 0 |" in text
     )
     # One bad run of two fails every target it misses: judged per run, not on a median.
