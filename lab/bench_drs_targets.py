@@ -285,7 +285,7 @@ def run(
             json.dump(results, f)
     text = render_all(results)
     with open(os.path.join(out_dir, TABLE_NAME), "w") as f:
-        f.write(text + "\n")
+        f.write(f"# DRS targets (`tcpwizard lab bench --drs-targets`)\n\n{text}\n")
     return text
 
 
