@@ -1,117 +1,304 @@
-"""DRS against autotune on the DRS targets' paths, several rounds: each cell's time to 90 %
-of the bottleneck, share of it and retransmits, per run and as medians.
+"""DRS against autotune on the DRS targets' paths, every run reported (`lab bench
+--drs-targets`, also a section of `lab bench --transfer`).
 
-`python -m tcpwizard.lab.bench_drs_targets [--rounds N] [--seconds S]` (root). One run's time
-to 90 % moves in steps of the sampling (0.1-0.3 s at these RTTs), so a single run says little
-about a 1.2x target; the median of a few rounds does. Builds and removes its own labs.
+Per path (60 ms x 80, 100 ms x 100, 180 ms x 200 and 300 ms x 100 Mbit/s), per test length
+(3 s and 8 s), per round and direction: both modes' goodput, DRS / autotune, their time to
+90 % of the bottleneck, DRS's peak and steady receive buffer over the BDP, and both modes'
+retransmits. The targets are judged on every single run, not on a median.
+
+Two goodput ratios are reported. The transfer's own figure (bytes over the receiver's span)
+lets each mode's span differ: the duration bounds how long the sender *writes*, and
+autotune's 16 MB send buffer holds up to a second of data that it delivers at the full
+rate after that, so a 3 s autotune test lasts ~4 s with its slow start averaged over more
+time. "Same span" compares what each had received at the end of the shorter of the two
+spans, the goodput of equal-length transfers.
+
+Results are kept in `<out>/bench-drs-targets.json` by path, so the bench can run one path
+at a time (`--rtt 100ms`) and the table covers every path measured so far. Builds and
+removes its own labs (root).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
-import statistics
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.lab.bench_transfer import (
     BIG_BUFFERS,
-    TARGET_PATHS,
     TCP_GOODPUT_SHARE,
     BenchRow,
-    _t90,
     bench_transfer,
+    megabits_at,
 )
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.spec import LabSpec
 
-T90_TARGET = 1.2  # DRS's time to 90 % at most this many times autotune's
-SHARE_TARGET = 0.90  # DRS's goodput at least this share of the bottleneck's TCP goodput
+# (rate bit/s, RTT s): the targets' paths.
+PATHS: tuple[tuple[float, float], ...] = (
+    (80e6, 0.060),
+    (100e6, 0.100),
+    (200e6, 0.180),
+    (100e6, 0.300),
+)
+TEST_SECONDS: tuple[float, ...] = (3.0, 8.0)
+ROUNDS = 3
+RATIO_TARGET = 0.95  # DRS's goodput at least this share of autotune's, every run
+PEAK_TARGET = 3.0  # DRS's largest receive buffer at most this many BDPs
+STEADY_TARGET = 2.5  # ...and over the second half of the run at most this many
+RESULTS_NAME = "bench-drs-targets.json"
+TABLE_NAME = "bench-drs-targets.md"
 
 
-def _cell(runs: Sequence[tuple[BenchRow, BenchRow]], bottleneck_mbps: float) -> list[str]:
-    """Per run: autotune and DRS side by side; then the medians and the targets."""
-    lines = []
-    ratios, shares = [], []
-    for i, (auto, drs) in enumerate(runs, 1):
-        ratio = drs.t90_s / auto.t90_s if drs.t90_s and auto.t90_s else None
-        share = drs.mbps / bottleneck_mbps
-        shares.append(share)
-        if ratio is not None:
-            ratios.append(ratio)
-        lines.append(
-            f"| run {i} | {auto.mbps:.1f}, {auto.retransmits}, {_t90(auto)} | "
-            f"{drs.mbps:.1f} ({share:.2f}), {drs.retransmits}, {_t90(drs)} | "
-            f"{'-' if ratio is None else f'{ratio:.2f}x'} |"
-        )
-    med_ratio = statistics.median(ratios) if ratios else None
-    med_share = statistics.median(shares)
-    fewer = sum(d.retransmits <= a.retransmits for a, d in runs)
-    verdict = [
-        f"share {med_share:.2f} {'✅' if med_share >= SHARE_TARGET else '❌'}",
-        f"retr <= autotune {fewer}/{len(runs)} {'✅' if fewer == len(runs) else '❌'}",
-        "time -" if med_ratio is None
-        else f"time {med_ratio:.2f}x {'✅' if med_ratio <= T90_TARGET else '❌'}",
-    ]  # fmt: skip
-    lines.append(f"| **median** | | | **{'; '.join(verdict)}** |")
-    return lines
+@dataclass(frozen=True)
+class Pair:
+    """One run: autotune and DRS on the same path, length and direction, back to back."""
+
+    seconds: float  # the test's duration
+    direction: str
+    auto: BenchRow
+    drs: BenchRow
+
+    @property
+    def ratio(self) -> float:
+        return self.drs.mbps / self.auto.mbps if self.auto.mbps > 0 else 0.0
+
+    @property
+    def same_span_ratio(self) -> float:
+        """What DRS had received over what autotune had, by the end of the shorter span."""
+        span = min(self.drs.seconds, self.auto.seconds)
+        got = megabits_at(self.auto.delivered, span)
+        return megabits_at(self.drs.delivered, span) / got if got > 0 else 0.0
 
 
-def run(rounds: int, seconds: float) -> str:
-    run_id = uuid.uuid4().hex[:6]
-    out = [
-        "## DRS against autotune, the targets' paths, "
-        f"{rounds} rounds ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
-        "",
-        f"`python -m tcpwizard.lab.bench_drs_targets --rounds {rounds}`; kernel "
-        f"{platform.release()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} "
-        f"at start; {seconds:g} s per run; receiver tcp_rmem max 16 MB. Each cell: Mbit/s "
-        "(DRS: share of the bottleneck's TCP goodput), retransmits, time to 90 %; the last "
-        f"column DRS's time to 90 % over autotune's (targets: share >= {SHARE_TARGET}, "
-        f"retransmits no more than autotune's, time <= {T90_TARGET}x, on the medians).",
-        "",
-    ]
-    for i, (rate, rtt) in enumerate(TARGET_PATHS):
-        spec = LabSpec.symmetric(
-            rate, rtt, sysctls_a=BIG_BUFFERS, sysctls_b=BIG_BUFFERS, name=f"twdt-{run_id}-{i}"
-        )
-        by_dir: dict[str, list[tuple[BenchRow, BenchRow]]] = {"up": [], "down": []}
-        with Lab(spec, owner_pid=os.getpid()) as lab:
-            for _ in range(rounds):
-                rows = bench_transfer(lab, modes=("autotune", "drs"), seconds=seconds, iperf=False)
-                for d, runs in by_dir.items():
+def _row_json(r: BenchRow) -> dict[str, Any]:
+    return {
+        "mbps": r.mbps,
+        "seconds": r.seconds,
+        "retransmits": r.retransmits,
+        "t90_s": r.t90_s,
+        "max_buffer_bytes": r.max_buffer_bytes,
+        "steady_buffer_bytes": r.steady_buffer_bytes,
+        "delivered": [list(p) for p in r.delivered],
+        "error": r.error,
+        "forced": r.forced,
+    }
+
+
+def _row_from(mode: str, direction: str, d: dict[str, Any]) -> BenchRow:
+    return BenchRow(
+        mode="drs" if mode == "drs" else "autotune",
+        streams=1,
+        mbps=float(d["mbps"]),
+        max_buffer_bytes=int(d["max_buffer_bytes"]),
+        mbps_per_mb=0.0,
+        retransmits=int(d["retransmits"]),
+        iperf_mbps=None,
+        iperf_setting="",
+        error=d.get("error"),
+        forced=bool(d.get("forced")),
+        direction=direction,
+        t90_s=None if d.get("t90_s") is None else float(d["t90_s"]),
+        seconds=float(d["seconds"]),
+        steady_buffer_bytes=int(d["steady_buffer_bytes"]),
+        delivered=tuple((float(t), float(m)) for t, m in d["delivered"]),
+    )
+
+
+def path_key(rate_bps: float, rtt_s: float) -> str:
+    return f"{rtt_s * 1e3:g}ms x {rate_bps / 1e6:g}Mbit/s"
+
+
+def measure_path(
+    rate_bps: float,
+    rtt_s: float,
+    rounds: int,
+    seconds: Sequence[float] = TEST_SECONDS,
+    say: Callable[[str], None] = lambda _m: None,
+) -> list[Pair]:
+    """`rounds` rounds on one fresh lab: per test length, autotune then DRS, both ways."""
+    spec = LabSpec.symmetric(
+        rate_bps,
+        rtt_s,
+        sysctls_a=BIG_BUFFERS,
+        sysctls_b=BIG_BUFFERS,
+        name=f"twdt-{uuid.uuid4().hex[:6]}",
+    )
+    pairs: list[Pair] = []
+    with Lab(spec, owner_pid=os.getpid()) as lab:
+        for i in range(rounds):
+            for secs in seconds:
+                say(f"  {path_key(rate_bps, rtt_s)}: round {i + 1}/{rounds}, {secs:g} s tests")
+                rows = bench_transfer(lab, modes=("autotune", "drs"), seconds=secs, iperf=False)
+                for d in ("up", "down"):
                     auto = next(r for r in rows if r.mode == "autotune" and r.direction == d)
                     drs = next(r for r in rows if r.mode == "drs" and r.direction == d)
-                    runs.append((auto, drs))
-        bottleneck = rate / 1e6 * TCP_GOODPUT_SHARE
-        for d, runs in by_dir.items():
-            out += [
-                f"{rate / 1e6:g} Mbit/s x {rtt * 1e3:g} ms, {d} (bottleneck TCP goodput "
-                f"{bottleneck:.1f} Mbit/s):",
-                "",
-                "| | autotune: Mbit/s, retr, to 90 % | drs: Mbit/s (share), retr, to 90 % | "
-                "DRS / autotune time |",
-                "|---|---|---|---|",
-                *_cell(runs, bottleneck),
-                "",
-            ]
-        out.append(f"(load average {os.getloadavg()[0]:.2f})\n")
+                    pairs.append(Pair(secs, d, auto, drs))
+    return pairs
+
+
+def _t(v: float | None) -> str:
+    return "never" if v is None else f"{v:.2f}"
+
+
+def _ok(good: int, total: int) -> str:
+    return f"{good}/{total} {'✅' if good == total else '❌'}"
+
+
+def render_path(rate_bps: float, rtt_s: float, pairs: Sequence[Pair], note: str = "") -> str:
+    bdp = rate_bps / 8 * rtt_s
+    bottleneck = rate_bps / 1e6 * TCP_GOODPUT_SHARE
+    out = [
+        f"### {rtt_s * 1e3:g} ms x {rate_bps / 1e6:g} Mbit/s (BDP {bdp / 1e6:.2f} MB, "
+        f"bottleneck TCP goodput {bottleneck:.1f} Mbit/s){note}",
+        "",
+    ]
+    for secs in sorted({p.seconds for p in pairs}):
+        runs = [p for p in pairs if p.seconds == secs]
+        out += [
+            f"{secs:g} s tests:",
+            "",
+            "| run | dir | autotune Mbit/s (span) | DRS Mbit/s (span) | DRS / autotune | "
+            "same span | to 90 %: autotune / DRS | DRS peak / BDP | DRS steady / BDP | "
+            "retransmits: autotune / DRS |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for i, p in enumerate(runs):
+            err = "; ".join(e for e in (p.auto.error, p.drs.error) if e)
+            out.append(
+                f"| {i // 2 + 1} | {p.direction} | {p.auto.mbps:.1f} ({p.auto.seconds:.2f} s) | "
+                f"{p.drs.mbps:.1f}{'*' if p.drs.forced else ''} ({p.drs.seconds:.2f} s) | "
+                f"{p.ratio:.3f} | {p.same_span_ratio:.3f} | "
+                f"{_t(p.auto.t90_s)} / {_t(p.drs.t90_s)} s | "
+                f"{p.drs.max_buffer_bytes / bdp:.2f} | {p.drs.steady_buffer_bytes / bdp:.2f} | "
+                f"{p.auto.retransmits} / {p.drs.retransmits} |" + (f" error: {err}" if err else "")
+            )
+        n = len(runs)
+        same = sum(p.same_span_ratio >= RATIO_TARGET for p in runs)
+        verdict = [
+            f"same span >= {RATIO_TARGET} {_ok(same, n)}",
+            f"own span >= {RATIO_TARGET} {_ok(sum(p.ratio >= RATIO_TARGET for p in runs), n)}",
+            f"peak <= {PEAK_TARGET:g} BDP "
+            f"{_ok(sum(p.drs.max_buffer_bytes <= PEAK_TARGET * bdp for p in runs), n)}",
+            f"steady <= {STEADY_TARGET:g} BDP "
+            f"{_ok(sum(p.drs.steady_buffer_bytes <= STEADY_TARGET * bdp for p in runs), n)}",
+            "retransmits <= autotune's "
+            f"{_ok(sum(p.drs.retransmits <= p.auto.retransmits for p in runs), n)}",
+        ]  # fmt: skip
+        out += ["", "Every run: " + "; ".join(verdict) + ".", ""]
     return "\n".join(out)
+
+
+def header() -> list[str]:
+    return [
+        "## DRS against autotune on the targets' paths, every run",
+        "",
+        f"`tcpwizard lab bench --drs-targets`; kernel {platform.release()}, {os.cpu_count()} "
+        "CPUs; both hosts tcp_rmem/tcp_wmem max 16 MB (net.core.rmem_max is the host's); "
+        "the transfer is given the path's RTT and rate, as a probe gives them to `check`. "
+        "Each run: autotune then DRS, both ways (up: a -> b, down: b -> a). DRS / autotune is "
+        "the transfers' own goodput (bytes over each one's span); same span is what each had "
+        "received by the end of the shorter span (autotune's send buffer keeps delivering "
+        "after the duration). To 90 %: when the goodput over an RTT (at least 0.3 s) first "
+        "reached 90 % of the bottleneck's TCP goodput. Steady buffer: the largest over the "
+        f"second half of the run. Targets, every run: DRS / autotune >= {RATIO_TARGET}, "
+        f"peak <= {PEAK_TARGET:g} x BDP, steady <= {STEADY_TARGET:g} x BDP, retransmits no "
+        "more than autotune's.",
+        "",
+    ]
+
+
+def load_results(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"bench-drs-targets: cannot read {path}: {exc}") from None
+    return doc if isinstance(doc, dict) else {}
+
+
+def pairs_from(entry: dict[str, Any]) -> list[Pair]:
+    return [
+        Pair(
+            float(p["seconds"]),
+            str(p["direction"]),
+            _row_from("autotune", str(p["direction"]), p["autotune"]),
+            _row_from("drs", str(p["direction"]), p["drs"]),
+        )
+        for p in entry["pairs"]
+    ]
+
+
+def render_all(results: dict[str, Any]) -> str:
+    out = header()
+    for rate, rtt in PATHS:
+        entry = results.get(path_key(rate, rtt))
+        if entry is None:
+            continue
+        note = f" — {entry['when']}, load average {entry['load']:.2f} at start"
+        out += [render_path(rate, rtt, pairs_from(entry), note), ""]
+    return "\n".join(out)
+
+
+def run(
+    out_dir: str,
+    rounds: int = ROUNDS,
+    rtts_ms: Sequence[float] = (),
+    seconds: Sequence[float] = TEST_SECONDS,
+    say: Callable[[str], None] = lambda _m: None,
+) -> str:
+    """Measure the paths (those with these RTTs, or all), merge them into the results file,
+    and return (and write) the table of every path measured so far."""
+    os.makedirs(out_dir, exist_ok=True)
+    store = os.path.join(out_dir, RESULTS_NAME)
+    results = load_results(store)
+    for rate, rtt in PATHS:
+        if rtts_ms and not any(abs(rtt * 1e3 - r) < 0.5 for r in rtts_ms):
+            continue
+        load = os.getloadavg()[0]
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        pairs = measure_path(rate, rtt, rounds, seconds, say)
+        results[path_key(rate, rtt)] = {
+            "when": when,
+            "load": round(load, 2),
+            "pairs": [
+                {
+                    "seconds": p.seconds,
+                    "direction": p.direction,
+                    "autotune": _row_json(p.auto),
+                    "drs": _row_json(p.drs),
+                }
+                for p in pairs
+            ],
+        }
+        with open(store, "w") as f:
+            json.dump(results, f)
+    text = render_all(results)
+    with open(os.path.join(out_dir, TABLE_NAME), "w") as f:
+        f.write(f"# DRS targets (`tcpwizard lab bench --drs-targets`)\n\n{text}\n")
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tcpwizard.lab.bench_drs_targets")
-    parser.add_argument("--rounds", type=int, default=3, choices=range(1, 21), metavar="1-20")
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--rounds", type=int, default=ROUNDS, choices=range(1, 21), metavar="1-20")
+    parser.add_argument("--rtt", type=float, action="append", metavar="MS", default=[])
+    parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_drs_targets: the lab needs root", file=sys.stderr)
         return int(ExitCode.NO_PERMISSION)
-    print(run(args.rounds, args.seconds))
+    print(run(args.out, args.rounds, args.rtt, say=lambda m: print(m, file=sys.stderr)))
     return 0
 
 

@@ -13,6 +13,7 @@ bench_transfer() runs on a Lab the caller built; run_bench_transfer() builds its
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -53,6 +54,11 @@ class BenchRow:
     iperf_window: int | None = None  # the -w of the reference run (None: autotuning)
     direction: str = "up"  # up: a -> b (client sends); down: b -> a
     t90_s: float | None = None  # time to 90 % of the bottleneck's TCP goodput (None: never)
+    seconds: float = 0.0  # the receiver's span, first byte to last
+    # The largest receive buffer over the second half of the run: what the mode settled at.
+    steady_buffer_bytes: int = 0
+    # (t_s, megabits the receiver had by then), from the report's samples.
+    delivered: tuple[tuple[float, float], ...] = ()
 
     @property
     def vs_iperf(self) -> float | None:
@@ -103,12 +109,7 @@ def time_to_share(
     `window_s` (one interval's burst after a loss recovery is not a rate) and reported at
     the window's end; None if it never did. Samples are the report's (t_s, goodput_mbps of
     the interval ending at t_s)."""
-    points: list[tuple[float, float]] = [(0.0, 0.0)]  # (t, megabits so far)
-    for s in samples:
-        t, mbps = s.get("t_s"), s.get("goodput_mbps")
-        if t is None or mbps is None or t <= points[-1][0]:
-            continue
-        points.append((float(t), points[-1][1] + float(mbps) * (float(t) - points[-1][0])))
+    points = delivered_points(samples)
     start = 0
     for j in range(1, len(points)):
         while start + 1 < j and points[j][0] - points[start + 1][0] >= window_s:
@@ -117,6 +118,31 @@ def time_to_share(
         if span >= window_s and (points[j][1] - points[start][1]) / span >= target_mbps:
             return points[j][0]
     return None
+
+
+def delivered_points(samples: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(t_s, megabits received so far) from a report's samples, starting at (0, 0)."""
+    points: list[tuple[float, float]] = [(0.0, 0.0)]
+    for s in samples:
+        t, mbps = s.get("t_s"), s.get("goodput_mbps")
+        if t is None or mbps is None or t <= points[-1][0]:
+            continue
+        points.append((float(t), points[-1][1] + float(mbps) * (float(t) - points[-1][0])))
+    return points
+
+
+def megabits_at(points: Sequence[tuple[float, float]], t: float) -> float:
+    """Megabits received by time t, linear between samples (the last count past the end)."""
+    for (t0, m0), (t1, m1) in itertools.pairwise(points):
+        if t <= t1:
+            return m0 + (m1 - m0) * (t - t0) / (t1 - t0) if t1 > t0 else m1
+    return points[-1][1] if points else 0.0
+
+
+def steady_buffer(samples: Sequence[dict[str, Any]], seconds: float) -> int:
+    """The largest receive buffer over the second half of a run."""
+    late = [int(s.get("rcvbuf_bytes") or 0) for s in samples if (s.get("t_s") or 0) > seconds / 2]
+    return max(late, default=0)
 
 
 def iperf_window(
@@ -211,6 +237,11 @@ def bench_transfer(
                             t90_s=time_to_share(
                                 doc.get("samples") or [], 0.9 * tcp_max, max(rtt, T90_WINDOW_S)
                             ),
+                            seconds=float(doc.get("seconds") or 0.0),
+                            steady_buffer_bytes=steady_buffer(
+                                doc.get("samples") or [], float(doc.get("seconds") or 0.0)
+                            ),
+                            delivered=tuple(delivered_points(doc.get("samples") or [])),
                         )
                     )
     if out is not None:
@@ -325,9 +356,7 @@ HUGE_BUFFERS = (
 # (rate bit/s, RTT s): the paper's emulated set-up, then a second, longer path.
 PATHS = ((100e6, 0.100), (50e6, 0.050))
 # The DRS targets' paths: every mode both ways, against iperf3.
-TARGET_PATHS = ((60e6, 0.080), (100e6, 0.100))
-# The short-test target: a 3 s transfer at 180 ms x 200 Mbit/s, DRS against autotune.
-SHORT_TEST = (200e6, 0.180, 3.0)
+TARGET_PATHS = ((80e6, 0.060), (100e6, 0.100))
 MATRIX_RTTS = (0.050, 0.100, 0.200)
 MATRIX_RATES = (100e6, 200e6, 500e6)
 PAPER_STREAMS = (1, 2, 4, 8)
@@ -382,11 +411,12 @@ def run_bench_transfer(
     quick: bool, out_dir: str, progress: Callable[[str], None] | None = None
 ) -> str:
     """The whole `lab bench --transfer`: loopback against iperf3; every mode both ways
-    against iperf3 on the paper's and the DRS targets' paths; the 3 s short test at
-    180 ms x 200 Mbit/s; the matrix 50/100/200 ms x 100/200/500 Mbit/s with each mode's
-    time to 90 %; and (full run) the paper's modes x streams 1/2/4/8 at 50 ms. Builds and
-    removes its own labs (root). Returns the Markdown it also writes to out_dir.
-    --quick: shorter runs, only the DRS targets' paths and one short test, no paper matrix."""
+    against iperf3 on the paper's and two of the DRS targets' paths; DRS against autotune
+    on all four targets' paths, 3 s and 8 s tests, every run; the matrix 50/100/200 ms x
+    100/200/500 Mbit/s with each mode's time to 90 %; and (full run) the paper's modes x
+    streams 1/2/4/8 at 50 ms. Builds and removes its own labs (root). Returns the Markdown
+    it also writes to out_dir.
+    --quick: shorter runs, one round of the DRS targets, no paper matrix."""
     say: Callable[[str], None] = progress or (lambda _m: None)
     seconds = 8.0 if quick else 15.0
     matrix_seconds = 5.0 if quick else 8.0
@@ -434,20 +464,16 @@ def run_bench_transfer(
                     lab, streams=PAPER_STREAMS, seconds=seconds, iperf=False, directions=("up",)
                 )
                 parts += ["## The paper's experiment in miniature", "", _matrix(matrix), ""]
-    rate, rtt, short = SHORT_TEST
-    say(f"short test: {short:g} s at {rate / 1e6:g} Mbit/s x {rtt * 1e3:g} ms ...")
-    # As an unprivileged check runs it: DRS within rmem_max (8.4 MB of memory here), autotune
-    # within tcp_rmem max (16 MB), no forcing.
-    spec = LabSpec.symmetric(
-        rate, rtt, sysctls_a=BIG_BUFFERS, sysctls_b=BIG_BUFFERS, name=f"twtb-{run_id}-s"
-    )
-    with Lab(spec, owner_pid=os.getpid()) as lab:
-        runs = [
-            bench_transfer(lab, modes=("autotune", "drs"), seconds=short, iperf=False)
-            for _ in range(1 if quick else 3)
-        ]
-    parts += [short_test_table(runs, rate, rtt, short), f"(load average {_load()})", ""]
-    save()
+    # DRS against autotune on the targets' paths, 3 s and 8 s tests, every run reported. As
+    # an unprivileged check runs them: DRS within rmem_max, autotune within tcp_rmem max.
+    from tcpwizard.lab import bench_drs_targets as drs_targets  # it imports this module
+
+    say("DRS against autotune on the targets' paths, 3 s and 8 s, every run ...")
+    parts += drs_targets.header()
+    for rate, rtt in drs_targets.PATHS:
+        pairs = drs_targets.measure_path(rate, rtt, 1 if quick else drs_targets.ROUNDS, say=say)
+        parts += [drs_targets.render_path(rate, rtt, pairs), f"(load average {_load()})", ""]
+        save()
     say("the matrix: 50/100/200 ms x 100/200/500 Mbit/s ...")
     cells: list[tuple[float, float, list[BenchRow]]] = []
     for rtt in MATRIX_RTTS:
@@ -494,33 +520,6 @@ def drs_needs_force(limits: buffers.HostBufferLimits, rate_bps: float, rtt_s: fl
     for ~3 x BDP, and plain setsockopt stops at rmem_max/wmem_max (global on this kernel,
     read-only in the lab)."""
     return 3 * rate_bps / 8 * rtt_s > min(limits.rmem_max, limits.wmem_max)
-
-
-def short_test_table(
-    runs: Sequence[Sequence[BenchRow]], rate_bps: float, rtt_s: float, seconds: float
-) -> str:
-    """The short-test target: DRS moves >= 0.95 x what autotune moves, each direction."""
-    lines = [
-        f"## A {seconds:g} s test at {rate_bps / 1e6:g} Mbit/s x {rtt_s * 1e3:g} ms "
-        f"({len(runs)} run{'s' if len(runs) > 1 else ''})",
-        "",
-        "| dir | autotune Mbit/s | DRS Mbit/s | DRS / autotune | autotune time to 90 % | "
-        "DRS time to 90 % | retrans autotune / DRS |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for d in ("up", "down"):
-        auto = [r for rows in runs for r in rows if r.mode == "autotune" and r.direction == d]
-        drs = [r for rows in runs for r in rows if r.mode == "drs" and r.direction == d]
-        if not auto or not drs:
-            continue
-        a = sum(r.mbps for r in auto) / len(auto)
-        b = sum(r.mbps for r in drs) / len(drs)
-        lines.append(
-            f"| {d} | {a:.1f} | {b:.1f} | {b / a if a else 0:.2f} (target >= 0.95) | "
-            f"{' / '.join(_t90(r) for r in auto)} | {' / '.join(_t90(r) for r in drs)} | "
-            f"{sum(r.retransmits for r in auto)} / {sum(r.retransmits for r in drs)} |"
-        )
-    return "\n".join(lines)
 
 
 def matrix_table(cells: Sequence[tuple[float, float, Sequence[BenchRow]]]) -> str:

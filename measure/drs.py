@@ -85,6 +85,12 @@ class DrsConfig:
     # the ramp then took 1.1-1.5x autotune's time (lab bench, load ~5).
     clean_growth: float = 1.0
     window_share: float = 0.6  # advertised window per byte of buffer memory (Linux ~0.6)
+    # Startup grows the window past 2 x BDP only while the bytes of one path RTT fill this
+    # share of the window the buffer offers: the sender is then held by our window. Derived
+    # from the two cases it separates: window-limited, a min-RTT's bytes are the whole
+    # window (1.0, less the ACK clock's jitter); held by the path with a 2 x BDP buffer,
+    # they are the BDP in a window of 2 x 0.6 x BDP (0.83).
+    window_limited_share: float = 0.92
     safe_share: float = 0.5  # the share a shrink counts on (the kernel's lowest default)
     max_shrink: float = 0.5  # a new target is at least this share of the last one
     # Startup ends early once the receiver's own RTT (TCP_INFO rcv_rtt) stands this far above
@@ -142,9 +148,19 @@ class DrsReceiver:
     counts, RTT samples and echoed lines with timestamps, and applies the decisions (tick)
     and socket steps (step) it returns."""
 
-    def __init__(self, config: DrsConfig, now: float, initial_request: int | None = None) -> None:
+    def __init__(
+        self,
+        config: DrsConfig,
+        now: float,
+        initial_request: int | None = None,
+        from_bdp: bool = False,
+    ) -> None:
         self.config = config
         self.request = initial_request or config.min_request  # the target
+        # The initial request is a measured BDP (a probe's), not a stock guess: startup
+        # then trusts it until the sender shows it is too small.
+        self.from_bdp = from_bdp and initial_request is not None
+        self.start_request = self.request
         self.applied = self.request  # the SO_RCVBUF argument in force on the socket
         self._rtts: deque[float] = deque(maxlen=config.rtt_window)
         self._bws: deque[float] = deque(maxlen=config.bw_window)
@@ -238,12 +254,25 @@ class DrsReceiver:
                 self.startup = self._flat < c.startup_flat_intervals
         if self.startup:
             # Bytes per RTT of the path (the minimum: a window sized by the RTT the queue
-            # inflates lets the queue grow, which inflates the RTT), grown the way they grew
-            # over the last RTT: the sender's window one update from now.
+            # inflates lets the queue grow, which inflates the RTT).
             per_rtt = bandwidth_bps / 8.0 * rtt
-            growth = c.max_growth if not prev else min(c.max_growth, bandwidth_bps / prev)
-            window = c.startup_gain * per_rtt * (growth if growth >= c.clean_growth else 1.0)
-            memory = max(memory, current, window / c.window_share)
+            memory = max(memory, current)
+            held = per_rtt >= c.window_limited_share * c.window_share * current
+            if not self.from_bdp:
+                # From a stock buffer: grow the window the way the bytes per RTT grew over
+                # the last RTT, the sender's window one update from now (slow start would
+                # catch up with any window sized to the last RTT).
+                growth = c.max_growth if not prev else min(c.max_growth, bandwidth_bps / prev)
+                window = c.startup_gain * per_rtt * (growth if growth >= c.clean_growth else 1.0)
+                memory = max(memory, window / c.window_share)
+            elif held:
+                # From a measured BDP's buffer, only once our window holds the sender (the
+                # BDP was low, or the path got faster): then double it per RTT, as slow
+                # start would. Not while the sender stays below it: extrapolating the
+                # growth of its last slow-start round (2x when the rate reaches the
+                # bottleneck) opened a window of 4x the BDP, and cwnd overshot the
+                # bottleneck's queue into it (hundreds of retransmits, a 5x BDP peak).
+                memory = max(memory, c.startup_gain * per_rtt / c.window_share)
         else:
             memory = max(memory, c.max_shrink * current)
         request = memory / 2.0 if c.kernel_doubles else memory
@@ -269,7 +298,13 @@ class DrsReceiver:
         # short of the path's, the next interval grows by a quarter and startup resumes.
         memory = c.headroom * best / 8.0 * base
         request = memory / 2.0 if c.kernel_doubles else memory
-        self.request = int(min(c.max_request, max(c.min_request, request)))
+        # Never below a measured BDP's start: that window lets the sender queue a fifth of
+        # the BDP at most, so a higher RTT early on is not ours to shrink for (the first
+        # rcv_rtt after an idle control exchange echoes a stale timestamp, and the kernel
+        # smooths it down over many RTTs); a start that was too large comes down once
+        # startup is over, at most halving per interval.
+        floor = self.start_request if self.from_bdp else c.min_request
+        self.request = int(min(c.max_request, max(floor, request)))
         return True
 
     def tick(self, now: float, total_bytes: int) -> DrsDecision | None:
@@ -383,6 +418,7 @@ class DrsReceiverChannel:
         config: DrsConfig,
         clock: Callable[[], float],
         force: bool = False,
+        from_bdp: bool = False,
     ) -> None:
         self.data_sock = data_sock
         self.drs_sock = drs_sock
@@ -394,7 +430,8 @@ class DrsReceiverChannel:
         # The controller starts from the buffer the socket has, so a floor above it (or a
         # socket set up smaller than the floor) is applied at the first step.
         on_socket = self.granted // 2 if config.kernel_doubles else self.granted
-        self.core = DrsReceiver(config, now, initial_request=on_socket)
+        # `from_bdp`: the socket was set up from a measured BDP (engine.drs_start_request).
+        self.core = DrsReceiver(config, now, initial_request=on_socket, from_bdp=from_bdp)
         self._lines = LineBuffer()
         self.max_granted = self.granted
         self.last: DrsDecision | None = None

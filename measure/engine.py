@@ -63,6 +63,7 @@ class BufferPlan:
     drs: bool = False
     force: bool = False
     max_request: int = 0  # DRS: the most either buffer may be set to
+    drs_from_bdp: bool = False  # DRS starts from a measured BDP, not the stock buffer
 
     @property
     def rcv_autotuning(self) -> bool:
@@ -96,9 +97,11 @@ def plan_buffers(
     limits: buffers.HostBufferLimits,
     static_request: int | None = None,
     force: bool = False,
+    streams: int = 1,
 ) -> BufferPlan:
     """The buffer strategy of each mode on this host. `static_request` is the SO_*BUF
-    argument for `static` (the kernel doubles it, so BDP gives a 2 x BDP buffer)."""
+    argument for `static` (the kernel doubles it, so BDP gives a 2 x BDP buffer); DRS
+    starts each of its `streams` from its share of that BDP when it is known."""
     rmax = limits.max_request(receive=True, force=force)
     wmax = limits.max_request(receive=False, force=force)
     if mode == "untuned":
@@ -113,19 +116,31 @@ def plan_buffers(
     if mode == "overprovisioned":
         return BufferPlan(mode, pre_sndbuf=wmax, pre_rcvbuf=rmax, force=force)
     if mode == "drs":
-        u = buffers.UNTUNED_BYTES
+        # Forced (the root what-if): DRS sizes itself to the path, whatever the sysctls
+        # allow today; that is the tuned rate the wizard gap compares with.
+        top = min(rmax, wmax) if not force else buffers.FORCE_CEILING // 2
+        start = drs_start_request(static_request, streams, top)
         return BufferPlan(
             mode,
-            pre_sndbuf=u,
+            pre_sndbuf=start,  # the sender follows the receiver's SBUFs from here
             pre_rcvbuf=rmax,  # open large for the SYN's window scale...
-            post_rcvbuf=u,  # ...then bring it back; DRS grows it from here
+            post_rcvbuf=start,  # ...then bring it to the start; DRS sizes it from here
             drs=True,
             force=force,
-            # Forced (the root what-if): DRS sizes itself to the path, whatever the sysctls
-            # allow today; that is the tuned rate the wizard gap compares with.
-            max_request=min(rmax, wmax) if not force else buffers.FORCE_CEILING // 2,
+            max_request=top,
+            drs_from_bdp=bool(static_request and static_request > 0),
         )
     raise TransferError(f"unknown transfer mode {mode!r}")
+
+
+def drs_start_request(bdp: int | None, streams: int, top: int) -> int:
+    """The SO_*BUF argument DRS starts each stream with: its share of the BDP a probe
+    measured (the kernel doubles it: drsFTP's 2 x BDP), so the window carries slow start
+    from the first round trip instead of growing behind it; without a BDP the stock
+    buffer, and DRS grows from there. The measured BDP then takes over (measure/drs.py)."""
+    if not bdp or bdp <= 0:
+        return buffers.UNTUNED_BYTES
+    return max(buffers.UNTUNED_BYTES, min(top, bdp // max(1, streams)))
 
 
 # ---------------------------------------------------------------------------- reports
@@ -681,7 +696,7 @@ def run_receiver(
         # still gets receiver-only DRS: its own buffer, RTT from TCP_INFO.
         drs_of = list(drs_socks) + [None] * (len(socks) - len(drs_socks))
         channels = [
-            DrsReceiverChannel(s, d, cfg, clock, plan.force)
+            DrsReceiverChannel(s, d, cfg, clock, plan.force, plan.drs_from_bdp)
             for s, d in zip(socks, drs_of, strict=False)
         ]
     threads = [threading.Thread(target=recv_one, args=(i,), daemon=True) for i in range(len(socks))]

@@ -156,7 +156,9 @@ def run_iperf3_mode(
     limits = buffers.read_host_limits(target.hooks.sysctl_root)
     force = options.force and buffers.can_force()
     try:
-        plan = engine.plan_buffers(mode, limits, options.static_request, force)
+        plan = engine.plan_buffers(
+            mode, limits, options.static_request, force, streams=options.streams
+        )
     except engine.TransferError as exc:
         return ModeResult.failed(mode, direction, options.streams, str(exc)), ""
     duration = options.duration_s if options.nbytes is None else None

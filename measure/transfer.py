@@ -197,7 +197,9 @@ def run_mode(
     local_limits = buffers.read_host_limits(sysctl_root)
     force = options.force and buffers.can_force()
     try:
-        plan = engine.plan_buffers(mode, local_limits, options.static_request, force)
+        plan = engine.plan_buffers(
+            mode, local_limits, options.static_request, force, streams=options.streams
+        )
     except engine.TransferError as exc:
         # This mode cannot run (static without a BDP); the others still can.
         return ModeOutcome(ModeResult.failed(mode, direction, options.streams, str(exc)), "", True)

@@ -97,7 +97,9 @@ class TransferService:
         except OSError as exc:
             raise ProtocolError(f"cannot read buffer limits: {exc}", "internal") from None
         try:
-            plan = engine.plan_buffers(mode, host, static, force and buffers.can_force())
+            plan = engine.plan_buffers(
+                mode, host, static, force and buffers.can_force(), streams=streams
+            )
         except engine.TransferError as exc:
             raise ProtocolError(str(exc)) from None
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tcpwizard.lab.bench_transfer import (
     BenchRow,
     drs_needs_force,
@@ -12,7 +14,6 @@ from tcpwizard.lab.bench_transfer import (
     iperf_window,
     matrix_table,
     render_table,
-    short_test_table,
     time_to_share,
 )
 from tcpwizard.measure.buffers import HostBufferLimits
@@ -117,14 +118,10 @@ def test_drs_against_autotune_lines_per_direction() -> None:
     assert "| drs | down | 1 | 60.0 |" in text and text.count("| never |") == 1
 
 
-def test_short_test_and_matrix_tables() -> None:
-    runs = [
-        [_row("autotune", 100.0, 8_000_000, direction=d, t90_s=1.5) for d in ("up", "down")]
-        + [_row("drs", 97.0, 8_000_000, direction=d, t90_s=1.6) for d in ("up", "down")]
-    ]
-    short = short_test_table(runs, 200e6, 0.18, 3.0)
-    assert "| up | 100.0 | 97.0 | 0.97 (target >= 0.95) |" in short
-    matrix = matrix_table([(500e6, 0.2, runs[0])])
+def test_matrix_table() -> None:
+    rows = [_row("autotune", 100.0, 8_000_000, direction=d, t90_s=1.5) for d in ("up", "down")]
+    rows += [_row("drs", 97.0, 8_000_000, direction=d, t90_s=1.6) for d in ("up", "down")]
+    matrix = matrix_table([(500e6, 0.2, rows)])
     # The lab carried at most 100 of 500 Mbit/s (482.7 of TCP goodput): 0.21.
     assert "| 500 Mbit/s x 200 ms | up | 0.21 | 100.0, 1.50 s, 0 | 97.0, 1.60 s, 0 |" in matrix
 
@@ -135,27 +132,49 @@ def test_drs_is_forced_only_where_rmem_max_would_cap_it() -> None:
     assert drs_needs_force(lim, 200e6, 0.1)  # 3 x 2.5 MB > 4 MiB
 
 
-def _drs_row(mode: Any, mbps: float, retr: int, t90: float | None) -> BenchRow:
-    return BenchRow(mode, 1, mbps, 4 * MB, 1.0, retr, None, "", t90_s=t90)
+def _run(mode: Any, mbps: float, secs: float, retr: int, peak: int, steady: int) -> BenchRow:
+    # A constant rate from t = 0: megabits delivered grow linearly over the span.
+    return BenchRow(
+        mode, 1, mbps, peak, 1.0, retr, None, "", t90_s=1.0, seconds=secs,
+        steady_buffer_bytes=steady, delivered=((0.0, 0.0), (secs, mbps * secs)),
+    )  # fmt: skip
 
 
-def test_drs_targets_cell_judges_the_medians() -> None:
-    from tcpwizard.lab.bench_drs_targets import _cell
+def test_drs_targets_judge_every_run_and_compare_equal_spans() -> None:
+    from tcpwizard.lab.bench_drs_targets import Pair, render_path
 
-    runs = [
-        (_drs_row("autotune", 55.0, 800, 1.0), _drs_row("drs", 54.0, 400, 0.9)),
-        (_drs_row("autotune", 55.0, 900, 1.0), _drs_row("drs", 53.0, 700, 1.3)),  # one slow run
-        (_drs_row("autotune", 55.0, 850, 1.1), _drs_row("drs", 53.5, 600, 1.1)),
-    ]
-    lines = _cell(runs, 57.9)
-    assert lines[1].endswith("| 1.30x |") and "53.0 (0.92), 700, 1.30 s" in lines[1]
-    # Medians: share 53.5 / 57.9 = 0.92, time 1.0x (of 0.9, 1.3, 1.0): one slow run of three
-    # does not fail the target, a slow median does.
-    assert (
-        lines[-1]
-        == "| **median** | | | **share 0.92 ✅; retr <= autotune 3/3 ✅; time 1.00x ✅** |"
+    bdp = 1_250_000  # 100 ms x 100 Mbit/s
+    good = Pair(
+        3.0,
+        "up",
+        _run("autotune", 82.0, 4.0, 1700, 16 * MB, 16 * MB),
+        _run("drs", 78.0, 3.15, 0, 2 * bdp, 2 * bdp),
     )
-    slow = [(a, _drs_row("drs", d.mbps, d.retransmits, 1.5)) for a, d in runs]
-    assert "time 1.50x ❌" in _cell(slow, 57.9)[-1]
-    more = [(a, _drs_row("drs", d.mbps, 2000, d.t90_s)) for a, d in runs]
-    assert "retr <= autotune 0/3 ❌" in _cell(more, 57.9)[-1]
+    # Own spans: 78 / 82 = 0.95; by 3.15 s autotune (at a constant 82) had 258 Mbit, DRS 246.
+    assert good.ratio == pytest.approx(78 / 82)
+    assert good.same_span_ratio == pytest.approx(78 / 82)
+    bad = Pair(
+        3.0,
+        "down",
+        _run("autotune", 82.0, 4.0, 100, 16 * MB, 16 * MB),
+        _run("drs", 70.0, 3.15, 200, int(3.5 * bdp), int(2.6 * bdp)),
+    )
+    text = render_path(100e6, 0.1, [good, bad])
+    assert (
+        "| 1 | up | 82.0 (4.00 s) | 78.0 (3.15 s) | 0.951 | 0.951 | 1.00 / 1.00 s | 2.00 | 2.00 | "
+        "1700 / 0 |" in text
+    )
+    # One bad run of two fails every target it misses: judged per run, not on a median.
+    assert "same span >= 0.95 1/2 ❌" in text and "peak <= 3 BDP 1/2 ❌" in text
+    assert "steady <= 2.5 BDP 1/2 ❌" in text and "retransmits <= autotune's 1/2 ❌" in text
+    only_good = render_path(100e6, 0.1, [good])
+    assert "peak <= 3 BDP 1/1 ✅" in only_good and "retransmits <= autotune's 1/1 ✅" in only_good
+
+
+def test_megabits_at_interpolates_the_samples() -> None:
+    from tcpwizard.lab.bench_transfer import delivered_points, megabits_at
+
+    pts = delivered_points([{"t_s": 1.0, "goodput_mbps": 10.0}, {"t_s": 2.0, "goodput_mbps": 30.0}])
+    assert pts == [(0.0, 0.0), (1.0, 10.0), (2.0, 40.0)]
+    assert megabits_at(pts, 1.5) == pytest.approx(25.0)
+    assert megabits_at(pts, 5.0) == 40.0  # past the end: all of it

@@ -423,3 +423,94 @@ def test_the_buffer_floor_holds_several_segments() -> None:
         assert drs._floored_for_segments(tight, c).min_request == 100_000
         high = drs.DrsConfig(min_request=4 << 20)
         assert drs._floored_for_segments(high, c) is high
+
+
+# ---------------------------------------------------------------- starting from a measured BDP
+
+
+def _path_run(rx: DrsReceiver, rtt: float, path_bdp: float, rounds: int) -> list[int]:
+    """A sender in slow start on a path that carries `path_bdp` bytes per RTT: each RTT it
+    delivers the least of its cwnd (doubling from 10 segments), the window the receiver's
+    buffer offers (memory x window_share) and the path's BDP. Returns the request after
+    each RTT (the memory is twice that: the kernel doubles it)."""
+    cwnd, total, now = 10 * 1448.0, 0, 0.0
+    out: list[int] = []
+    for _ in range(rounds):
+        dt = rx.next_due() - now  # one RTT in startup, two after
+        window = 2 * rx.applied * rx.config.window_share
+        got = min(cwnd, window, path_bdp) * dt / rtt
+        now += dt
+        total += int(got)
+        assert rx.tick(now, total) is not None
+        rx.applied = rx.request  # applied at once (step()'s clamp dance is tested above)
+        out.append(rx.request)
+        cwnd *= 2 ** (dt / rtt)
+    return out
+
+
+def test_a_measured_bdp_carries_slow_start_without_a_peak() -> None:
+    """Started from the probe's BDP (2 x BDP of memory), the window already carries slow
+    start to the path's rate: the buffer never grows past its start on the way (the
+    extrapolation that opened 4x windows at the last doubling stays off while the sender
+    is below the window), and settles at 2 x the measured BDP."""
+    rtt, bdp = 0.1, 100 * MBIT / 8 * 0.1
+    rx = DrsReceiver(DrsConfig(max_request=64 << 20), 0.0, initial_request=int(bdp), from_bdp=True)
+    rx.on_rtt(rtt, 0.0)
+    requests = _path_run(rx, rtt, bdp, 16)
+    assert max(requests) <= int(bdp)  # peak: 2 x BDP of memory, never above
+    assert not rx.startup
+    assert requests[-1] == pytest.approx(bdp, rel=0.02)  # 2 x the measured BDP
+
+
+def test_a_measured_bdp_too_small_grows_once_the_window_holds_the_sender() -> None:
+    """A probe that saw half the path: the sender fills the window (its bytes per RTT reach
+    it), so startup grows the window as slow start would, to cover the path."""
+    rtt, bdp = 0.1, 100 * MBIT / 8 * 0.1
+    cfg = DrsConfig(max_request=64 << 20)
+    rx = DrsReceiver(cfg, 0.0, initial_request=int(bdp / 2), from_bdp=True)
+    rx.on_rtt(rtt, 0.0)
+    requests = _path_run(rx, rtt, bdp, 16)
+    grew = next(i for i, r in enumerate(requests) if r > bdp / 2)
+    assert grew <= 8  # within the RTTs slow start takes to reach 0.6 BDP (7 from IW10)
+    assert 2 * requests[-1] * cfg.window_share >= bdp  # the window covers the path
+    assert max(requests) <= 1.5 * bdp  # the buffer never passed 3 x BDP on the way
+
+
+def test_a_stock_start_still_keeps_ahead_of_slow_start() -> None:
+    """Without a measured BDP the window is grown ahead of slow start (a window sized to
+    the last RTT would be caught up with before the next update)."""
+    rtt, bdp = 0.1, 100 * MBIT / 8 * 0.1
+    rx = DrsReceiver(DrsConfig(max_request=64 << 20), 0.0)
+    rx.on_rtt(rtt, 0.0)
+    requests = _path_run(rx, rtt, bdp, 16)
+    assert 2 * max(requests) * rx.config.window_share >= bdp
+    assert requests[-1] == pytest.approx(bdp, rel=0.05)
+
+
+def test_a_stale_rtt_does_not_shrink_below_a_measured_start() -> None:
+    """The first rcv_rtt after the control exchange echoes an old timestamp (hundreds of
+    ms); with a measured BDP's buffer it must not end startup at the tiny first rate."""
+    rx = DrsReceiver(DrsConfig(max_request=64 << 20), 0.0, initial_request=1_250_000, from_bdp=True)
+    rx.on_rtt(0.1, 0.0)
+    rx.tick(0.1, 14_480)
+    assert rx.on_queue_rtt(0.6)
+    assert rx.request == 1_250_000
+    stock = DrsReceiver(DrsConfig(max_request=64 << 20), 0.0, initial_request=1_250_000)
+    stock.on_rtt(0.1, 0.0)
+    stock.tick(0.1, 14_480)
+    assert stock.on_queue_rtt(0.6) and stock.request < 1_250_000
+
+
+def test_drs_starts_from_the_streams_share_of_a_measured_bdp() -> None:
+    lim = buffers.HostBufferLimits(
+        4 << 20, 4 << 20, (4096, 131072, 16 << 20), (4096, 16384, 16 << 20)
+    )
+    plan = engine.plan_buffers("drs", lim, 1_250_000)
+    assert plan.post_rcvbuf == plan.pre_sndbuf == 1_250_000 and plan.drs_from_bdp
+    assert plan.pre_rcvbuf == 4 << 20  # the SYN's window scale still sees the largest
+    four = engine.plan_buffers("drs", lim, 1_250_000, streams=4)
+    assert four.post_rcvbuf == 312_500
+    assert engine.plan_buffers("drs", lim, 10 << 20).post_rcvbuf == 4 << 20  # the host's cap
+    stock = engine.plan_buffers("drs", lim)
+    assert stock.post_rcvbuf == buffers.UNTUNED_BYTES and not stock.drs_from_bdp
+    assert engine.drs_start_request(1000, 1, 4 << 20) == buffers.UNTUNED_BYTES  # the floor

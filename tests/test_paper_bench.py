@@ -172,6 +172,31 @@ def test_checks_repeatability_and_window(tmp_path: Path) -> None:
     assert "54/54 cells" in summary_line(plan, store)
 
 
+def test_drs_table_compares_with_the_better_autotune_and_every_other_buffer(
+    tmp_path: Path,
+) -> None:
+    from tcpwizard.lab.paper_table import drs_table
+
+    store, plan = _full_store(tmp_path)  # every tuning but untuned: 90 - streams, 1 MB
+    cell = Cell("drs", 100.0, 1)
+    store.cells[cell.key] = replace(store.get(cell), runs=(_run(87.0, buf=500_000),) * 3)
+    raised = Cell("autotune-raised", 100.0, 1)
+    store.cells[raised.key] = replace(store.get(raised), runs=(_run(91.0),) * 3)
+    lines = drs_table(plan, store)
+    # 87 / 91 (autotune-raised, the better one) = 0.96; 174 Mbit/s per MB against 89-91.
+    assert any(
+        line.startswith("| 100 ms | 1 | 87.0 | 91.0 (autotune-raised) | 0.956 | 0.956 | 174.0 |")
+        and line.endswith("| yes |")
+        for line in lines
+    )
+    # The other cells: DRS equal to autotune (1.00) with the same buffer: not more per MB.
+    assert lines[-1] == (
+        "DRS >= 0.95 x the better autotune: 9/9 cells; more Mbit/s per MB than every other "
+        "tuning but untuned: 1/9 cells."
+    )
+    assert "## DRS against kernel autotuning" in markdown(plan, store, "")
+
+
 def test_markdown_and_plots(tmp_path: Path) -> None:
     store, plan = _full_store(tmp_path)
     store.meta.update(kernel="6.18", cpus=2, congestion_control="bbr")

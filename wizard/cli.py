@@ -484,6 +484,9 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     what.add_argument("--transfer", action="store_true", help="transfer modes against iperf3")
     what.add_argument("--paper", action="store_true", help="the seed papers' experiment matrix")
     what.add_argument(
+        "--drs-targets", action="store_true", help="DRS against autotune, every run reported"
+    )
+    what.add_argument(
         "--scenarios", action="store_true", help="misconfigurations: verdict, fix, re-measure"
     )
     what.add_argument(
@@ -497,7 +500,7 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
         type=argtypes.duration("ms"),
         action="append",
         metavar="TIME",
-        help="--paper: only these delays, e.g. 25ms",
+        help="--paper, --drs-targets: only these delays, e.g. 25ms",
     )
     bench.add_argument("--quick", action="store_true", help="a smaller matrix")
     bench.add_argument("--out", default="results", help="folder for tables and plots")

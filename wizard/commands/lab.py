@@ -188,6 +188,17 @@ def _bench_transfer(args: argparse.Namespace, ctx: Context) -> int:
     return run_bench_cli(args.quick, args.out, ctx)
 
 
+def _bench_drs_targets(args: argparse.Namespace, ctx: Context) -> int:
+    from tcpwizard.lab.bench_drs_targets import run as run_drs_targets
+
+    require_root()
+    rtts = tuple(parse_duration(r) * 1e3 for r in args.rtt or ())
+    text = run_drs_targets(args.out, 1 if args.quick else 3, rtts, say=ctx.progress)
+    print(text, file=ctx.stdout)
+    ctx.progress(f"wrote {args.out}/bench-drs-targets.md and .json")
+    return int(ExitCode.OK)
+
+
 def _bench_scenarios(args: argparse.Namespace, ctx: Context) -> int:
     from tcpwizard.lab.bench_scenarios import run_scenarios
 
@@ -208,6 +219,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "probes": _bench_probes,
     "transfer": _bench_transfer,
     "paper": _bench_paper,
+    "drs_targets": _bench_drs_targets,
     "scenarios": _bench_scenarios,
     "far_ends": _bench_far_ends,
 }
