@@ -23,7 +23,7 @@ from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import probe_capacity as _probe_capacity
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
-from tcpwizard.advice.rules import CAUSE_RULES
+from tcpwizard.advice.rules import CAUSE_RULES, bufferbloat
 from tcpwizard.advice.streams import streams_fix, streams_needed
 from tcpwizard.advice.window_law import (
     UNSCALED_WINDOW,
@@ -1060,6 +1060,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
     if not pool:
         return _unexplained(ev, dirs, slow_dirs)
     best, host, explanation, found = _speak_for_both_ways(pool, candidates, healthy_dirs)
+    if (bloat := bufferbloat.prefer(best, candidates)) is not best:
+        best, host, explanation, found = bloat, bloat.host, bloat.explanation, bloat.evidence
+    found += bufferbloat.beside(best, candidates)
     confidence = best.confidence
     missing = []
     if ev.peer is None:
@@ -1084,7 +1087,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         evidence,
         _gap(ev, dirs, best.factor, best.direction),
     )
-    fixes = _fixes_for(ev, best.factor, host)
+    fixes = _fixes_for(ev, best.factor, host) + best.fixes
     if best.factor == "congestion" and best.streams is not None:
         fixes += (streams_fix(*best.streams),)
     return Diagnosis(verdict, fixes)
