@@ -497,8 +497,16 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     what.add_argument(
         "--far-ends", action="store_true", help="check against iperf3 -s beside iperf3 -c"
     )
+    what.add_argument(
+        "--causes",
+        action="store_true",
+        help="a policer and a bloated queue at two rates and RTTs: verdict, rate, RTT vs ping",
+    )
     bench.add_argument(
-        "--only", action="append", metavar="NAME", help="only these scenarios (--paper: tunings)"
+        "--only",
+        action="append",
+        metavar="NAME",
+        help="only these scenarios (--paper: tunings; --causes: cases)",
     )
     bench.add_argument(
         "--rtt",

@@ -208,6 +208,13 @@ def _bench_far_ends(args: argparse.Namespace, ctx: Context) -> int:
     return run_far_ends(args.out, args.quick, ctx)
 
 
+def _bench_causes(args: argparse.Namespace, ctx: Context) -> int:
+    from tcpwizard.lab.bench_causes import run_causes
+
+    require_root()
+    return run_causes(args.out, tuple(args.only or ()), ctx, quick=args.quick)
+
+
 # Other benchmarks plug in here: flag name (as in cli.py) -> runner.
 BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "calibrate": _bench_calibrate,
@@ -216,6 +223,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "paper": _bench_paper,
     "scenarios": _bench_scenarios,
     "far_ends": _bench_far_ends,
+    "causes": _bench_causes,
 }
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Context], int]] = {
