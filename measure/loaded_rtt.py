@@ -142,3 +142,17 @@ def loss_pattern(m: ModeResult) -> LossPattern | None:
         lossy_intervals=sum(1 for d in deltas if d > 0),
         top_share=sum(top) / total if total else 0.0,
     )
+
+
+def peak_mbps(series: Sequence[tuple[float, int]], window_s: float = 0.25) -> float:
+    """The highest rate a cumulative byte series (time, bytes) held over any `window_s`
+    (0: too short to tell) — a captured flow's line-rate burst while a policer's bucket
+    was full."""
+    best = 0.0
+    j = 0
+    for i, (t, b) in enumerate(series):
+        while j < i and t - series[j + 1][0] >= window_s:
+            j += 1
+        if j < i and t - series[j][0] >= window_s:
+            best = max(best, (b - series[j][1]) * 8 / (t - series[j][0]) / 1e6)
+    return best

@@ -190,3 +190,40 @@ def test_bloat_beside_another_verdict_is_a_finding() -> None:
     v = diagnose(ev).verdict
     assert v.limiting_factor == "receiver-window"
     assert any("bufferbloat" in e for e in v.evidence)
+
+
+def test_capture_of_a_policed_flow_names_the_policer() -> None:
+    """A captured flow: a burst at the line rate, then a plateau at a fifth of it, the RTT
+    at its minimum, 5 % of the data retransmitted (far above the Mathis bound)."""
+    from tcpwizard.advice.capture import judge_direction
+    from tests.test_capture_units import flow
+
+    policed = flow(
+        window_full_share=0.0, max_window=6_000_000, window_p50=6_000_000,
+        retransmits=700, retransmitted_bytes=1_000_000, loss_episodes=4, late_loss_episodes=1,
+        steady_mbps=19.3, peak_mbps=95.0, rtt_p50_ms=50.4, rtt_p90_ms=51.0,
+    )  # fmt: skip
+    d = judge_direction(policed, lambda a: a == "10.0.0.1")
+    assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("policer", "path")
+    assert any("fq maxrate" in f.command for f in d.fixes)
+    from dataclasses import replace
+
+    queued = replace(policed, rtt_p50_ms=80.0)  # a queue: a shaper or a full buffer
+    assert judge_direction(queued, lambda a: a == "10.0.0.1").verdict.limiting_factor != "policer"
+    at_line = replace(policed, peak_mbps=20.0)  # no burst above the plateau: the line itself
+    assert judge_direction(at_line, lambda a: a == "10.0.0.1").verdict.limiting_factor != "policer"
+
+
+def test_live_connection_losing_bursts_without_a_queue_is_policed() -> None:
+    from tcpwizard.advice.conns import judge
+    from tests.conns_data import obs
+
+    policed = obs(send_mbps=19.3, retransmits=60, segs_out=1700, delivery_rate_max_mbps=60.0)
+    v = judge(policed).verdict
+    assert v is not None and (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+    queued = obs(send_mbps=19.3, retransmits=60, segs_out=1700, rtt_ms=90.0)
+    v2 = judge(queued).verdict
+    assert v2 is not None and v2.limiting_factor != "policer"
+    clean = obs(send_mbps=19.3)
+    v3 = judge(clean).verdict
+    assert v3 is not None and v3.limiting_factor != "policer"

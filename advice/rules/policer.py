@@ -19,8 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity, rtt_ms
+from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.advice.window_law import mathis_mbps
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
+from tcpwizard.measure.capture import FlowDirection
+from tcpwizard.measure.conns import ConnObservation
 from tcpwizard.measure.loaded_rtt import (
     LoadedRtt,
     LossPattern,
@@ -118,7 +121,28 @@ def policing(
         bound = mathis_mbps(mss, rtt.idle_ms, loss)
         if bound is None or m.throughput_mbps <= BOUND_LIFT * bound:
             return None  # random loss explains the rate: the congestion rule speaks
-    return Policing(plateau, line_mbps, rtt, loss, loss_pattern(m), bound)
+    if not (_drained(m, plateau) or _late_losses(m)):
+        # One burst in slow start and a flat rate with no loss after it is the ramp's
+        # overshoot; a policer shows its bucket draining (a faster start) or keeps dropping.
+        return None
+    pattern = loss_pattern(m)
+    if pattern is None or not pattern.bursty:
+        # Drops spread evenly over the intervals are a drop-tail queue's sawtooth or random
+        # loss; a token bucket drops everything above its rate once it is empty.
+        return None
+    return Policing(plateau, line_mbps, rtt, loss, pattern, bound)
+
+
+def _drained(m: ModeResult, plateau_ip: float) -> bool:
+    """The first half ran well above the plateau: a full bucket let it pass at first."""
+    first = [s.goodput_mbps for s in m.samples[: len(m.samples) // 2]]
+    mss = mss_of(m)
+    return bool(first) and max(first) * (mss + 52) / mss >= plateau_ip / POLICED_SHARE
+
+
+def _late_losses(m: ModeResult) -> bool:
+    counts = [s.tcp_info.total_retrans for s in m.samples if s.tcp_info is not None]
+    return len(counts) >= 4 and counts[-1] > counts[len(counts) // 2]
 
 
 def _burst_peak_mbps(m: ModeResult) -> float | None:
@@ -220,3 +244,85 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         found.lines(),
         fixes=pacing_fixes(found.policed_mbps, d.sender_role, d.sender, cc),
     )
+
+
+# ---------------------------------------------------------------- captures and live sockets
+
+
+def capture_verdict(
+    d: FlowDirection, ev: list[str], sender: HostRole
+) -> tuple[Verdict, tuple[Fix, ...]] | None:
+    """`check --pcap`: a captured flow that settled on a plateau below the line rate it
+    showed in a burst (while the bucket was full), lost segments far above the Mathis bound
+    of its loss rate, and kept its RTT at the minimum."""
+    rtt_min, rtt_mid = d.rtt_min_ms, d.rtt_p50_ms
+    if not d.retransmitted_bytes or not d.bytes or rtt_min is None or rtt_mid is None:
+        return None
+    plateau, peak = d.steady_mbps, d.peak_mbps
+    if plateau <= 0 or peak <= 0 or plateau >= POLICED_SHARE * peak:
+        return None
+    if rtt_mid - rtt_min > no_queue_ms(rtt_min):
+        return None
+    loss = d.retransmitted_bytes / d.bytes
+    bound = mathis_mbps(d.mss, rtt_min, loss)
+    if bound is None or plateau <= BOUND_LIFT * bound:
+        return None
+    policed = plateau * (d.mss + 52) / d.mss
+    lines = [
+        *ev,
+        f"rate plateau {format_mbps(policed)} (IP layer, second half) against a burst of "
+        f"{format_mbps(peak * (d.mss + 52) / d.mss)} while the bucket was full",
+        f"RTT {rtt_mid:.1f} ms median under load (p90 "
+        f"{(d.rtt_p90_ms or rtt_mid):.1f} ms) against {rtt_min:.1f} ms minimum: no queue",
+        f"{loss:.1%} of the data retransmitted; Mathis bound at that loss "
+        f"{format_mbps(bound)}: the losses came in bursts",
+    ]
+    verdict = Verdict(
+        "policer",
+        0.8,
+        "path",
+        f"a policer on the path drops what exceeds about {format_mbps(policed)} (no queue, "
+        "losses in bursts): pace the sender just below that rate or ask the network's "
+        "operator for more; parallel streams share the same bucket",
+        tuple(lines),
+        WizardGap(d.steady_mbps or d.rate_mbps, None, False),
+    )
+    return verdict, pacing_fixes(policed, sender, None, "")
+
+
+def conns_verdict(obs: ConnObservation) -> tuple[Verdict, tuple[Fix, ...]] | None:
+    """`conns`: a sending connection, busy and held by neither window, that loses segments
+    far above the Mathis bound of its loss rate while its RTT stays at its minimum: a
+    policer's bucket (no queue) dropping bursts. Without a probe the line rate is unknown;
+    the highest delivery rate sampled is shown beside the rate."""
+    if not obs.sending or obs.retransmits <= 0 or obs.segs_out <= 0 or obs.busy < 0.6:
+        return None
+    if obs.rwnd_limited >= 0.2 or obs.sndbuf_limited >= 0.2 or obs.min_rtt_ms <= 0:
+        return None
+    if obs.rtt_ms - obs.min_rtt_ms > no_queue_ms(obs.min_rtt_ms):
+        return None
+    loss = obs.retransmits / obs.segs_out
+    mss = obs.snd_mss or 1448
+    bound = mathis_mbps(mss, obs.min_rtt_ms, loss)
+    if bound is None or obs.send_mbps <= BOUND_LIFT * bound:
+        return None
+    policed = obs.send_mbps * (mss + 52) / mss
+    peak = max(obs.delivery_rate_max_mbps, obs.delivery_rate_mbps)
+    lines = (
+        f"sent {obs.send_mbps:.1f} Mbit/s (~{format_mbps(policed)} at the IP layer); highest "
+        f"delivery rate sampled {format_mbps(peak)}",
+        f"RTT {obs.rtt_ms:.1f} ms against {obs.min_rtt_ms:.1f} ms minimum: no queue builds",
+        f"{obs.retransmits} of {obs.segs_out} segments retransmitted ({loss:.1%}); Mathis "
+        f"bound at that loss {format_mbps(bound)}: the losses come in bursts",
+    )
+    verdict = Verdict(
+        "policer",
+        0.7,
+        "path",
+        f"a policer on the path likely drops what exceeds about {format_mbps(policed)}: losses "
+        "in bursts with no queue (a full buffer would delay). Pace the sender just below that "
+        "rate, or ask the network's operator; parallel streams share the same bucket",
+        lines,
+        WizardGap(obs.send_mbps, None, False),
+    )
+    return verdict, pacing_fixes(policed, "local", None, obs.congestion_control)
