@@ -474,7 +474,8 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
         default=[],
         metavar="K:SETTINGS",
         help="hop K's link and ICMP, e.g. '2:rtt=40ms,loss=1%%,mtu=1500,icmp-ratelimit=1s,"
-        "drop-frag-needed,policer=20mbit,policer-burst=64KB' (repeatable)",
+        "drop-frag-needed' (repeatable); a policer toward b: '2:policer=20mbit, "
+        "policer-burst=64KB'",
     )
     lab.add_parser("status", help="show running labs")
     ex = lab.add_parser("exec", help="run a command inside host a or b")
