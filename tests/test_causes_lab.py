@@ -50,12 +50,15 @@ def test_policer_on_a_router_is_named(lab_factory: LabFactory) -> None:
     assert sum((r["factor"], r["host"]) == ("policer", "path") for r in runs) >= 2, runs
 
 
-def test_bloated_queue_is_bufferbloat_and_rtt_under_load_matches_ping(
-    lab_factory: LabFactory,
-) -> None:
-    lab = lab_factory(BLOATED)
-    runs = _checks(lab)
+def test_bloated_queue_is_bufferbloat(lab_factory: LabFactory) -> None:
+    runs = _checks(lab_factory(BLOATED))
     assert sum((r["factor"], r["host"]) == ("bufferbloat", "path") for r in runs) >= 2, runs
+
+
+def test_rtt_under_load_matches_ping_beside_the_transfer(lab_factory: LabFactory) -> None:
+    """The transfer's median RTT under load within 10 % of `ping` in the same second half,
+    through a queue that the transfer fills to several BDPs."""
+    lab = lab_factory(BLOATED)
     with tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp, serving(lab, "b"):
         pings = [ping_run(lab, _env(tmp)) for _ in range(TRIES)]
     close = [p for p in pings if p["ratio"] is not None and abs(float(p["ratio"]) - 1) <= 0.10]
