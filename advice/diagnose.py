@@ -23,7 +23,7 @@ from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import probe_capacity as _probe_capacity
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
-from tcpwizard.advice.rules import CAUSE_RULES, bufferbloat
+from tcpwizard.advice.rules import CAUSE_RULES, bufferbloat, policer
 from tcpwizard.advice.streams import streams_fix, streams_needed
 from tcpwizard.advice.window_law import (
     UNSCALED_WINDOW,
@@ -48,6 +48,7 @@ PROBE_SURE = 0.7  # a capacity estimate at least this confident stands against a
 TUNED_MODES = ("static", "overprovisioned", "drs")  # buffers sized for the path
 CHRONO_SHARE = 0.2  # of the busy time: how long a limit must hold to be the limit
 WEAK = 0.4  # a limit named with less confidence loses to "the hosts allow the capacity"
+PATH_GAP = {"bufferbloat": "path-capacity"}
 LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
 
 
@@ -1085,7 +1086,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
         host,
         explanation,
         evidence,
-        _gap(ev, dirs, best.factor, best.direction),
+        # A policer's or a queue's rate is what the path gives: no host setting raises it.
+        policer.wizard_gap(best, dirs)
+        or _gap(ev, dirs, PATH_GAP.get(best.factor, best.factor), best.direction),
     )
     fixes = _fixes_for(ev, best.factor, host) + best.fixes
     if best.factor == "congestion" and best.streams is not None:

@@ -16,6 +16,7 @@ parallel streams only share the same bucket and lose more.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity, rtt_ms
@@ -131,6 +132,23 @@ def policing(
         # loss; a token bucket drops everything above its rate once it is empty.
         return None
     return Policing(plateau, line_mbps, rtt, loss, pattern, bound)
+
+
+def wizard_gap(best: Candidate, dirs: Sequence[Direction]) -> WizardGap | None:
+    """A policer's verdict: the transfer gets the plateau once the bucket is empty, and
+    pacing gets the same without the losses — no host setting raises it."""
+    if best.factor != "policer":
+        return None
+    d = next((d for d in dirs if d.name == best.direction and d.current is not None), None)
+    rates = (
+        [s.goodput_mbps for s in d.current.samples[len(d.current.samples) // 2 :]]
+        if d and d.current
+        else []
+    )
+    if len(rates) < 3:
+        return None
+    held = sorted(rates)[len(rates) // 2]
+    return WizardGap(held, held, True)
 
 
 def _drained(m: ModeResult, plateau_ip: float) -> bool:
