@@ -275,6 +275,10 @@ def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
     cap, cur = _capacity(ev, d), d.current
     if cap is None or cur is None or cap <= 0 or _own_rate_only(ev, d):
         return None
+    if policer.rule(ev, d) is not None:
+        # A policed transfer's rate (its bucket's burst averaged in) is no proof of the
+        # path's capacity: it must not overrule a weak probe and call the path healthy.
+        return None
     share = reached_mbps(cur) / cap
     if share < HEALTHY_SHARE:
         return None

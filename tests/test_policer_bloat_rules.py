@@ -227,3 +227,15 @@ def test_live_connection_losing_bursts_without_a_queue_is_policed() -> None:
     clean = obs(send_mbps=19.3)
     v3 = judge(clean).verdict
     assert v3 is not None and v3.limiting_factor != "policer"
+
+
+def test_a_weak_probe_is_not_overruled_by_the_policed_transfer() -> None:
+    """The transfer's average (the bucket's burst averaged in) must not pass for the path's
+    capacity when the probe flagged itself weak: the policer stays the verdict."""
+    from dataclasses import replace
+
+    ev = policed()
+    assert ev.path is not None and ev.path.capacity is not None
+    weak = replace(ev.path, capacity=replace(ev.path.capacity, confidence=0.5))
+    v = diagnose(replace(ev, path=weak)).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
