@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from tcpwizard.advice.conns import DEFAULT_RATE_BPS, buffer_fix
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
 from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
 from tcpwizard.checks.base import sysctl_fix
@@ -196,6 +197,8 @@ def judge_direction(
             d,
         )
         return CaptureDiagnosis(d, v, fixes, snd, rcv)
+    if (policed := policer.capture_verdict(d, ev, snd)) is not None:
+        return CaptureDiagnosis(d, *policed, snd, rcv)
     loss = d.retransmitted_bytes / d.bytes if d.bytes else 0.0
     bound = mathis_mbps(d.mss, d.rtt_p50_ms or rtt, loss) if rtt and loss else None
     queued = (

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
 from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
 from tcpwizard.checks.base import sysctl_fix
@@ -262,6 +263,8 @@ def _judge_sender(
             ev,
             rate,
         ), ()
+    if (policed := policer.conns_verdict(obs)) is not None:
+        return policed
     loss = obs.retransmits / obs.segs_out if obs.segs_out else 0.0
     bound = mathis_mbps(obs.snd_mss or 1448, rtt, loss) if rtt > 0 else None
     cc = obs.congestion_control.lower()

@@ -23,7 +23,7 @@ from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import probe_capacity as _probe_capacity
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
-from tcpwizard.advice.rules import CAUSE_RULES
+from tcpwizard.advice.rules import CAUSE_RULES, bufferbloat, policer
 from tcpwizard.advice.streams import streams_fix, streams_needed
 from tcpwizard.advice.window_law import (
     UNSCALED_WINDOW,
@@ -46,6 +46,7 @@ PROBE_SURE = 0.7  # a capacity estimate at least this confident stands against a
 TUNED_MODES = ("static", "overprovisioned", "drs")  # buffers sized for the path
 CHRONO_SHARE = 0.2  # of the busy time: how long a limit must hold to be the limit
 WEAK = 0.4  # a limit named with less confidence loses to "the hosts allow the capacity"
+PATH_GAP = {"bufferbloat": "path-capacity"}
 LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
 
 
@@ -275,6 +276,10 @@ def steady_mbps(m: ModeResult) -> float:
 def _rule_healthy(ev: Evidence, d: _Direction) -> _Candidate | None:
     cap, cur = _capacity(ev, d), d.current
     if cap is None or cur is None or cap <= 0 or _own_rate_only(ev, d):
+        return None
+    if policer.rule(ev, d) is not None:
+        # A policed transfer's rate (its bucket's burst averaged in) is no proof of the
+        # path's capacity: it must not overrule a weak probe and call the path healthy.
         return None
     share = reached_mbps(cur) / cap
     if share < HEALTHY_SHARE:
@@ -1064,6 +1069,9 @@ def diagnose(ev: Evidence) -> Diagnosis:
     if not pool:
         return _unexplained(ev, dirs, slow_dirs)
     best, host, explanation, found = _speak_for_both_ways(pool, candidates, healthy_dirs)
+    if (bloat := bufferbloat.prefer(best, candidates)) is not best:
+        best, host, explanation, found = bloat, bloat.host, bloat.explanation, bloat.evidence
+    found += bufferbloat.beside(best, candidates)
     confidence = best.confidence
     missing = []
     if ev.peer is None:
@@ -1086,9 +1094,11 @@ def diagnose(ev: Evidence) -> Diagnosis:
         host,
         explanation,
         evidence,
-        _gap(ev, dirs, best.factor, best.direction),
+        # A policer's or a queue's rate is what the path gives: no host setting raises it.
+        policer.wizard_gap(best, dirs)
+        or _gap(ev, dirs, PATH_GAP.get(best.factor, best.factor), best.direction),
     )
-    fixes = _fixes_for(ev, best.factor, host)
+    fixes = _fixes_for(ev, best.factor, host) + best.fixes
     if best.factor == "congestion" and best.streams is not None:
         fixes += (streams_fix(*best.streams),)
     return Diagnosis(verdict, fixes)

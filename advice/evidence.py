@@ -45,6 +45,8 @@ class Candidate:
     decisive: bool = False
     # Congestion that the loss bound explains: parallel streams (N, each stream's bound).
     streams: tuple[int, float] | None = None
+    # Fixes the rule itself computed (a cause outside the hosts' audited settings).
+    fixes: tuple[Fix, ...] = ()
 
 
 @dataclass(frozen=True)

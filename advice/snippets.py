@@ -59,3 +59,32 @@ def setsockopt_fix(option: Option, size: int, host: HostRole) -> Fix:
         guideline="Tierney, 'TCP Buffer Tuning: Application'; drsFTP paper §3",
         answers=("receiver-window",) if option == "SO_RCVBUF" else ("sender-buffer",),
     )
+
+
+def pacing_rate_command(bytes_per_s: int) -> str:
+    """The one line a fix prints: pace one socket (SO_MAX_PACING_RATE, bytes per second)."""
+    return (
+        f"setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, {bytes_per_s}) "
+        f"(bytes/s, {bytes_per_s * 8 / 1e6:.3g} Mbit/s)"
+    )
+
+
+def pacing_python_snippet(bytes_per_s: int) -> str:
+    return f"""import socket
+
+RATE = {bytes_per_s}  # bytes per second: 90 % of the policed rate
+SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)  # Linux >= 3.13
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, RATE)  # TCP paces itself without fq
+"""
+
+
+def pacing_c_snippet(bytes_per_s: int) -> str:
+    return f"""#include <stdio.h>
+#include <sys/socket.h>
+
+unsigned int rate = {bytes_per_s};  /* bytes per second: 90 % of the policed rate */
+/* Linux >= 3.13; TCP paces by itself (no fq qdisc needed since 4.13) */
+if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof(rate)) < 0)
+    perror("setsockopt SO_MAX_PACING_RATE");
+"""

@@ -51,7 +51,7 @@ function _shtab_tcpwizard_using
 end
 
 set -g _shtab_tcpwizard_commands check conns calc probe path transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
-set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hop --hops --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --modes --mtu --name --only --out --pcap --plan --plot --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
+set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hop --hops --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --modes --mtu --name --only --out --pcap --plan --plot --policer --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -185,11 +185,12 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l loss -x -d 'random l
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l jitter -x -d 'delay jitter, e.g. 2ms'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l queue -x -d 'drop-tail queue: 1bdp, 0.5bdp or bytes'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l mtu -x -d 'link MTU, 576-9000 bytes'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l reverse -x -d 'a different b->a direction, e.g. '"'"'rate=10mbit,loss=1%,delay=40ms'"'"' (one-way)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l reverse -x -d 'a different b->a direction, e.g. '"'"'rate=10mbit,loss=1%,delay=40ms'"'"' (one-way), '"'"'policer=off'"'"''
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l policer -x -d 'a token-bucket policer (nftables limit ... drop) at the far end of the bottleneck, each way unless --reverse says otherwise, e.g. '"'"'rate=20mbit,burst=64KB'"'"''
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l sysctl -x -d 'per-host sysctl, e.g. a:net.ipv4.tcp_rmem='"'"'4096 65536 131072'"'"' (repeatable)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l backend -xka "auto netem delayline" -d backend
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l hops -x -d 'router namespaces between a and b (real kernel forwarding); the bottleneck is the link a-r1'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l hop -x -d 'hop K'"'"'s link and ICMP, e.g. '"'"'2:rtt=40ms,loss=1%,mtu=1500,icmp-ratelimit=1s,drop-frag-needed'"'"' (repeatable)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l hop -x -d 'hop K'"'"'s link and ICMP, e.g. '"'"'2:rtt=40ms,loss=1%,mtu=1500,icmp-ratelimit=1s,drop-frag-needed'"'"' (repeatable); a policer toward b: '"'"'2:policer=20mbit, policer-burst=64KB'"'"''
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab; and test $_shtab_tcpwizard_npos -eq 0' -a status -d 'show running labs'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab status' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab; and test $_shtab_tcpwizard_npos -eq 0' -a exec -d 'run a command inside host a or b'
@@ -211,7 +212,8 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l paper -d 'the see
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l drs-targets -d 'DRS against autotune, every run reported'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l scenarios -d 'misconfigurations: verdict, fix, re-measure'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l far-ends -d 'check against iperf3 -s beside iperf3 -c'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l only -x -d 'only these scenarios (--paper: tunings)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l causes -d 'a policer and a bloated queue at two rates and RTTs: verdict, rate, RTT vs ping'
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l only -x -d 'only these scenarios (--paper: tunings; --causes: cases)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l rtt -x -d '--paper, --drs-targets: only these delays, e.g. 25ms'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l quick -d 'a smaller matrix'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l out -x -d 'folder for tables and plots'

@@ -1,7 +1,8 @@
 """The grammar of `tcpwizard lab up`'s compound flags (--queue, --reverse, --hop, --sysctl,
---name) and the LabSpec the flags build. What a value inside them is (a duration, a rate, a
-share, an MTU, a size) is tcpwizard.inputs' rule, the one every other flag of the CLI follows;
-argparse (through argtypes.parsed) puts the flag in front of a one-line error, exit 64."""
+--policer, --name) and the LabSpec the flags build. What a value inside them is (a duration,
+a rate, a share, an MTU, a size) is tcpwizard.inputs' rule, the one every other flag of the
+CLI follows; argparse (through argtypes.parsed) puts the flag in front of a one-line error,
+exit 64."""
 
 from __future__ import annotations
 
@@ -60,6 +61,37 @@ ONE_BDP = Queue()
 
 
 @dataclass(frozen=True)
+class Policer:
+    """A token-bucket policer (lab/policer.py): rate_bps 0 means none."""
+
+    rate_bps: float = 0.0
+    burst_bytes: int | None = None
+
+
+NO_POLICER = Policer()
+POLICER_KEYS = ("rate", "burst")
+
+
+def _policer_rate(text: str) -> float:
+    return 0.0 if text.strip().lower() in ("off", "none", "0") else check_rate(text)
+
+
+def parse_policer(text: str) -> Policer:
+    """'rate=20mbit,burst=64KB' (or just '20mbit'): what exceeds the rate is dropped."""
+    if "=" not in text:
+        return Policer(_value("rate", _policer_rate, text))
+    pol = Policer()
+    for key, value in _settings(text, POLICER_KEYS):
+        if key == "rate":
+            pol = replace(pol, rate_bps=_value(key, _policer_rate, value))
+        else:
+            pol = replace(pol, burst_bytes=_value(key, check_size, value))
+    if not pol.rate_bps and pol.burst_bytes is not None:
+        raise UsageError("a policer burst needs a policer rate")
+    return pol
+
+
+@dataclass(frozen=True)
 class Reverse:
     """`--reverse`: how the b->a direction differs from a->b (None: the same)."""
 
@@ -68,6 +100,7 @@ class Reverse:
     jitter_s: float | None = None
     loss: float | None = None
     queue: Queue | None = None
+    policer: Policer | None = None
 
 
 def _settings(body: str, keys: Sequence[str]) -> Iterator[tuple[str, str]]:
@@ -90,14 +123,20 @@ def _zero_ok(text: str) -> float:
     return check_duration(text, "ms", zero_ok=True)
 
 
-REVERSE_KEYS = ("rate", "delay", "loss", "jitter", "queue")
+REVERSE_KEYS = ("rate", "delay", "loss", "jitter", "queue", "policer", "policer-burst")
 
 
 def parse_reverse(text: str) -> Reverse:
-    """'rate=10mbit,delay=40ms,loss=1%,jitter=1ms,queue=0.5bdp' (delay is one-way)."""
+    """'rate=10mbit,delay=40ms,loss=1%,jitter=1ms,queue=0.5bdp,policer=5mbit,
+    policer-burst=64KB' (delay is one-way; policer=off: none this way)."""
     rev = Reverse()
+    burst: int | None = None
     for key, value in _settings(text, REVERSE_KEYS):
-        if key == "rate":
+        if key == "policer":
+            rev = replace(rev, policer=Policer(_value(key, _policer_rate, value)))
+        elif key == "policer-burst":
+            burst = _value(key, check_size, value)
+        elif key == "rate":
             rev = replace(rev, rate_bps=_value(key, check_rate, value))
         elif key == "delay":
             rev = replace(rev, delay_s=_value(key, _zero_ok, value))
@@ -110,11 +149,18 @@ def parse_reverse(text: str) -> Reverse:
                 rev = replace(rev, queue=parse_queue(value))
             except TcpWizardError as exc:
                 raise UsageError(f"queue: {exc}") from None
+    if burst is not None:
+        if rev.policer is None or not rev.policer.rate_bps:
+            raise UsageError("policer-burst needs policer=RATE")
+        rev = replace(rev, policer=replace(rev.policer, burst_bytes=burst))
     return rev
 
 
 SAME_BOTH_WAYS = Reverse()
-HOP_KEYS = ("rtt", "rate", "loss", "mtu", "icmp-ratelimit", "drop-frag-needed")
+HOP_KEYS = (
+    "rtt", "rate", "loss", "mtu", "icmp-ratelimit", "drop-frag-needed", "policer",
+    "policer-burst",
+)  # fmt: skip
 
 
 def _hop_mtu(text: str) -> int:
@@ -122,8 +168,9 @@ def _hop_mtu(text: str) -> int:
 
 
 def parse_hop(text: str) -> tuple[int, HopSpec]:
-    """'K:rtt=40ms,rate=50mbit,loss=1%,mtu=1500,icmp-ratelimit=1s,drop-frag-needed': hop K
-    (its link from the previous node, and its ICMP)."""
+    """'K:rtt=40ms,rate=50mbit,loss=1%,mtu=1500,icmp-ratelimit=1s,drop-frag-needed,
+    policer=20mbit,policer-burst=64KB': hop K (its link from the previous node, its ICMP and
+    a policer on what it forwards toward b)."""
     m = re.fullmatch(r"\s*(\d+)\s*:(.*)", text)
     if not m:
         raise UsageError(f"{text!r}: use K:key=value,... with K the hop's number")
@@ -139,10 +186,16 @@ def parse_hop(text: str) -> tuple[int, HopSpec]:
             hop = replace(hop, mtu=_value(key, _hop_mtu, value))
         elif key == "icmp-ratelimit":
             hop = replace(hop, icmp_ratelimit_ms=round(_value(key, _zero_ok, value) * 1e3))
+        elif key == "policer":
+            hop = replace(hop, policer_bps=_value(key, _policer_rate, value) or None)
+        elif key == "policer-burst":
+            hop = replace(hop, policer_burst_bytes=_value(key, check_size, value))
         elif value.lower() in ("", "1", "yes", "on"):
             hop = replace(hop, drop_frag_needed=True)
         else:
             raise UsageError(f"drop-frag-needed takes no value, not {value!r}")
+    if hop.policer_burst_bytes is not None and hop.policer_bps is None:
+        raise UsageError("policer-burst needs policer=RATE")
     return int(m.group(1)), hop
 
 
@@ -167,6 +220,7 @@ FLAG_TYPES: dict[str, Callable[[str], object]] = {
     "queue": parse_queue,
     "reverse": parse_reverse,
     "hop": parse_hop,
+    "policer": parse_policer,
     "sysctl": parse_side_sysctl,
 }
 
@@ -184,9 +238,11 @@ def build_spec(
     sysctls: Sequence[tuple[Side, str, str]] = (),
     backend: str = "auto",
     hops: tuple[HopSpec, ...] = (),
+    policer: Policer = NO_POLICER,
 ) -> LabSpec:
     """The lab the flags' values describe, validated: the RTT split evenly, b->a as a->b
     where `reverse` does not say otherwise, each direction's queue of its own rate."""
+    back_policer = reverse.policer or policer
     fwd_delay = rtt_s / 2
     back_delay = fwd_delay if reverse.delay_s is None else reverse.delay_s
     back_rate = rate_bps if reverse.rate_bps is None else reverse.rate_bps
@@ -197,6 +253,8 @@ def build_spec(
         jitter_s=jitter_s,
         loss=loss,
         queue_bytes=queue.resolve(rate_bps, round_trip, mtu),
+        policer_bps=policer.rate_bps or None,
+        policer_burst_bytes=policer.burst_bytes if policer.rate_bps else None,
     )
     back = LinkSpec(
         rate_bps=back_rate,
@@ -204,6 +262,8 @@ def build_spec(
         jitter_s=jitter_s if reverse.jitter_s is None else reverse.jitter_s,
         loss=loss if reverse.loss is None else reverse.loss,
         queue_bytes=(reverse.queue or queue).resolve(back_rate, round_trip, mtu),
+        policer_bps=back_policer.rate_bps or None,
+        policer_burst_bytes=back_policer.burst_bytes if back_policer.rate_bps else None,
     )
     spec = LabSpec(
         forward=forward,

@@ -21,7 +21,7 @@ from typing import IO, Any, Self, cast
 
 from tcpwizard.advice.guard import LINE_RATE_ENV
 from tcpwizard.exitcodes import PermissionRequired, UsageError
-from tcpwizard.lab import hops, netns
+from tcpwizard.lab import hops, netns, policer
 from tcpwizard.lab.netem import build_netem, netem_available
 from tcpwizard.lab.netns import LabError
 from tcpwizard.lab.spec import SIDES, Addresses, LabSpec, LinkSpec, Side, addresses_for
@@ -203,6 +203,7 @@ class Lab(UpDown):
             self._configure()
             if self.spec.hops:
                 hops.configure(self)
+            policer.apply(self)
             self._wait_reachable()
         except BaseException:
             if len(created) == 2:

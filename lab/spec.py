@@ -34,6 +34,9 @@ class LinkSpec:
     rate_bps counts IP packet bytes (no link-layer header), so TCP goodput tops out at
     (mtu - 52) / mtu of the rate with timestamps on: 96.5 % at MTU 1500.
     queue_bytes None means 1 BDP of the round trip (resolved by LabSpec).
+    policer_bps polices what leaves this link (a token bucket that drops, no queue: an
+    nftables `limit rate over` in the receiving node, lab/policer.py) at that IP rate;
+    policer_burst_bytes is the bucket's depth beyond nftables' own second of tokens.
     """
 
     rate_bps: float
@@ -41,6 +44,8 @@ class LinkSpec:
     jitter_s: float = 0.0
     loss: float = 0.0
     queue_bytes: int | None = None
+    policer_bps: float | None = None
+    policer_burst_bytes: int | None = None
 
     def validate(self, what: str, mtu: int) -> None:
         if not self.rate_bps > 0:
@@ -53,6 +58,7 @@ class LinkSpec:
             raise UsageError(f"{what}: loss must be a fraction in [0, 1)")
         if self.queue_bytes is not None and self.queue_bytes < mtu:
             raise UsageError(f"{what}: queue of {self.queue_bytes} B holds less than one packet")
+        check_policer(what, self.policer_bps, self.policer_burst_bytes, mtu)
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,10 @@ class HopSpec:
     mtu: int | None = None
     icmp_ratelimit_ms: int = 0
     drop_frag_needed: bool = False
+    # A token-bucket policer on the router's forward chain for packets toward b (nftables
+    # `limit rate over ... drop`, lab/policer.py): IP bits per second and extra burst bytes.
+    policer_bps: float | None = None
+    policer_burst_bytes: int | None = None
 
     def validate(self, what: str) -> None:
         if not 0.0 <= self.rtt_s <= 10.0:
@@ -90,6 +100,7 @@ class HopSpec:
             )
         if not 0 <= self.icmp_ratelimit_ms <= 60000:
             raise UsageError(f"{what}: icmp rate limit must be 0-60000 ms")
+        check_policer(what, self.policer_bps, self.policer_burst_bytes, self.mtu or MIN_MTU)
 
     @property
     def emulated(self) -> bool:
@@ -98,6 +109,20 @@ class HopSpec:
 
 
 MAX_HOPS = 16
+# nftables counts a byte limit's rate in whole bytes per second (a 32-bit burst).
+MIN_POLICER_BPS = 8_000.0
+MAX_POLICER_BURST = 2**32 - 1
+
+
+def check_policer(what: str, rate_bps: float | None, burst: int | None, mtu: int) -> None:
+    if rate_bps is None:
+        if burst is not None:
+            raise UsageError(f"{what}: a policer burst needs a policer rate")
+        return
+    if not rate_bps >= MIN_POLICER_BPS:
+        raise UsageError(f"{what}: policer rate must be at least {MIN_POLICER_BPS / 1e3:g} kbit/s")
+    if burst is not None and not mtu <= burst <= MAX_POLICER_BURST:
+        raise UsageError(f"{what}: policer burst must hold a packet ({mtu} B) and fit 4 GB")
 
 
 @dataclass(frozen=True)
@@ -133,9 +158,13 @@ class LabSpec:
         sysctls_b: tuple[tuple[str, str], ...] = (),
         backend: str = "auto",
         hops: tuple[HopSpec, ...] = (),
+        policer_bps: float | None = None,
+        policer_burst_bytes: int | None = None,
     ) -> LabSpec:
-        """The same link both ways; RTT split evenly, loss applied in each direction."""
-        link = LinkSpec(rate_bps, rtt_s / 2, jitter_s, loss, queue_bytes)
+        """The same link both ways; RTT split evenly, loss (and a policer) in each direction."""
+        link = LinkSpec(
+            rate_bps, rtt_s / 2, jitter_s, loss, queue_bytes, policer_bps, policer_burst_bytes
+        )
         return cls(link, link, name, mtu, sysctls_a, sysctls_b, backend, hops)
 
     @property

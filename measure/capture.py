@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcpwizard.measure.loaded_rtt import peak_mbps, percentile
+
 LINK_ETHERNET = 1
 LINK_RAW = (12, 101)
 LINK_SLL = 113
@@ -80,6 +82,10 @@ class FlowDirection:
     zero_windows: int  # times the receiver's window closed to zero
     zero_window_s: float
     idle_share: float  # share of the time with nothing in flight and the window open
+    # The highest rate held over a quarter second (a policer's bucket let it pass at the
+    # line rate) and the 90th percentile of the RTT in the second half (under load).
+    peak_mbps: float = 0.0
+    rtt_p90_ms: float | None = None
 
     @property
     def seconds(self) -> float:
@@ -488,6 +494,8 @@ def _direction(flow: _Flow, h: _Half, end_t: float) -> FlowDirection:
         zero_windows=h.zero_windows,
         zero_window_s=zero_s,
         idle_share=min(1.0, h.idle_s / span),
+        peak_mbps=peak_mbps(h.series),
+        rtt_p90_ms=percentile(late_rtts, 0.9) / 1e3 if late_rtts else None,
     )
 
 

@@ -193,6 +193,8 @@ class ConnObservation:
     rcv_wscale: int | None
     window_scaling: bool  # TCPI_OPT_WSCALE: both SYNs carried the option
     samples: int
+    # The highest delivery rate any sample reported (a burst a policer's bucket let pass).
+    delivery_rate_max_mbps: float = 0.0
 
     @property
     def sending(self) -> bool:
@@ -255,6 +257,7 @@ def combine(series: Sequence[DiagRecord], seconds: float) -> ConnObservation:
         rcv_wscale=last.rcv_wscale,
         window_scaling=bool(v.get("options", 0) & TCPI_OPT_WSCALE),
         samples=len(series),
+        delivery_rate_max_mbps=max((r.info.get("delivery_rate") or 0) for r in series) * 8 / 1e6,
     )
 
 

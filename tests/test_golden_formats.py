@@ -78,7 +78,26 @@ def predicted(tmp: Path) -> Report:
     )
 
 
-CASES = {"measured": measured, "predicted": predicted}
+def policed(tmp: Path) -> Report:
+    """A policer on the path: the verdict, its pacing fixes (snippets in the text) and the
+    transfer's RTT under load and rate plateau, from the rule on a synthetic policed
+    transfer."""
+    from tcpwizard.advice.diagnose import diagnose
+    from tests.test_policer_bloat_rules import policed as policed_evidence
+
+    ev = policed_evidence()
+    d = diagnose(ev)
+    return dataclasses.replace(
+        measured(tmp),
+        verdict=d.verdict,
+        fixes=d.fixes,
+        path=ev.path,
+        transfer=ev.transfer,
+        exit_code=ExitCode.WARNING,
+    )
+
+
+CASES = {"measured": measured, "predicted": predicted, "policed": policed}
 
 
 def _render(report: Report, fmt: str) -> tuple[int, str]:

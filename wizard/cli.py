@@ -441,7 +441,15 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     up.add_argument(
         "--reverse",
         type=_lab_flag("reverse"),
-        help="a different b->a direction, e.g. 'rate=10mbit,loss=1%%,delay=40ms' (one-way)",
+        help="a different b->a direction, e.g. 'rate=10mbit,loss=1%%,delay=40ms' (one-way), "
+        "'policer=off'",
+    )
+    up.add_argument(
+        "--policer",
+        type=_lab_flag("policer"),
+        metavar="rate=RATE[,burst=SIZE]",
+        help="a token-bucket policer (nftables limit ... drop) at the far end of the "
+        "bottleneck, each way unless --reverse says otherwise, e.g. 'rate=20mbit,burst=64KB'",
     )
     up.add_argument(
         "--sysctl",
@@ -466,7 +474,8 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
         default=[],
         metavar="K:SETTINGS",
         help="hop K's link and ICMP, e.g. '2:rtt=40ms,loss=1%%,mtu=1500,icmp-ratelimit=1s,"
-        "drop-frag-needed' (repeatable)",
+        "drop-frag-needed' (repeatable); a policer toward b: '2:policer=20mbit, "
+        "policer-burst=64KB'",
     )
     lab.add_parser("status", help="show running labs")
     ex = lab.add_parser("exec", help="run a command inside host a or b")
@@ -492,8 +501,16 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     what.add_argument(
         "--far-ends", action="store_true", help="check against iperf3 -s beside iperf3 -c"
     )
+    what.add_argument(
+        "--causes",
+        action="store_true",
+        help="a policer and a bloated queue at two rates and RTTs: verdict, rate, RTT vs ping",
+    )
     bench.add_argument(
-        "--only", action="append", metavar="NAME", help="only these scenarios (--paper: tunings)"
+        "--only",
+        action="append",
+        metavar="NAME",
+        help="only these scenarios (--paper: tunings; --causes: cases)",
     )
     bench.add_argument(
         "--rtt",

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
 from tcpwizard.lab import netns
-from tcpwizard.lab.cliparse import SAME_BOTH_WAYS, build_spec, hops_from
+from tcpwizard.lab.cliparse import NO_POLICER, SAME_BOTH_WAYS, build_spec, hops_from
 from tcpwizard.lab.lab import Lab, down_all, lab_health, require_root, sweep_stale
 from tcpwizard.lab.spec import SIDES, LabSpec, LinkSpec
 from tcpwizard.lab.state import StateDir
@@ -23,6 +23,9 @@ def describe_link(link: LinkSpec, queue_bytes: int) -> str:
     if link.loss:
         parts.append(f"{link.loss * 100:g}% loss")
     parts.append(f"queue {format_bytes(queue_bytes)}")
+    if link.policer_bps:
+        burst = f", burst 1 s + {format_bytes(link.policer_burst_bytes or 0)}"
+        parts.append(f"policed at {format_rate(link.policer_bps)}{burst}")
     return ", ".join(parts)
 
 
@@ -59,6 +62,8 @@ def hop_lines(lab: Lab) -> list[str]:
             parts.append(f"icmp ratelimit {hop.icmp_ratelimit_ms} ms")
         if hop.drop_frag_needed:
             parts.append("drops its frag-needed (PMTU black hole)")
+        if hop.policer_bps:
+            parts.append(f"polices toward b at {format_rate(hop.policer_bps)}")
         out.append(", ".join(parts))
     return out
 
@@ -77,6 +82,7 @@ def spec_from_args(args: argparse.Namespace) -> LabSpec:
         sysctls=args.sysctl,
         backend=args.backend,
         hops=hops_from(args.hops, args.hop),
+        policer=args.policer or NO_POLICER,
     )
 
 
@@ -213,6 +219,13 @@ def _bench_far_ends(args: argparse.Namespace, ctx: Context) -> int:
     return run_far_ends(args.out, args.quick, ctx)
 
 
+def _bench_causes(args: argparse.Namespace, ctx: Context) -> int:
+    from tcpwizard.lab.bench_causes import run_causes
+
+    require_root()
+    return run_causes(args.out, tuple(args.only or ()), ctx, quick=args.quick)
+
+
 # Other benchmarks plug in here: flag name (as in cli.py) -> runner.
 BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "calibrate": _bench_calibrate,
@@ -222,6 +235,7 @@ BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "drs_targets": _bench_drs_targets,
     "scenarios": _bench_scenarios,
     "far_ends": _bench_far_ends,
+    "causes": _bench_causes,
 }
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Context], int]] = {

@@ -111,10 +111,10 @@ def path_json(p: PathEstimate | None) -> Json | None:
     return measure_json.path_json(p)
 
 
-def transfer_json(t: TransferResult | None) -> Json | None:
+def transfer_json(t: TransferResult | None, idle_ms: float | None = None) -> Json | None:
     if t is None:
         return None
-    return measure_json.transfer_json(t)
+    return measure_json.transfer_json(t, idle_ms)
 
 
 def verdict_json(v: Verdict) -> Json:
@@ -154,7 +154,7 @@ def _report_fields(r: Report) -> Json:
         "host": host_json(r.host),
         "peer": None if r.peer is None else host_json(r.peer),
         "path": path_json(r.path),
-        "transfer": transfer_json(r.transfer),
+        "transfer": transfer_json(r.transfer, r.path.rtt.min if r.path else None),
         "verdict": verdict_json(r.verdict),
         "fixes": [fix_json(f) for f in r.fixes],
         "notes": list(r.notes),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcpwizard.measure.loaded_rtt import loaded_rtt, plateau_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -106,10 +107,28 @@ def sample_json(s: TransferSample) -> dict[str, Any]:
     }
 
 
-def mode_json(m: ModeResult) -> dict[str, Any]:
+def latency_json(m: ModeResult, idle_ms: float | None) -> dict[str, Any] | None:
+    """The RTT the transfer caused (measure/loaded_rtt.py): median and p90 of the sender's
+    smoothed RTT over the second half against the idle RTT, and responsiveness (RPM)."""
+    lr = loaded_rtt(m, idle_ms)
+    if lr is None:
+        return None
+    return {
+        "idle_ms": _round(lr.idle_ms),
+        "median_ms": _round(lr.median_ms),
+        "p90_ms": _round(lr.p90_ms),
+        "rpm": _round(lr.rpm, 1),
+        "queue_bdps": _round(lr.queue_bdps),
+        "samples": lr.samples,
+        "source": lr.source,
+    }
+
+
+def mode_json(m: ModeResult, idle_ms: float | None = None) -> dict[str, Any]:
     """One entry of `transfer.modes[]` for `tcpwizard transfer --json`: every field of the
     report's transfer object (wizard/output/json_format.py), plus the paper's Mbit/s per MB,
-    the autotuning flag, the sender's byte count and notes."""
+    the autotuning flag, the sender's byte count and notes. idle_ms: the probe's idle RTT
+    that the RTT under load is judged against (None: the transfer's own smallest)."""
     return {
         "mode": m.mode,
         "streams": m.streams,
@@ -130,14 +149,17 @@ def mode_json(m: ModeResult) -> dict[str, Any]:
         "forced": m.forced,
         "notes": list(m.notes),
         "error": m.error,
+        "latency_under_load": latency_json(m, idle_ms),
+        # The rate held once up to speed, IP layer (a policer's rate when one is named).
+        "rate_plateau_mbps": _round(plateau_mbps(m)) if m.error is None else None,
     }
 
 
-def transfer_json(result: TransferResult) -> dict[str, Any]:
+def transfer_json(result: TransferResult, idle_ms: float | None = None) -> dict[str, Any]:
     """The `transfer` object of the JSON report."""
     return {
         "direction": result.direction,
-        "modes": [mode_json(m) for m in result.modes],
+        "modes": [mode_json(m, idle_ms) for m in result.modes],
         "streams": result.streams,
         "congestion_control": {
             "local": result.local_congestion_control,

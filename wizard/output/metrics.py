@@ -87,6 +87,7 @@ def report_families(
             if v is not None:
                 fam.add_metric(lab, v * scale)
     fams.extend(f for f in (tput, buf, rtx) if f.samples)
+    fams.extend(_latency_families(modes, keys, vals))
 
     verdict = report.get("verdict") or {}
     factor = verdict.get("limiting_factor")
@@ -117,6 +118,33 @@ def report_families(
         if isinstance(part, Mapping):
             fams.extend(_audit_families(part, side, keys, vals))
     return fams
+
+
+def _latency_families(modes: list[Any], keys: list[str], vals: list[str]) -> list[Metric]:
+    """RTT under load (median, p90), responsiveness (RPM) and the rate plateau per mode."""
+    labels = [*keys, "mode", "direction"]
+    rtt = _gauge("rtt_under_load_seconds", "sender's RTT during the transfer", [*labels, "stat"])
+    rpm = _gauge("responsiveness_rpm", "round trips per minute under load (60 / RTT)", labels)
+    plateau = _gauge(
+        "rate_plateau_bits_per_second", "IP rate held once up to speed (a policer's)", labels
+    )
+    for m in modes:
+        if not isinstance(m, Mapping):
+            continue
+        lab = [*vals, str(m.get("mode", "")), str(m.get("direction", ""))]
+        lat = m.get("latency_under_load")
+        if isinstance(lat, Mapping):
+            for stat, field in (("median", "median_ms"), ("p90", "p90_ms"), ("idle", "idle_ms")):
+                v = _num(lat.get(field))
+                if v is not None:
+                    rtt.add_metric([*lab, stat], v / 1e3)
+            v = _num(lat.get("rpm"))
+            if v is not None:
+                rpm.add_metric(lab, v)
+        v = _num(m.get("rate_plateau_mbps"))
+        if v is not None:
+            plateau.add_metric(lab, v * 1e6)
+    return [f for f in (rtt, rpm, plateau) if f.samples]
 
 
 def _audit_families(

@@ -113,6 +113,7 @@ def nagios_status(
                     _num(m.get("throughput_mbps")),
                 )
             )
+            perf.extend(_latency_perf(m))
     part = report.get("host") or {}
     findings = [f for f in part.get("findings") or [] if isinstance(f, Mapping)]
     for sev in ("crit", "warn"):
@@ -122,6 +123,21 @@ def nagios_status(
     perfdata = " ".join(p for p in perf if p)
     line = f"TCPWIZARD {STATUS[int(status)]} - {summary}"
     return status, f"{line} | {perfdata}" if perfdata else line
+
+
+def _latency_perf(m: Mapping[str, Any]) -> list[str]:
+    """RTT under load (median, p90), RPM and the rate plateau of one mode."""
+    name = f"{m.get('mode')}_{m.get('direction')}"
+    lat = m.get("latency_under_load")
+    out = []
+    if isinstance(lat, Mapping):
+        out += [
+            _perf(f"rtt_load_{name}", _num(lat.get("median_ms")), "ms"),
+            _perf(f"rtt_load_p90_{name}", _num(lat.get("p90_ms")), "ms"),
+            _perf(f"rpm_{name}", _num(lat.get("rpm"))),
+        ]
+    out.append(_perf(f"plateau_{name}_mbps", _num(m.get("rate_plateau_mbps"))))
+    return out
 
 
 def _findings_summary(report: Mapping[str, Any]) -> str:

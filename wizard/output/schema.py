@@ -201,6 +201,20 @@ MODE = _obj(
         "forced": BOOL,
         "notes": _arr(STR),
         "error": _nullable(STR),
+        "latency_under_load": _nullable(
+            _obj(
+                {
+                    "idle_ms": NUM,
+                    "median_ms": NUM,
+                    "p90_ms": NUM,
+                    "rpm": NUM,
+                    "queue_bdps": NUM,
+                    "samples": INT,
+                    "source": STR,
+                }
+            )
+        ),
+        "rate_plateau_mbps": _nullable(NUM),
     }
 )
 TRANSFER = _obj(

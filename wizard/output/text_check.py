@@ -9,8 +9,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tcpwizard.advice.snippets import Option, c_snippet, python_snippet
+from tcpwizard.advice.snippets import (
+    Option,
+    c_snippet,
+    pacing_c_snippet,
+    pacing_python_snippet,
+    python_snippet,
+)
 from tcpwizard.checks.model import Fix, HostAudit
+from tcpwizard.measure.loaded_rtt import loaded_rtt, plateau_mbps
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.report import Report
 from tcpwizard.units import format_bytes, format_mbps
@@ -115,7 +122,15 @@ def _fixes(con: Console, r: Report) -> None:
                     con.print(f"      why: {f.why}", style="dim", markup=False)
         apps = [f for f in mine if f.kind == "setsockopt"]
         if apps:
-            con.print(Text("  Or, in an application that sets its own buffers:", style="bold"))
+            pacing = all(f.key.endswith("SO_MAX_PACING_RATE") for f in apps)
+            con.print(
+                Text(
+                    "  Or, in the application (pace its socket):"
+                    if pacing
+                    else "  Or, in an application that sets its own buffers:",
+                    style="bold",
+                )
+            )
             for f in apps:
                 _snippet(con, f)
     sysctls = [f for f in r.fixes if f.kind in ("sysctl", "route", "other")]
@@ -133,11 +148,13 @@ def _snippet(con: Console, f: Fix) -> None:
     option: Option = "SO_RCVBUF" if f.key.endswith("SO_RCVBUF") else "SO_SNDBUF"
     size = int(f.value)
     con.print(f"    {f.command}", markup=False)
+    pacing = f.key.endswith("SO_MAX_PACING_RATE")
     con.print("    Python:", style="dim")
-    for line in python_snippet(option, size).splitlines():
+    py = pacing_python_snippet(size) if pacing else python_snippet(option, size)
+    for line in py.splitlines():
         con.print(f"      {line}", markup=False, style="dim")
     con.print("    C:", style="dim")
-    for line in c_snippet(option, size).splitlines():
+    for line in (pacing_c_snippet(size) if pacing else c_snippet(option, size)).splitlines():
         con.print(f"      {line}", markup=False, style="dim")
 
 
@@ -192,6 +209,27 @@ def _transfers(con: Console, r: Report) -> None:
         con.print(
             "  * as root, with SO_RCVBUFFORCE/SO_SNDBUFFORCE: tuned before any sysctl change",
             style="dim",
+        )
+    _latency(con, r)
+
+
+def _latency(con: Console, r: Report) -> None:
+    """RTT under load per mode (median and p90 of the sender's smoothed RTT over the second
+    half) against the idle RTT, responsiveness in round trips per minute, the rate plateau."""
+    if r.transfer is None:
+        return
+    idle = r.path.rtt.min if r.path else None
+    rows = [(m, lr) for m in r.transfer.modes if m.error is None and (lr := loaded_rtt(m, idle))]
+    if not rows:
+        return
+    con.print(f"  RTT under load against {rows[0][1].idle_ms:.1f} ms idle (sender's smoothed RTT):")
+    for m, lr in rows:
+        plateau = plateau_mbps(m)
+        held = f", held {_mbps(plateau)} (IP)" if plateau else ""
+        con.print(
+            f"    {m.mode} {m.direction}: {lr.median_ms:.1f} ms median, {lr.p90_ms:.1f} ms p90, "
+            f"{lr.rpm:.0f} RPM{held}",
+            markup=False,
         )
 
 

@@ -8,6 +8,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.widget import Widget
 
+from tcpwizard.measure.loaded_rtt import loaded_rtt
 from tcpwizard.tui.state import LiveSeries
 from tcpwizard.tui.text import mbps
 from tcpwizard.units import format_bytes
@@ -47,6 +48,9 @@ class ModeRows(Widget):
             r = s.result
             if r is not None:
                 tail = f" {mbps(r.throughput_mbps):>12}  buf {format_bytes(r.max_buffer_bytes)}"
+                if (lr := loaded_rtt(r)) is not None:
+                    # What the transfer did to latency: RTT under load and responsiveness.
+                    tail += f"  rtt {lr.median_ms:.0f} ms, {lr.rpm:.0f} RPM"
             elif s.samples:
                 last = s.samples[-1]
                 tail = f" {mbps(last.goodput_mbps):>12}  {last.t_s:4.1f} s"

@@ -1,0 +1,147 @@
+"""`bufferbloat`: a bottleneck queue so deep that the transfer's own RTT under load is far
+above the idle RTT — every interactive flow sharing that queue waits behind it.
+
+A bulk transfer through a bloated drop-tail queue still fills the path, so throughput looks
+healthy while latency is ruined: then latency is what hurts and `bufferbloat` is the verdict.
+When something else holds the rate, the bloat is a finding beside that verdict.
+
+The fix: an AQM at the bottleneck (fq_codel, cake: they keep the standing queue near 5 ms
+whatever the buffer) or a smaller buffer. Where the bottleneck is this host's own link (its
+interface no faster than the path), the queue is its qdisc and the command is given for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tcpwizard.advice.evidence import (
+    Candidate,
+    Direction,
+    Evidence,
+    probe_capacity,
+    rtt_ms,
+)
+from tcpwizard.checks.model import Fix, HostRole
+from tcpwizard.measure.loaded_rtt import LoadedRtt, loaded_rtt
+
+# The standing queue, in bandwidth-delay products, above which the buffer is bloated. One
+# BDP is the classic buffer (Villamizar & Song 1994): what a single loss-based flow needs to
+# keep the link busy after halving its window. Through a buffer of B BDPs (B >= 1) a Reno
+# window swings between (1 + B)/2 and 1 + B BDPs, so the queue between (B - 1)/2 and B, its
+# median about (3B - 1)/4: 0.5 BDP for the classic buffer, never above 1. A median of 1.5
+# BDPs needs B >= 2.3: more than any flow needs, kept only as delay (the lab's 8 BDP buffer
+# shows ~5.7). The half-BDP margin over the classic buffer's worst case covers the smoothed
+# RTT's lag.
+BLOAT_BDPS = 1.5
+# Below this much queueing delay no interactive use notices (a 100 Hz frame, 10 ms) and a
+# short path's BDP multiple is only its timer noise.
+BLOAT_MIN_MS = 10.0
+# Our own interface no faster than this share above the path's capacity: its queue is the
+# bottleneck's (headers and the probe's error: 10 %).
+OWN_LINK_SHARE = 1.1
+AQM_TARGET = "fq_codel"
+
+
+def bloated(rtt: LoadedRtt | None) -> bool:
+    return rtt is not None and rtt.queue_bdps >= BLOAT_BDPS and rtt.queue_ms >= BLOAT_MIN_MS
+
+
+def _rtt(ev: Evidence, d: Direction) -> LoadedRtt | None:
+    return loaded_rtt(d.current, rtt_ms(ev, d)) if d.current is not None else None
+
+
+def _queue_here(ev: Evidence, d: Direction) -> bool:
+    """The sender is this host and its own interface is the bottleneck: its qdisc holds the
+    queue."""
+    if d.sender_role != "local" or d.sender is None or d.sender.interface is None:
+        return False
+    speed = d.sender.interface.speed_mbps
+    cap = probe_capacity(ev, d)
+    return bool(speed and cap and speed <= OWN_LINK_SHARE * cap.mbps)
+
+
+def aqm_fixes(ev: Evidence, d: Direction, here: bool) -> tuple[Fix, ...]:
+    if here and d.sender is not None and d.sender.interface is not None:
+        iface = d.sender.interface.name
+        return (
+            Fix(
+                id="bufferbloat-fq-codel",
+                kind="other",
+                host=d.sender_role,
+                key=f"qdisc {iface}",
+                value=AQM_TARGET,
+                command=f"tc qdisc replace dev {iface} root {AQM_TARGET}",
+                why="this host's own link is the bottleneck: an AQM on its qdisc keeps the "
+                "standing queue near 5 ms without losing throughput",
+                guideline="RFC 8290 (FQ-CoDel); RFC 7567 (AQM recommendations)",
+                answers=("bufferbloat",),
+            ),
+        )
+    cap = probe_capacity(ev, d)
+    bw = f" bandwidth {cap.mbps * 0.95:.0f}mbit" if cap else ""
+    return (
+        Fix(
+            id="bufferbloat-aqm-bottleneck",
+            kind="other",
+            host="path",
+            key="qdisc at the bottleneck",
+            value="cake",
+            command=f"tc qdisc replace dev IF root cake{bw}  # on the bottleneck's router",
+            why="the queue is in a device on the path: an AQM there (cake or fq_codel), or a "
+            "buffer of about one bandwidth-delay product, ends the delay; shaping slightly "
+            "below the link moves the queue to where the AQM runs",
+            guideline="RFC 7567 (AQM recommendations); RFC 8290 (FQ-CoDel)",
+            answers=("bufferbloat",),
+        ),
+    )
+
+
+def _line(rtt: LoadedRtt) -> str:
+    return (
+        f"RTT under load {rtt.median_ms:.0f} ms median, {rtt.p90_ms:.0f} ms p90 against "
+        f"{rtt.idle_ms:.1f} ms idle: a standing queue of {rtt.queue_bdps:.1f} bandwidth-delay "
+        f"products; responsiveness {rtt.rpm:.0f} RPM (round trips per minute under load)"
+    )
+
+
+def rule(ev: Evidence, d: Direction) -> Candidate | None:
+    rtt = _rtt(ev, d)
+    if rtt is None or not bloated(rtt):
+        return None
+    here = _queue_here(ev, d)
+    host: HostRole = d.sender_role if here else "path"
+    where = "this host's own qdisc" if here else "a device on the path (the bottleneck)"
+    return Candidate(
+        d.name,
+        "bufferbloat",
+        0.8,
+        host,
+        f"{d.name}: the bottleneck's queue is bloated: under load every round trip waits "
+        f"{rtt.queue_ms:.0f} ms in {where}, so interactive traffic beside a transfer crawls "
+        "(responsiveness falls from "
+        f"{60_000 / rtt.idle_ms:.0f} to {rtt.rpm:.0f} round trips per minute). An AQM "
+        "(fq_codel, cake) at the bottleneck or a smaller buffer keeps the rate and ends the "
+        "delay.",
+        (_line(rtt),),
+        fixes=aqm_fixes(ev, d, here),
+    )
+
+
+def prefer(best: Candidate, candidates: Sequence[Candidate]) -> Candidate:
+    """A transfer that reached the path's capacity through a bloated queue: latency is what
+    hurts, so bufferbloat is the verdict."""
+    if best.factor != "path-capacity":
+        return best
+    bloat = [c for c in candidates if c.factor == "bufferbloat"]
+    return max(bloat, key=lambda c: c.confidence) if bloat else best
+
+
+def beside(best: Candidate, candidates: Sequence[Candidate]) -> tuple[str, ...]:
+    """Bufferbloat as a finding beside another verdict: its evidence, one line per way."""
+    if best.factor == "bufferbloat":
+        return ()
+    return tuple(
+        f"also, {c.direction}: bufferbloat — {c.evidence[0]}; fix: {c.fixes[0].command}"
+        for c in candidates
+        if c.factor == "bufferbloat" and c.fixes
+    )

@@ -1,0 +1,346 @@
+"""`policer`: a token bucket on the path that drops what exceeds a contracted rate.
+
+What sets it apart (Flach et al., "An Internet-Wide Analysis of Traffic Policing", SIGCOMM
+2016): the transfer settles on a rate plateau well below the line rate the capacity probe saw
+(the probe's short trains fit the bucket), loses segments there, yet its RTT stays at the idle
+RTT — a policer has no queue, where a shaper or a full bottleneck buffer delays what it
+cannot send at once. Random loss is told apart by the loss bound: random drops at the rate a
+loss-based sender saw would hold it at the Mathis bound; a policer drops many segments per
+event (its bucket empties, everything above the rate goes) and the sender runs far above it.
+
+The policed rate is the plateau measured from delivered bytes (measure/loaded_rtt.py).
+The fix is on the sender (pace below the policed rate: losses stop, and with them the
+retransmissions and the stalls) or with the network's operator (a higher contracted rate);
+parallel streams only share the same bucket and lose more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity, rtt_ms
+from tcpwizard.advice.model import Verdict, WizardGap
+from tcpwizard.advice.window_law import mathis_mbps
+from tcpwizard.checks.model import Fix, HostAudit, HostRole
+from tcpwizard.measure.capture import FlowDirection
+from tcpwizard.measure.conns import ConnObservation
+from tcpwizard.measure.loaded_rtt import (
+    LoadedRtt,
+    LossPattern,
+    loaded_rtt,
+    loss_pattern,
+    mss_of,
+    plateau_mbps,
+)
+from tcpwizard.measure.model import ModeResult
+from tcpwizard.units import format_mbps
+
+# Below this share of the line rate the probe saw, the plateau is not the line: TCP/IP
+# headers cost 3.5 % and a healthy transfer reaches 85 % (advice/diagnose.py HEALTHY_SHARE).
+POLICED_SHARE = 0.85
+# No standing queue: the median RTT under load within this share of the idle RTT. A loss-
+# based sender through a drop-tail buffer of B bytes keeps on average half of it queued, so
+# a buffer of 0.2 BDP (already too small for one flow to fill the path) shows as +10 %; less
+# is the delay line's and the kernel's timer noise (the srtt's 1/8 smoothing of ~0.1 ms
+# jitter), for which NOISE_MS is the floor on short paths.
+NO_QUEUE_SHARE = 0.10
+NOISE_MS = 1.0
+# A loss-based sender this far above the Mathis bound of its own loss rate lost its
+# segments in bursts, not one by one (the congestion rule reads the same bound).
+BOUND_LIFT = 3.0
+# Pace this far below the policed rate: a bucket never empties when the sender stays
+# under its rate, and 10 % covers the plateau's measurement error (within 10 % in the lab).
+PACE_SHARE = 0.9
+LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
+
+
+@dataclass(frozen=True)
+class Policing:
+    """The evidence of a policer on one transfer."""
+
+    policed_mbps: float  # the plateau, IP layer
+    line_mbps: float | None  # what the probe saw (None: no probe)
+    rtt: LoadedRtt
+    loss: float  # fraction of segments retransmitted
+    pattern: LossPattern | None
+    bound_mbps: float | None  # Mathis bound at that loss (loss-based senders)
+
+    def lines(self) -> tuple[str, ...]:
+        out = [
+            f"rate plateau {format_mbps(self.policed_mbps)} (IP layer, from delivered bytes "
+            "once up to speed)"
+            + (
+                f", {self.policed_mbps / self.line_mbps:.0%} of the {format_mbps(self.line_mbps)}"
+                " line rate the capacity probe saw"
+                if self.line_mbps
+                else ""
+            ),
+            f"RTT under load {self.rtt.median_ms:.1f} ms median, {self.rtt.p90_ms:.1f} ms p90 "
+            f"against {self.rtt.idle_ms:.1f} ms idle: no queue builds (a shaper or a full "
+            "buffer would delay)",
+            f"~{self.loss:.1%} of segments retransmitted",
+        ]
+        if self.pattern is not None and self.pattern.bursty:
+            out.append(
+                f"retransmissions in bursts: the busiest fifth of {self.pattern.intervals} "
+                f"intervals holds {self.pattern.top_share:.0%} of them"
+            )
+        if self.bound_mbps is not None:
+            out.append(
+                f"Mathis bound at that loss {format_mbps(self.bound_mbps)}: the sender runs far "
+                "above it, so the losses came in bursts, not at random"
+            )
+        return tuple(out)
+
+
+def no_queue_ms(idle_ms: float) -> float:
+    return max(NOISE_MS, NO_QUEUE_SHARE * idle_ms)
+
+
+def policing(
+    m: ModeResult | None, idle_ms: float | None, line_mbps: float | None, cc: str
+) -> Policing | None:
+    """The policer's evidence on one transfer `m`, or None when it does not hold. Without a
+    probe (line_mbps None: a live connection, a capture) the plateau is judged against the
+    transfer's own delivery-rate peaks, what the line carried while the bucket was full."""
+    if m is None or m.error is not None or m.retransmits <= 0 or m.bytes <= 0:
+        return None
+    rtt = loaded_rtt(m, idle_ms)
+    plateau = plateau_mbps(m)
+    if rtt is None or plateau is None or plateau <= 0:
+        return None
+    if rtt.queue_ms > no_queue_ms(rtt.idle_ms):
+        return None  # a queue: a shaper, a full bottleneck buffer, cross traffic
+    line = line_mbps if line_mbps else _burst_peak_mbps(m)
+    if line is None or plateau >= POLICED_SHARE * line:
+        return None  # the plateau is the line's rate: a bottleneck, not a policer
+    mss = mss_of(m)
+    loss = m.retransmits * mss / m.bytes
+    bound = None
+    if cc in LOSS_BASED:
+        bound = mathis_mbps(mss, rtt.idle_ms, loss)
+        if bound is None or m.throughput_mbps <= BOUND_LIFT * bound:
+            return None  # random loss explains the rate: the congestion rule speaks
+    if not (_drained(m, plateau) or _late_losses(m)):
+        # One burst in slow start and a flat rate with no loss after it is the ramp's
+        # overshoot; a policer shows its bucket draining (a faster start) or keeps dropping.
+        return None
+    pattern = loss_pattern(m)
+    if pattern is None or not pattern.bursty:
+        # Drops spread evenly over the intervals are a drop-tail queue's sawtooth or random
+        # loss; a token bucket drops everything above its rate once it is empty.
+        return None
+    return Policing(plateau, line_mbps, rtt, loss, pattern, bound)
+
+
+def wizard_gap(best: Candidate, dirs: Sequence[Direction]) -> WizardGap | None:
+    """A policer's verdict: the transfer gets the plateau once the bucket is empty, and
+    pacing gets the same without the losses — no host setting raises it."""
+    if best.factor != "policer":
+        return None
+    d = next((d for d in dirs if d.name == best.direction and d.current is not None), None)
+    rates = (
+        [s.goodput_mbps for s in d.current.samples[len(d.current.samples) // 2 :]]
+        if d and d.current
+        else []
+    )
+    if len(rates) < 3:
+        return None
+    held = sorted(rates)[len(rates) // 2]
+    return WizardGap(held, held, True)
+
+
+def _drained(m: ModeResult, plateau_ip: float) -> bool:
+    """The first half ran well above the plateau: a full bucket let it pass at first."""
+    first = [s.goodput_mbps for s in m.samples[: len(m.samples) // 2]]
+    mss = mss_of(m)
+    return bool(first) and max(first) * (mss + 52) / mss >= plateau_ip / POLICED_SHARE
+
+
+def _late_losses(m: ModeResult) -> bool:
+    counts = [s.tcp_info.total_retrans for s in m.samples if s.tcp_info is not None]
+    return len(counts) >= 4 and counts[-1] > counts[len(counts) // 2]
+
+
+def _burst_peak_mbps(m: ModeResult) -> float | None:
+    """The highest delivery rate the sender's TCP_INFO saw (a train the full bucket let pass
+    at the line rate), IP layer; None without TCP_INFO."""
+    rates = [s.tcp_info.delivery_rate_bps / 1e6 for s in m.samples if s.tcp_info]
+    if not rates or max(rates) <= 0:
+        return None
+    mss = mss_of(m)
+    return max(rates) * (mss + 52) / mss
+
+
+def _sender_cc(d: Direction) -> str:
+    m = d.current
+    return (m.congestion_control if m else "") or (d.sender.congestion_control if d.sender else "")
+
+
+def pacing_fixes(
+    policed_mbps: float, host: HostRole, sender: HostAudit | None, cc: str
+) -> tuple[Fix, ...]:
+    """Pace the sender below the policed rate: the fq qdisc's maxrate (every socket), the
+    application's SO_MAX_PACING_RATE (one socket), BBR (it finds a policer's rate itself)."""
+    rate_bits = round(policed_mbps * PACE_SHARE * 1e6)
+    iface = sender.interface.name if sender and sender.interface else "IF"
+    mbit = f"{rate_bits / 1e6:.0f}mbit" if rate_bits >= 10e6 else f"{rate_bits / 1e3:.0f}kbit"
+    fixes = [
+        Fix(
+            id="policer-fq-maxrate",
+            kind="other",
+            host=host,
+            key=f"qdisc {iface}",
+            value=f"fq maxrate {mbit}",
+            command=f"tc qdisc replace dev {iface} root fq maxrate {mbit}",
+            why=(
+                f"pace every flow below the policed {format_mbps(policed_mbps)}: a token bucket "
+                "never drops what stays under its rate (needs a kernel with the fq qdisc, "
+                "CONFIG_NET_SCH_FQ)"
+            ),
+            guideline="Flach et al., SIGCOMM 2016: pacing avoids policer losses",
+            answers=("policer",),
+        ),
+        pacing_rate_fix(rate_bits // 8, host),
+    ]
+    if cc != "bbr":
+        fixes.append(
+            Fix(
+                id="policer-bbr",
+                kind="sysctl",
+                host=host,
+                key="net.ipv4.tcp_congestion_control",
+                value="bbr",
+                command="sysctl -w net.ipv4.tcp_congestion_control=bbr",
+                why="BBR measures the delivery rate and detects a policer's (its long-term "
+                "bandwidth sampling), then paces at it instead of losing a window per refill",
+                guideline="Cardwell et al., 'BBR: Congestion-Based Congestion Control', 2016",
+                answers=("policer",),
+            )
+        )
+    return tuple(fixes)
+
+
+def pacing_rate_fix(bytes_per_s: int, host: HostRole) -> Fix:
+    """SO_MAX_PACING_RATE in the application (advice/snippets.py prints the code)."""
+    from tcpwizard.advice.snippets import pacing_rate_command
+
+    return Fix(
+        id="setsockopt-so_max_pacing_rate",
+        kind="setsockopt",
+        host=host,
+        key="setsockopt:SO_MAX_PACING_RATE",
+        value=str(bytes_per_s),
+        command=pacing_rate_command(bytes_per_s),
+        why="an application can pace its own socket below the policed rate (bytes per second)",
+        guideline="socket(7): SO_MAX_PACING_RATE",
+        answers=("policer",),
+    )
+
+
+def rule(ev: Evidence, d: Direction) -> Candidate | None:
+    probe = probe_capacity(ev, d)
+    cc = _sender_cc(d)
+    found = policing(d.current, rtt_ms(ev, d), probe.mbps if probe else None, cc)
+    if found is None or probe is None:
+        return None
+    host: HostRole = "path"
+    return Candidate(
+        d.name,
+        "policer",
+        # Above the congestion rule's 0.85: when this evidence holds, the losses are the
+        # policer's, not a congested queue's.
+        0.9,
+        host,
+        f"{d.name}: a policer on the path drops what exceeds about "
+        f"{format_mbps(found.policed_mbps)} (a token bucket: no queue, losses in bursts); the "
+        f"line itself carries {format_mbps(probe.mbps)}. No buffer or sysctl on either host "
+        "raises a policed rate: pace the sender just below it (losses stop, the rate holds "
+        "steady at the plateau), or ask the network's operator for a higher rate. Never open "
+        "parallel streams: they share the same bucket and only lose more.",
+        found.lines(),
+        fixes=pacing_fixes(found.policed_mbps, d.sender_role, d.sender, cc),
+    )
+
+
+# ---------------------------------------------------------------- captures and live sockets
+
+
+def capture_verdict(
+    d: FlowDirection, ev: list[str], sender: HostRole
+) -> tuple[Verdict, tuple[Fix, ...]] | None:
+    """`check --pcap`: a captured flow that settled on a plateau below the line rate it
+    showed in a burst (while the bucket was full), lost segments far above the Mathis bound
+    of its loss rate, and kept its RTT at the minimum."""
+    rtt_min, rtt_mid = d.rtt_min_ms, d.rtt_p50_ms
+    if not d.retransmitted_bytes or not d.bytes or rtt_min is None or rtt_mid is None:
+        return None
+    plateau, peak = d.steady_mbps, d.peak_mbps
+    if plateau <= 0 or peak <= 0 or plateau >= POLICED_SHARE * peak:
+        return None
+    if rtt_mid - rtt_min > no_queue_ms(rtt_min):
+        return None
+    loss = d.retransmitted_bytes / d.bytes
+    bound = mathis_mbps(d.mss, rtt_min, loss)
+    if bound is None or plateau <= BOUND_LIFT * bound:
+        return None
+    policed = plateau * (d.mss + 52) / d.mss
+    lines = [
+        *ev,
+        f"rate plateau {format_mbps(policed)} (IP layer, second half) against a burst of "
+        f"{format_mbps(peak * (d.mss + 52) / d.mss)} while the bucket was full",
+        f"RTT {rtt_mid:.1f} ms median under load (p90 "
+        f"{(d.rtt_p90_ms or rtt_mid):.1f} ms) against {rtt_min:.1f} ms minimum: no queue",
+        f"{loss:.1%} of the data retransmitted; Mathis bound at that loss "
+        f"{format_mbps(bound)}: the losses came in bursts",
+    ]
+    verdict = Verdict(
+        "policer",
+        0.8,
+        "path",
+        f"a policer on the path drops what exceeds about {format_mbps(policed)} (no queue, "
+        "losses in bursts): pace the sender just below that rate or ask the network's "
+        "operator for more; parallel streams share the same bucket",
+        tuple(lines),
+        WizardGap(d.steady_mbps or d.rate_mbps, None, False),
+    )
+    return verdict, pacing_fixes(policed, sender, None, "")
+
+
+def conns_verdict(obs: ConnObservation) -> tuple[Verdict, tuple[Fix, ...]] | None:
+    """`conns`: a sending connection, busy and held by neither window, that loses segments
+    far above the Mathis bound of its loss rate while its RTT stays at its minimum: a
+    policer's bucket (no queue) dropping bursts. Without a probe the line rate is unknown;
+    the highest delivery rate sampled is shown beside the rate."""
+    if not obs.sending or obs.retransmits <= 0 or obs.segs_out <= 0 or obs.busy < 0.6:
+        return None
+    if obs.rwnd_limited >= 0.2 or obs.sndbuf_limited >= 0.2 or obs.min_rtt_ms <= 0:
+        return None
+    if obs.rtt_ms - obs.min_rtt_ms > no_queue_ms(obs.min_rtt_ms):
+        return None
+    loss = obs.retransmits / obs.segs_out
+    mss = obs.snd_mss or 1448
+    bound = mathis_mbps(mss, obs.min_rtt_ms, loss)
+    if bound is None or obs.send_mbps <= BOUND_LIFT * bound:
+        return None
+    policed = obs.send_mbps * (mss + 52) / mss
+    peak = max(obs.delivery_rate_max_mbps, obs.delivery_rate_mbps)
+    lines = (
+        f"sent {obs.send_mbps:.1f} Mbit/s (~{format_mbps(policed)} at the IP layer); highest "
+        f"delivery rate sampled {format_mbps(peak)}",
+        f"RTT {obs.rtt_ms:.1f} ms against {obs.min_rtt_ms:.1f} ms minimum: no queue builds",
+        f"{obs.retransmits} of {obs.segs_out} segments retransmitted ({loss:.1%}); Mathis "
+        f"bound at that loss {format_mbps(bound)}: the losses come in bursts",
+    )
+    verdict = Verdict(
+        "policer",
+        0.7,
+        "path",
+        f"a policer on the path likely drops what exceeds about {format_mbps(policed)}: losses "
+        "in bursts with no queue (a full buffer would delay). Pace the sender just below that "
+        "rate, or ask the network's operator; parallel streams share the same bucket",
+        lines,
+        WizardGap(obs.send_mbps, None, False),
+    )
+    return verdict, pacing_fixes(policed, "local", None, obs.congestion_control)

@@ -1,0 +1,123 @@
+"""A policer and a bloated queue made with kernel parts (nftables' token bucket, a deep
+drop-tail buffer) and `check` across them from host a to serve on host b: the verdict, the
+host to fix, the policed rate, and the RTT under load against `ping` beside a transfer.
+Each check is judged on the majority of its tries (lab/bench_causes.py runs 10 of each at
+two rates and two RTTs: docs/bench-causes.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tcpwizard.lab import Lab
+from tcpwizard.lab.bench_causes import RENO, _env, check_run, ping_run
+from tcpwizard.lab.netns import stop
+from tcpwizard.lab.serving import iperf3_serving, serving, tcpwizard_argv
+from tcpwizard.lab.spec import HopSpec, LabSpec
+from tests.lab_fixtures import LabFactory
+
+pytestmark = pytest.mark.lab
+TRIES = 3
+POLICED = LabSpec.symmetric(100e6, 0.030, policer_bps=20e6)
+BLOATED = LabSpec.symmetric(
+    50e6, 0.030, queue_bytes=round(8 * 50e6 * 0.030 / 8), sysctls_a=RENO, sysctls_b=RENO
+)
+
+
+def _checks(lab: Lab, tries: int = TRIES) -> list[dict[str, object]]:
+    with tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp, serving(lab, "b"):
+        return [check_run(lab, _env(tmp)) for _ in range(tries)]
+
+
+def test_policer_is_named_on_the_path_with_its_rate(lab_factory: LabFactory) -> None:
+    runs = _checks(lab_factory(POLICED))
+    named = [r for r in runs if (r["factor"], r["host"]) == ("policer", "path")]
+    assert len(named) >= 2, runs
+    rates = [float(r["plateau_mbps"]) for r in named if r["plateau_mbps"]]  # type: ignore[arg-type]
+    assert sum(abs(x / 20.0 - 1) <= 0.10 for x in rates) >= 2, rates
+
+
+def test_policer_on_a_router_is_named(lab_factory: LabFactory) -> None:
+    """`lab --hops`: the token bucket on router 2's forward chain, beyond the bottleneck."""
+    spec = LabSpec.symmetric(100e6, 0.030, hops=(HopSpec(), HopSpec(policer_bps=25e6)))
+    runs = _checks(lab_factory(spec))
+    assert sum((r["factor"], r["host"]) == ("policer", "path") for r in runs) >= 2, runs
+
+
+def test_bloated_queue_is_bufferbloat(lab_factory: LabFactory) -> None:
+    runs = _checks(lab_factory(BLOATED))
+    assert sum((r["factor"], r["host"]) == ("bufferbloat", "path") for r in runs) >= 2, runs
+
+
+def test_rtt_under_load_matches_ping_beside_the_transfer(lab_factory: LabFactory) -> None:
+    """The transfer's median RTT under load within 10 % of `ping` in the same second half,
+    through a queue that the transfer fills to several BDPs."""
+    lab = lab_factory(BLOATED)
+    with tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp, serving(lab, "b"):
+        pings = [ping_run(lab, _env(tmp)) for _ in range(TRIES)]
+    close = [p for p in pings if p["ratio"] is not None and abs(float(p["ratio"]) - 1) <= 0.10]
+    assert len(close) >= 2, pings
+
+
+def _policed_iperf3_upload(lab: Lab, pcap: Path, cc: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Debian's iperf3 uploading through the policer (its own congestion control `cc`), with
+    tcpdump on a's interface and `conns` watching the connection half-way: (conns' verdict
+    of the data connection, check --pcap's verdict)."""
+    dump = lab.popen(
+        "a",
+        ["tcpdump", "-i", "wan0", "-s", "128", "-U", "-Z", "root", "-w", str(pcap), "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert dump.stderr is not None
+        assert "listening on" in dump.stderr.readline()
+        with iperf3_serving(lab, "b"):
+            upload = lab.popen(
+                "a",
+                ["iperf3", "-c", lab.addr_b, "-t", "9", "-C", cc],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                time.sleep(4.0)  # past the bucket's second of line rate and the ramp
+                conns = lab.run(
+                    "a",
+                    tcpwizard_argv("conns", "--json", "--port", "5201", "--interval", "3s"),
+                    capture_output=True, text=True, timeout=60,
+                )  # fmt: skip
+                upload.wait(timeout=30)
+            finally:
+                stop(upload)
+        time.sleep(0.3)
+    finally:
+        stop(dump)
+    busy = [c for c in json.loads(conns.stdout)["connections"] if c["verdict"] is not None]
+    pcap_run = lab.run(
+        "a",
+        tcpwizard_argv("check", "--pcap", str(pcap), "--json", "--no-history"),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    pcap_doc: dict[str, Any] = json.loads(pcap_run.stdout)
+    return (busy[0]["verdict"] if len(busy) == 1 else {}), pcap_doc["verdict"]
+
+
+@pytest.mark.parametrize("cc", ["reno", "bbr"])
+def test_conns_and_pcap_name_the_policer_of_an_iperf3_upload(
+    lab_factory: LabFactory, tmp_path: Path, cc: str
+) -> None:
+    lab = lab_factory(POLICED)
+    seen = [_policed_iperf3_upload(lab, tmp_path / f"up{i}.pcap", cc) for i in range(TRIES)]
+    named = [
+        (c.get("limiting_factor"), c.get("host_to_fix"), p["limiting_factor"], p["host_to_fix"])
+        for c, p in seen
+    ]
+    assert sum(n[:2] == ("policer", "path") for n in named) >= 2, named
+    assert sum(n[2:] == ("policer", "path") for n in named) >= 2, named

@@ -1,0 +1,241 @@
+"""The policer and bufferbloat rules, and the RTT-under-load figures, on synthetic transfers
+built from what the causes do (a flat plateau with no queue and bursty losses; a standing
+queue of several BDPs) — the lab tests and `lab bench --causes` run them on real paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.checks.model import HostAudit
+from tcpwizard.measure.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
+from tcpwizard.measure.model import (
+    CapacityEstimate,
+    ModeResult,
+    PathEstimate,
+    RttStats,
+    TcpInfoSample,
+    TransferResult,
+    TransferSample,
+)
+
+TUNED = (
+    ("net.ipv4.tcp_rmem", "4096 131072 33554432"),
+    ("net.ipv4.tcp_wmem", "4096 16384 33554432"),
+    ("net.ipv4.tcp_window_scaling", "1"),
+)
+MSS = 1448
+IP = (MSS + 52) / MSS
+
+
+def audit(cc: str = "bbr") -> HostAudit:
+    return HostAudit("h", "6.18", (), cc, TUNED)
+
+
+def path(rtt_ms: float, cap_mbps: float) -> PathEstimate:
+    rtt = RttStats(rtt_ms, rtt_ms, rtt_ms, rtt_ms, 0.1, rtt_ms, 0.0, 0.1, 20, "udp-echo")
+    cap = CapacityEstimate(cap_mbps, "train", 0.9)
+    return PathEstimate(rtt, cap, int(cap_mbps * 1e6 / 8 * rtt_ms / 1e3), 1.0, "10.0.0.2", 5301)
+
+
+def transfer(
+    goodputs: list[float],
+    rtts_ms: list[float],
+    retrans: list[int],
+    cc: str = "bbr",
+) -> TransferResult:
+    """A transfer sampled every 0.25 s: goodput, the sender's srtt and new retransmissions
+    per interval."""
+    total = 0
+    samples = []
+    for i, (g, r, x) in enumerate(zip(goodputs, rtts_ms, retrans, strict=True)):
+        total += x
+        ti = TcpInfoSample(round(r * 1e3), 100, 100, total, round(g * 1e6 * IP), 0, 0, 0, MSS)
+        samples.append(TransferSample((i + 1) * 0.25, g, 0, 0, tcp_info=ti))
+    nbytes = round(sum(goodputs) * 1e6 / 8 * 0.25)
+    mbps = sum(goodputs) / len(goodputs)
+    m = ModeResult(
+        "autotune", "up", 1, nbytes, 0.25 * len(goodputs), mbps, 4_000_000, total,
+        tuple(samples), 0.0, 0.3, 1.0, cc,
+    )  # fmt: skip
+    return TransferResult((m,))
+
+
+def policed(rate: float = 19.3, line: float = 100, rtt: float = 40.0, cc: str = "bbr") -> Evidence:
+    """Line rate while the bucket lasts, then the policed plateau; RTT at idle; losses in a
+    burst when the bucket ran dry and a few more at each refill."""
+    n = 20
+    goodputs = [60.0, 70.0, 65.0, 10.0, 30.0] + [rate] * (n - 5)
+    rtts = [rtt + 30, rtt + 35, rtt + 20, rtt + 2] + [rtt + 0.4] * (n - 4)
+    retrans = [0, 300, 900, 500, 100] + [0, 0, 40, 0, 0] * 3
+    t = transfer(goodputs, rtts, retrans, cc)
+    return Evidence(audit(cc), audit(cc), path(rtt, line), t)
+
+
+def bloated(line: float = 50, rtt: float = 40.0, bdps: float = 5.0) -> Evidence:
+    """A loss-based sender through a deep queue: the path is full and the RTT stands at
+    idle + `bdps` BDPs of queue."""
+    n = 20
+    goodputs = [10.0, 30.0] + [line * 0.965] * (n - 2)
+    rtts = [rtt, rtt * 2] + [rtt * (1 + bdps)] * (n - 2)
+    retrans = [0] * 10 + [30] + [0] * 9
+    t = transfer(goodputs, rtts, retrans, "reno")
+    return Evidence(audit("reno"), audit("reno"), path(rtt, line), t)
+
+
+def test_loaded_rtt_figures() -> None:
+    lr = loaded_rtt(bloated(bdps=5.0).transfer.modes[0], 40.0)  # type: ignore[union-attr]
+    assert lr is not None
+    assert lr.median_ms == pytest.approx(240.0)
+    assert lr.p90_ms == pytest.approx(240.0)
+    assert lr.rpm == pytest.approx(60 / 0.240)
+    assert lr.queue_bdps == pytest.approx(5.0)
+    assert lr.samples == 10
+
+
+def test_percentile_nearest_rank() -> None:
+    assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9) == 9
+    assert percentile([3.0], 0.5) == 3.0
+
+
+def test_policed_path_is_policer_on_the_path_with_pacing_fixes() -> None:
+    d = diagnose(policed())
+    v = d.verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+    assert "19.3" not in v.explanation  # the IP-layer rate is named, not the goodput
+    assert "20.0 Mbit/s" in v.explanation
+    assert "parallel streams" in v.explanation
+    commands = [f.command for f in d.fixes]
+    assert any("fq maxrate 18mbit" in c for c in commands)
+    assert any("SO_MAX_PACING_RATE" in c for c in commands)
+    assert all(f.host == "local" for f in d.fixes)  # the sender paces (an upload: this host)
+
+
+def test_policed_reno_sender_is_told_to_try_bbr() -> None:
+    d = diagnose(policed(cc="reno"))
+    assert d.verdict.limiting_factor == "policer"
+    assert any("tcp_congestion_control=bbr" in f.command for f in d.fixes)
+
+
+def test_plateau_is_the_ip_rate_of_the_second_half() -> None:
+    m = policed().transfer.modes[0]  # type: ignore[union-attr]
+    assert plateau_mbps(m) == pytest.approx(19.3 * IP)
+    pattern = loss_pattern(m)
+    assert pattern is not None and pattern.bursty
+
+
+def test_a_queue_is_no_policer() -> None:
+    """The same plateau with a standing queue: a shaper or cross traffic, not a policer."""
+    ev = policed()
+    m = ev.transfer.modes[0]  # type: ignore[union-attr]
+    queued = tuple(
+        TransferSample(
+            s.t_s,
+            s.goodput_mbps,
+            0,
+            0,
+            tcp_info=TcpInfoSample(60_000, 100, 100, s.tcp_info.total_retrans, 1, 0, 0, 0, MSS)
+            if s.tcp_info
+            else None,
+        )
+        for s in m.samples
+    )
+    from dataclasses import replace
+
+    ev = replace(ev, transfer=TransferResult((replace(m, samples=queued),)))
+    assert diagnose(ev).verdict.limiting_factor != "policer"
+
+
+def test_random_loss_at_the_mathis_bound_stays_congestion() -> None:
+    """Reno at 1 % random loss: the rate sits at the Mathis bound — loss, not a policer."""
+    n = 20
+    rate = 2.0  # ~ Mathis at 1 % and 50 ms: 1448*8/0.05*1.22/0.1 = 2.8 Mbit/s
+    goodputs = [rate] * n
+    rtts = [50.3] * n
+    retrans = [5] * n
+    t = transfer(goodputs, rtts, retrans, "reno")
+    d = diagnose(Evidence(audit("reno"), audit("reno"), path(50, 100), t))
+    assert d.verdict.limiting_factor == "congestion"
+
+
+def test_bloated_queue_on_a_full_path_is_bufferbloat() -> None:
+    d = diagnose(bloated())
+    v = d.verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("bufferbloat", "path")
+    assert "RPM" in v.evidence[0]
+    assert any("cake" in f.command or "fq_codel" in f.command for f in d.fixes)
+
+
+def test_one_bdp_queue_is_healthy() -> None:
+    """The classic 1-BDP buffer: a Reno flow's median queue stays below 1 BDP."""
+    d = diagnose(bloated(bdps=0.6))
+    assert d.verdict.limiting_factor == "path-capacity"
+
+
+def test_bloat_beside_another_verdict_is_a_finding() -> None:
+    """A receiver-window limit with a bloated queue (RTT far above idle): the window is the
+    verdict, the bloat a line in the evidence."""
+    ev = bloated()
+    small = HostAudit("h", "6.18", (), "reno", (("net.ipv4.tcp_rmem", "4096 65536 262144"),))
+    m = ev.transfer.modes[0]  # type: ignore[union-attr]
+    from dataclasses import replace
+
+    slow = replace(
+        m,
+        samples=tuple(replace(s, goodput_mbps=5.0) for s in m.samples),
+        throughput_mbps=5.0,
+        rwnd_limited=0.9,
+    )
+    ev = replace(ev, peer=small, transfer=TransferResult((slow,)))
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "receiver-window"
+    assert any("bufferbloat" in e for e in v.evidence)
+
+
+def test_capture_of_a_policed_flow_names_the_policer() -> None:
+    """A captured flow: a burst at the line rate, then a plateau at a fifth of it, the RTT
+    at its minimum, 5 % of the data retransmitted (far above the Mathis bound)."""
+    from tcpwizard.advice.capture import judge_direction
+    from tests.test_capture_units import flow
+
+    policed = flow(
+        window_full_share=0.0, max_window=6_000_000, window_p50=6_000_000,
+        retransmits=700, retransmitted_bytes=1_000_000, loss_episodes=4, late_loss_episodes=1,
+        steady_mbps=19.3, peak_mbps=95.0, rtt_p50_ms=50.4, rtt_p90_ms=51.0,
+    )  # fmt: skip
+    d = judge_direction(policed, lambda a: a == "10.0.0.1")
+    assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("policer", "path")
+    assert any("fq maxrate" in f.command for f in d.fixes)
+    from dataclasses import replace
+
+    queued = replace(policed, rtt_p50_ms=80.0)  # a queue: a shaper or a full buffer
+    assert judge_direction(queued, lambda a: a == "10.0.0.1").verdict.limiting_factor != "policer"
+    at_line = replace(policed, peak_mbps=20.0)  # no burst above the plateau: the line itself
+    assert judge_direction(at_line, lambda a: a == "10.0.0.1").verdict.limiting_factor != "policer"
+
+
+def test_live_connection_losing_bursts_without_a_queue_is_policed() -> None:
+    from tcpwizard.advice.conns import judge
+    from tests.conns_data import obs
+
+    policed = obs(send_mbps=19.3, retransmits=60, segs_out=1700, delivery_rate_max_mbps=60.0)
+    v = judge(policed).verdict
+    assert v is not None and (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+    queued = obs(send_mbps=19.3, retransmits=60, segs_out=1700, rtt_ms=90.0)
+    v2 = judge(queued).verdict
+    assert v2 is not None and v2.limiting_factor != "policer"
+    clean = obs(send_mbps=19.3)
+    v3 = judge(clean).verdict
+    assert v3 is not None and v3.limiting_factor != "policer"
+
+
+def test_a_weak_probe_is_not_overruled_by_the_policed_transfer() -> None:
+    """The transfer's average (the bucket's burst averaged in) must not pass for the path's
+    capacity when the probe flagged itself weak: the policer stays the verdict."""
+    from dataclasses import replace
+
+    ev = policed()
+    assert ev.path is not None and ev.path.capacity is not None
+    weak = replace(ev.path, capacity=replace(ev.path.capacity, confidence=0.5))
+    v = diagnose(replace(ev, path=weak)).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
