@@ -1,7 +1,8 @@
 """The grammar of `tcpwizard lab up`'s compound flags (--queue, --reverse, --hop, --sysctl,
---name) and the LabSpec the flags build. What a value inside them is (a duration, a rate, a
-share, an MTU, a size) is tcpwizard.inputs' rule, the one every other flag of the CLI follows;
-argparse (through argtypes.parsed) puts the flag in front of a one-line error, exit 64."""
+--middlebox, --name) and the LabSpec the flags build. What a value inside them is (a
+duration, a rate, a share, an MTU, a size) is tcpwizard.inputs' rule, the one every other
+flag of the CLI follows; argparse (through argtypes.parsed) puts the flag in front of a
+one-line error, exit 64."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ from tcpwizard.inputs import (
 )
 from tcpwizard.lab.spec import (
     MIN_QUEUE_PACKETS,
+    STRIPPABLE,
     HopSpec,
     LabSpec,
     LinkSpec,
+    MiddleboxSpec,
     Side,
     check_name,
     parse_side_sysctl,
@@ -161,6 +164,34 @@ def hops_from(count: int, settings: Sequence[tuple[int, HopSpec]] = ()) -> tuple
     return tuple(hops)
 
 
+MIDDLEBOX_KEYS = ("strip", "mss", "hop")
+
+
+def parse_middlebox(text: str) -> MiddleboxSpec:
+    """'strip=window+sack-perm,mss=1200,hop=2': options the device overwrites in every SYN
+    and SYN-ACK, the MSS it clamps them to, the router it sits on (checked against the
+    lab's hops and MTU when the spec is built)."""
+    strip: list[str] = []
+    mss: int | None = None
+    hop: int | None = None
+    for key, value in _settings(text, MIDDLEBOX_KEYS):
+        if key == "strip":
+            for option in filter(None, (o.strip().lower() for o in value.split("+"))):
+                if option not in STRIPPABLE:
+                    raise UsageError(f"strip {option!r}: use {', '.join(STRIPPABLE)}")
+                strip.append(option)
+        elif not value.isdigit():
+            raise UsageError(f"{key}: {value!r} is not a whole number")
+        elif key == "mss":
+            mss = int(value)
+        else:
+            hop = int(value)
+    mb = MiddleboxSpec(tuple(dict.fromkeys(strip)), mss, hop)
+    if not mb.strip and mb.mss is None:
+        raise UsageError(f"{text!r}: give strip=OPTION[+OPTION] and/or mss=BYTES")
+    return mb
+
+
 # What argparse calls for each flag (by `lab up --FLAG`; `name` also for exec and down).
 FLAG_TYPES: dict[str, Callable[[str], object]] = {
     "name": check_name,
@@ -168,6 +199,7 @@ FLAG_TYPES: dict[str, Callable[[str], object]] = {
     "reverse": parse_reverse,
     "hop": parse_hop,
     "sysctl": parse_side_sysctl,
+    "middlebox": parse_middlebox,
 }
 
 
@@ -184,6 +216,7 @@ def build_spec(
     sysctls: Sequence[tuple[Side, str, str]] = (),
     backend: str = "auto",
     hops: tuple[HopSpec, ...] = (),
+    middlebox: MiddleboxSpec | None = None,
 ) -> LabSpec:
     """The lab the flags' values describe, validated: the RTT split evenly, b->a as a->b
     where `reverse` does not say otherwise, each direction's queue of its own rate."""
@@ -214,6 +247,7 @@ def build_spec(
         sysctls_b=tuple((key, value) for side, key, value in sysctls if side == "b"),
         backend=backend,
         hops=hops,
+        middlebox=middlebox,
     )
     spec.validate()
     return spec

@@ -20,7 +20,7 @@ import time
 from typing import IO, Any, Self, cast
 
 from tcpwizard.exitcodes import PermissionRequired, UsageError
-from tcpwizard.lab import hops, netns
+from tcpwizard.lab import hops, middlebox, netns
 from tcpwizard.lab.netem import build_netem, netem_available
 from tcpwizard.lab.netns import LabError
 from tcpwizard.lab.spec import SIDES, Addresses, LabSpec, LinkSpec, Side, addresses_for
@@ -193,6 +193,10 @@ class Lab(UpDown):
             self._configure()
             if self.spec.hops:
                 hops.configure(self)
+            if self.spec.middlebox is not None:
+                middlebox.router_or_hosts(
+                    self.spec.middlebox, self.ns_a, self.ns_b, tuple(hops.routers(self.spec))
+                )
             self._wait_reachable()
         except BaseException:
             if len(created) == 2:

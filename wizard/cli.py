@@ -468,6 +468,14 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
         help="hop K's link and ICMP, e.g. '2:rtt=40ms,loss=1%%,mtu=1500,icmp-ratelimit=1s,"
         "drop-frag-needed' (repeatable)",
     )
+    up.add_argument(
+        "--middlebox",
+        type=_lab_flag("middlebox"),
+        metavar="SETTINGS",
+        help="a device that rewrites every SYN and SYN-ACK (nftables), e.g. "
+        "'strip=window+sack-perm,mss=1200,hop=1' (strip: window, sack-perm, timestamp; "
+        "hop: the router it sits on, with --hops)",
+    )
     lab.add_parser("status", help="show running labs")
     ex = lab.add_parser("exec", help="run a command inside host a or b")
     ex.add_argument("--name", type=_lab_flag("name"), default="tw")

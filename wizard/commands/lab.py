@@ -38,6 +38,11 @@ def describe(lab: Lab) -> list[str]:
     ]
     lines += [f"  {side}: {key}={value}" for side in SIDES for key, value in spec.sysctls(side)]
     lines += hop_lines(lab)
+    if (mb := spec.middlebox) is not None:
+        what = [f"strips {'+'.join(mb.strip)}"] if mb.strip else []
+        what += [f"clamps the MSS to {mb.mss}"] if mb.mss else []
+        where = f"on r{mb.hop or 1}" if spec.hops else "on the wire"
+        lines.append(f"  middlebox {where}: {', '.join(what)} in every SYN and SYN-ACK")
     return lines
 
 
@@ -77,6 +82,7 @@ def spec_from_args(args: argparse.Namespace) -> LabSpec:
         sysctls=args.sysctl,
         backend=args.backend,
         hops=hops_from(args.hops, args.hop),
+        middlebox=args.middlebox,
     )
 
 
