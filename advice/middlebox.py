@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.checks.model import Fix, HostAudit
+from tcpwizard.measure.capture import FlowDirection
 from tcpwizard.measure.handshake import HandshakeFacts
-from tcpwizard.measure.synopts import SynOptions
+from tcpwizard.measure.synopts import MAX_LINUX_NOPS, SynOptions
 
 UP = "local->peer"  # in this host's SYN, on the way to the far end
 DOWN = "peer->local"  # in the far end's SYN-ACK, on the way back
@@ -140,13 +142,73 @@ def window_scaling_stripped(hs: HandshakeFacts | None, peer: HostAudit | None) -
     return any(t.option == "window scaling" for t in syn_tampering(hs, peer))
 
 
-def one_vantage_note(local_offered: bool, agreed: bool, option: str) -> str | None:
-    """For a view from one host (a connection, a capture): an option this host offered
-    that the handshake lacks may be the far end's setting or a device that strips it."""
-    if not local_offered or agreed:
+# A capture or a connection, seen from one point of the path --------------------------
+
+FULL_SHARE = 0.3  # advice.capture's: rounds with the window full that make it the limit
+UNSCALED = 65535
+
+
+def overwritten_in_capture(d: FlowDirection) -> tuple[str, ...]:
+    """What the SYNs of a captured flow show of a device that overwrote options: NOP
+    padding no TCP stack sends, where an option is missing."""
+    out: list[str] = []
+    for who, syn in ((d.sender, d.sender_syn), (d.receiver, d.receiver_syn)):
+        if syn is None or syn.nops <= MAX_LINUX_NOPS:
+            continue
+        missing = [
+            name
+            for name, present in (
+                ("window scaling", syn.wscale is not None),
+                ("SACK", syn.sack),
+                ("timestamps", syn.timestamps),
+            )
+            if not present
+        ]
+        out.append(
+            f"the SYN of {who} carries {syn.nops} NOPs in a row and no "
+            f"{' or '.join(missing) or 'option that they replaced'}: overwritten on the way "
+            "(no TCP stack pads with more than two NOPs)"
+        )
+    return tuple(out)
+
+
+def capture_verdict(d: FlowDirection, evidence: list[str]) -> tuple[Verdict, Fix] | None:
+    """`middlebox` for a captured transfer when its SYNs show overwritten options and what
+    was lost holds the transfer: no window scaling and a window full at 64 KB, or no SACK
+    with losses. Without the mark one capture point cannot tell a stripped option from
+    the other end's setting; then this says nothing and the window rules speak."""
+    marks = overwritten_in_capture(d)
+    if not marks or d.sender_syn is None or d.receiver_syn is None:
         return None
+    window = d.scaling is False and d.max_window <= UNSCALED and d.window_full_share >= FULL_SHARE
+    sack = not (d.sender_syn.sack and d.receiver_syn.sack) and d.retransmits > 0
+    if not window and not sack:
+        return None
+    lost = [name for name, hit in (("window scaling", window), ("SACK", sack)) if hit]
+    found = tuple(Tampering(name, UP, "on", "absent") for name in lost)
+    why = (
+        " Without window scaling the receive window stops at 64 KB whatever either host's "
+        "buffers are."
+        if window
+        else " Without SACK every lost segment costs a round trip of recovery."
+    )
+    verdict = Verdict(
+        "middlebox",
+        0.85,
+        "path",
+        f"a device between {d.sender} and {d.receiver} (a firewall or load balancer) "
+        f"overwrote {' and '.join(lost)} in the handshake.{why} Ask its operator to leave "
+        "TCP options alone.",
+        (*evidence, *marks),
+        WizardGap(d.steady_mbps or d.rate_mbps, None, False),
+    )
+    return verdict, device_fix(found)
+
+
+def one_point_note() -> str:
+    """What a view from one host cannot tell, said in the verdict instead of a guess."""
     return (
-        f"{option} was not agreed although this host offers it: the far end has it off or a "
-        "device on the path strips it; from one host that cannot be told apart (`check` "
-        "against `tcpwizard serve` compares the SYN as sent and as received)"
+        " From one capture point or one host a missing option cannot be told apart from the "
+        "other end's setting: it has the option off, or a device on the path strips it "
+        "(`check` against `tcpwizard serve` compares the SYN as sent and as received)."
     )

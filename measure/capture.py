@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcpwizard.measure.synopts import parse_options
+
 LINK_ETHERNET = 1
 LINK_RAW = (12, 101)
 LINK_SLL = 113
@@ -44,6 +46,9 @@ class SynOptions:
     sack: bool
     timestamps: bool
     window: int  # the SYN's own (never scaled) window
+    # The longest run of NOP options: more than two marks an option a device overwrote
+    # (measure/synopts.py).
+    nops: int = 0
 
 
 @dataclass(frozen=True)
@@ -243,7 +248,7 @@ def syn_options(seg: Segment) -> SynOptions:
         elif kind == 8:
             ts = True
         i += length
-    return SynOptions(mss, wscale, sack, ts, seg.window)
+    return SynOptions(mss, wscale, sack, ts, seg.window, parse_options(seg.options).nops)
 
 
 # ---------------------------------------------------------------------------- flows

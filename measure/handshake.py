@@ -84,8 +84,19 @@ def read_handshake(
         local_sack_offered=_sysctl_on(sysctl_root, "net/ipv4/tcp_sack"),
         local_timestamps_offered=_sysctl_on(sysctl_root, "net/ipv4/tcp_timestamps"),
         port=port,
-        local_mss=info.get("advmss") or None,
+        local_mss=_sent_mss(info.get("advmss"), bool(options & TCPI_OPT_TIMESTAMPS)),
     )
+
+
+TIMESTAMP_OPTION = 12  # TCPOLEN_TSTAMP_ALIGNED
+
+
+def _sent_mss(advmss: int | None, timestamps: bool) -> int | None:
+    """The MSS our SYN carried: the kernel takes the timestamp option's 12 bytes off
+    tcpi_advmss once timestamps are agreed (tcp_input.c, tcp_rcv_synsent_state_process)."""
+    if not advmss:
+        return None
+    return advmss + TIMESTAMP_OPTION if timestamps else advmss
 
 
 def _sysctl_on(root: str, path: str) -> bool:

@@ -117,3 +117,38 @@ def test_lab_middlebox_spec() -> None:
         build_spec(name="x", rtt_s=0.05, rate_bps=1e8, middlebox=MiddleboxSpec(("window",), hop=1))
     with pytest.raises(UsageError, match="mss 1480"):
         build_spec(name="x", rtt_s=0.05, rate_bps=1e8, middlebox=MiddleboxSpec(mss=1480))
+
+
+def test_capture_names_the_device_only_where_the_syn_shows_it() -> None:
+    from tcpwizard.advice.capture import judge_direction
+    from tcpwizard.measure.capture import SynOptions as CapturedSyn
+    from tests.test_capture_units import flow
+
+    stripped = CapturedSyn(1460, None, True, True, 64240, nops=4)
+    unscaled = dict(scaling=False, max_window=65535, window_p50=65535)
+    seen = flow(
+        sender_syn=stripped, receiver_syn=CapturedSyn(1460, None, True, True, 65535), **unscaled
+    )
+    v = judge_direction(seen, lambda a: a == "10.0.0.1")
+    assert (v.verdict.limiting_factor, v.verdict.host_to_fix) == ("middlebox", "path")
+    assert [(f.host, f.kind) for f in v.fixes] == [("path", "other")]
+    # No NOP padding: one capture point cannot tell the far end's setting from a device,
+    # and the verdict says so instead of guessing.
+    plain = flow(receiver_syn=CapturedSyn(1460, None, True, True, 65535), **unscaled)
+    w = judge_direction(plain, lambda a: a == "10.0.0.1").verdict
+    assert w.limiting_factor == "window-scaling" and "cannot be told apart" in w.explanation
+
+
+def test_conns_keeps_this_hosts_setting_out_of_the_blame() -> None:
+    from tcpwizard.advice.conns import WSCALE_KEY, judge
+    from tests.conns_data import obs
+
+    o = obs(rwnd_limited=0.5, snd_wnd_max=65_535, snd_wnd_min=65_535, window_scaling=False)
+    on_here = judge(o, {WSCALE_KEY: "1"}).verdict
+    off_here = judge(o, {WSCALE_KEY: "0"}).verdict
+    assert on_here is not None and off_here is not None
+    # This host offers scaling: the far end has it off or a device strips it, and from one
+    # host that cannot be told apart; the verdict says so and blames only the far end.
+    assert (on_here.limiting_factor, on_here.host_to_fix) == ("window-scaling", "peer")
+    assert "cannot be told apart" in on_here.explanation
+    assert off_here.host_to_fix == "both"
