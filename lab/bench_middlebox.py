@@ -4,10 +4,11 @@ times per row. Right: verdict `middlebox` with host `path` (for the MSS clamp, w
 not hold these transfers back: the clamp named in the handshake's evidence and no host
 blamed). Output: docs/bench-middlebox.md.
 
-    python -m tcpwizard.lab.bench_middlebox run KIND RATE_MBIT RTT_MS RUNS OUT.jsonl
+    python -m tcpwizard.lab.bench_middlebox run KIND RATES_MBIT RTTS_MS RUNS OUT.jsonl
+      (e.g. run window 50,100 40,100 10 out.jsonl)
     python -m tcpwizard.lab.bench_middlebox table OUT.jsonl docs/bench-middlebox.md
 
-`run` measures one row (a few minutes at most, so the machine's lab lock is held briefly);
+`run` measures the rows of one kind (about a minute each, so a lab lock is held briefly);
 `table` writes what the rows measured.
 """
 
@@ -116,13 +117,15 @@ def table(rows: list[dict[str, Any]]) -> tuple[str, int, int]:
 
 def main(argv: list[str]) -> int:
     if len(argv) == 6 and argv[0] == "run":
-        kind, rate, rtt, runs, path = KINDS[argv[1]], float(argv[2]), float(argv[3]), *argv[4:]
-        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        results = run_row(kind, rate * 1e6, rtt / 1e3, int(runs))
-        with open(path, "a") as f:
-            row = {"kind": kind.name, "rate_mbit": rate, "rtt_ms": rtt, "started": started}
-            f.write(json.dumps({**row, "runs": results}) + "\n")
-        print(table([{**row, "runs": results}])[0])
+        kind, runs, path = KINDS[argv[1]], int(argv[4]), argv[5]
+        for rate in (float(x) for x in argv[2].split(",")):
+            for rtt in (float(x) for x in argv[3].split(",")):
+                started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+                results = run_row(kind, rate * 1e6, rtt / 1e3, runs)
+                row = {"kind": kind.name, "rate_mbit": rate, "rtt_ms": rtt, "started": started}
+                with open(path, "a") as f:
+                    f.write(json.dumps({**row, "runs": results}) + "\n")
+                print(table([{**row, "runs": results}])[0], flush=True)
         return 0
     if len(argv) == 3 and argv[0] == "table":
         with open(argv[1]) as f:
