@@ -190,7 +190,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l sysctl -x -d 'per-ho
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l backend -xka "auto netem delayline" -d backend
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l hops -x -d 'router namespaces between a and b (real kernel forwarding); the bottleneck is the link a-r1'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l hop -x -d 'hop K'"'"'s link and ICMP, e.g. '"'"'2:rtt=40ms,loss=1%,mtu=1500,icmp-ratelimit=1s,drop-frag-needed'"'"' (repeatable)'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l middlebox -x -d 'a device that rewrites every SYN and SYN-ACK (nftables), e.g. '"'"'strip=window+sack-perm,mss=1200,hop=1'"'"' (strip: window, sack-perm, timestamp; hop: the router it sits on, with --hops)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l middlebox -x -d 'a device that rewrites every SYN and SYN-ACK (nftables), e.g. '"'"'strip=window+sack-perm,mss=1200,hop=1'"'"' (strip: window, sack-perm, timestamp; hop: the router it sits on, with --hops; way=syn or syn-ack: only those)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab; and test $_shtab_tcpwizard_npos -eq 0' -a status -d 'show running labs'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab status' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab; and test $_shtab_tcpwizard_npos -eq 0' -a exec -d 'run a command inside host a or b'

@@ -21,6 +21,7 @@ from tcpwizard.inputs import (
     check_size,
 )
 from tcpwizard.lab.spec import (
+    MIDDLEBOX_WAYS,
     MIN_QUEUE_PACKETS,
     STRIPPABLE,
     HopSpec,
@@ -164,18 +165,23 @@ def hops_from(count: int, settings: Sequence[tuple[int, HopSpec]] = ()) -> tuple
     return tuple(hops)
 
 
-MIDDLEBOX_KEYS = ("strip", "mss", "hop")
+MIDDLEBOX_KEYS = ("strip", "mss", "hop", "way")
 
 
 def parse_middlebox(text: str) -> MiddleboxSpec:
-    """'strip=window+sack-perm,mss=1200,hop=2': options the device overwrites in every SYN
-    and SYN-ACK, the MSS it clamps them to, the router it sits on (checked against the
-    lab's hops and MTU when the spec is built)."""
+    """'strip=window+sack-perm,mss=1200,hop=2,way=syn': options the device overwrites in
+    every SYN and SYN-ACK (or only one of them), the MSS it clamps them to, the router it
+    sits on (checked against the lab's hops and MTU when the spec is built)."""
     strip: list[str] = []
     mss: int | None = None
     hop: int | None = None
+    way = "both"
     for key, value in _settings(text, MIDDLEBOX_KEYS):
-        if key == "strip":
+        if key == "way":
+            if value.lower() not in MIDDLEBOX_WAYS:
+                raise UsageError(f"way {value!r}: use {', '.join(MIDDLEBOX_WAYS)}")
+            way = value.lower()
+        elif key == "strip":
             for option in filter(None, (o.strip().lower() for o in value.split("+"))):
                 if option not in STRIPPABLE:
                     raise UsageError(f"strip {option!r}: use {', '.join(STRIPPABLE)}")
@@ -186,7 +192,7 @@ def parse_middlebox(text: str) -> MiddleboxSpec:
             mss = int(value)
         else:
             hop = int(value)
-    mb = MiddleboxSpec(tuple(dict.fromkeys(strip)), mss, hop)
+    mb = MiddleboxSpec(tuple(dict.fromkeys(strip)), mss, hop, way)
     if not mb.strip and mb.mss is None:
         raise UsageError(f"{text!r}: give strip=OPTION[+OPTION] and/or mss=BYTES")
     return mb

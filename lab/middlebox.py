@@ -11,15 +11,20 @@ from tcpwizard.lab.netns import LabError
 from tcpwizard.lab.spec import MiddleboxSpec
 
 NFT_TABLE = "tcpwizard_middlebox"
-SYN = "tcp flags & syn == syn"  # SYN and SYN-ACK alike
+MATCH = {
+    "both": "tcp flags & syn == syn",  # SYN and SYN-ACK alike
+    "syn": "tcp flags & (syn | ack) == syn",
+    "syn-ack": "tcp flags & (syn | ack) == syn | ack",
+}
 
 
 def ruleset(mb: MiddleboxSpec, hook: str) -> str:
     """The table for one namespace: `forward` on a router, `postrouting` on a host."""
-    rules = [f"    {SYN} reset tcp option {option}" for option in mb.strip]
+    syn = MATCH[mb.way]
+    rules = [f"    {syn} reset tcp option {option}" for option in mb.strip]
     if mb.mss is not None:
         rules.append(
-            f"    {SYN} tcp option maxseg size > {mb.mss} tcp option maxseg size set {mb.mss}"
+            f"    {syn} tcp option maxseg size > {mb.mss} tcp option maxseg size set {mb.mss}"
         )
     return (
         f"table inet {NFT_TABLE} {{\n"

@@ -99,6 +99,7 @@ class HopSpec:
 
 MAX_HOPS = 16
 STRIPPABLE = ("window", "sack-perm", "timestamp")  # nftables' `reset tcp option` names
+MIDDLEBOX_WAYS = ("both", "syn", "syn-ack")  # which handshake packets the device rewrites
 MIN_MSS_CLAMP = 88  # the kernel's own floor for a peer's MSS (TCP_MIN_SND_MSS, 48 + 40)
 
 
@@ -106,13 +107,15 @@ MIN_MSS_CLAMP = 88  # the kernel's own floor for a peer's MSS (TCP_MIN_SND_MSS, 
 class MiddleboxSpec:
     """A device that rewrites the TCP handshake (lab/middlebox.py builds it with nftables):
     it overwrites the options in `strip` with NOPs and lowers the MSS option to `mss`, in
-    every SYN and SYN-ACK it forwards. With hops it sits on router `hop` (1 when None);
-    in the two-host lab on the wire, as both hosts' packets leave them.
+    every SYN and SYN-ACK it forwards (`way` "syn" or "syn-ack": only those). With hops it
+    sits on router `hop` (1 when None); in the two-host lab on the wire, as both hosts'
+    packets leave them.
     """
 
     strip: tuple[str, ...] = ()
     mss: int | None = None
     hop: int | None = None
+    way: str = "both"
 
     def validate(self, hops: int, mtu: int) -> None:
         for option in self.strip:
@@ -127,6 +130,8 @@ class MiddleboxSpec:
             raise UsageError(f"middlebox: hop {self.hop}: {where}")
         if not self.strip and self.mss is None:
             raise UsageError("middlebox: give options to strip or an MSS to clamp to")
+        if self.way not in MIDDLEBOX_WAYS:
+            raise UsageError(f"middlebox: way {self.way!r}: use {', '.join(MIDDLEBOX_WAYS)}")
 
 
 @dataclass(frozen=True)
@@ -241,6 +246,7 @@ def _middlebox_from_json(data: Any) -> MiddleboxSpec | None:
         strip=tuple(str(o) for o in data.get("strip", ())),
         mss=None if mss is None else int(mss),
         hop=None if hop is None else int(hop),
+        way=str(data.get("way", "both")),
     )
 
 

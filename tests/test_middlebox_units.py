@@ -110,7 +110,9 @@ def test_lab_middlebox_spec() -> None:
     rules = ruleset(mb, "forward")
     assert "reset tcp option window" in rules and "reset tcp option sack-perm" in rules
     assert "tcp option maxseg size > 1200 tcp option maxseg size set 1200" in rules
-    for bad in ("strip=wscale", "mss=abc", "", "hop=1"):
+    syn_ack = parse_middlebox("strip=window,way=syn-ack")
+    assert "tcp flags & (syn | ack) == syn | ack reset tcp option window" in ruleset(syn_ack, "x")
+    for bad in ("strip=wscale", "mss=abc", "", "hop=1", "strip=window,way=fin"):
         with pytest.raises(UsageError):
             parse_middlebox(bad)
     with pytest.raises(UsageError, match="no routers"):

@@ -474,7 +474,7 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
         metavar="SETTINGS",
         help="a device that rewrites every SYN and SYN-ACK (nftables), e.g. "
         "'strip=window+sack-perm,mss=1200,hop=1' (strip: window, sack-perm, timestamp; "
-        "hop: the router it sits on, with --hops)",
+        "hop: the router it sits on, with --hops; way=syn or syn-ack: only those)",
     )
     lab.add_parser("status", help="show running labs")
     ex = lab.add_parser("exec", help="run a command inside host a or b")

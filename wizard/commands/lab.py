@@ -42,7 +42,8 @@ def describe(lab: Lab) -> list[str]:
         what = [f"strips {'+'.join(mb.strip)}"] if mb.strip else []
         what += [f"clamps the MSS to {mb.mss}"] if mb.mss else []
         where = f"on r{mb.hop or 1}" if spec.hops else "on the wire"
-        lines.append(f"  middlebox {where}: {', '.join(what)} in every SYN and SYN-ACK")
+        which = {"both": "SYN and SYN-ACK", "syn": "SYN", "syn-ack": "SYN-ACK"}[mb.way]
+        lines.append(f"  middlebox {where}: {', '.join(what)} in every {which}")
     return lines
 
 
