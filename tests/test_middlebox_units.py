@@ -154,3 +154,21 @@ def test_conns_keeps_this_hosts_setting_out_of_the_blame() -> None:
     assert (on_here.limiting_factor, on_here.host_to_fix) == ("window-scaling", "peer")
     assert "cannot be told apart" in on_here.explanation
     assert off_here.host_to_fix == "both"
+
+
+def test_scaling_taken_from_the_syn_ack_only_judges_the_upload(tmp_path: Path) -> None:
+    """The far end got our window scale option (it scales), we did not get its answer: a
+    failed upload is the device's doing, even when the download looks healthy."""
+    base = tui_data.report(tmp_path)
+    assert base.transfer is not None
+    failed = tuple(
+        dataclasses.replace(m, error="still delivering 30 s after the duration")
+        for m in base.transfer.modes
+    )
+    transfer = dataclasses.replace(base.transfer, modes=failed)
+    hs = _hs(False, SynOptions(1460, 7, True, True, 1))
+    ev = Evidence(base.host, base.peer, base.path, transfer, peer_handshake=hs)
+    diag = diagnose(ev)
+    assert (diag.verdict.limiting_factor, diag.verdict.host_to_fix) == ("middlebox", "path")
+    assert "SYN-ACK only" in diag.verdict.explanation
+    assert any("upload failed" in e for e in diag.verdict.evidence)

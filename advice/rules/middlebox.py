@@ -5,7 +5,7 @@ the fix is the device's, never a sysctl."""
 from __future__ import annotations
 
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity, rtt_ms
-from tcpwizard.advice.middlebox import Tampering, syn_tampering
+from tcpwizard.advice.middlebox import DOWN, Tampering, syn_tampering
 from tcpwizard.advice.window_law import UNSCALED_WINDOW, mathis_mbps, window_limit_mbps
 from tcpwizard.measure.model import ModeResult
 
@@ -34,10 +34,50 @@ def _clamp_costs(t: Tampering, m: ModeResult, rtt: float | None) -> bool:
     return bound is not None and m.throughput_mbps <= LOSS_BOUND * bound
 
 
+def _one_sided(ev: Evidence, found: tuple[Tampering, ...]) -> Candidate | None:
+    """Window scaling taken out of the SYN-ACK only: the far end got our option and scales
+    the windows it offers, while this host reads them unscaled (RFC 7323 lets it scale only
+    when both SYNs carried the option). Every upload then sees a window 2^shift times
+    smaller than offered; downloads may look healthy. The upload is the way to judge, even
+    when its transfer failed outright (then it has no direction of its own)."""
+    hs = ev.peer_handshake
+    if hs is None or hs.received_syn is None or hs.received_syn.wscale is None:
+        return None
+    if [t.option for t in found if t.direction == DOWN] != ["window scaling"]:
+        return None
+    ups = [m for m in (ev.transfer.modes if ev.transfer else ()) if m.direction == "up"]
+    ok = [m for m in ups if m.error is None]
+    rtt = ev.path.rtt.min if ev.path else None
+    ceiling = window_limit_mbps(UNSCALED_WINDOW, rtt) if rtt else None
+    evidence = [t.text for t in found]
+    if ups and not ok:
+        evidence.append(f"the upload failed: {ups[0].error}")
+        confidence = 0.97
+    elif ok and ceiling is not None and max(m.throughput_mbps for m in ok) <= AT_CEILING * ceiling:
+        best = max(m.throughput_mbps for m in ok)
+        evidence.append(f"upload {best:.1f} Mbit/s, at most 64 KB / {rtt:.1f} ms")
+        confidence = 0.97
+    else:
+        confidence = 0.6
+    return Candidate(
+        "up",
+        "middlebox",
+        confidence,
+        "path",
+        "up: a device between the hosts (a firewall or load balancer) takes window scaling "
+        "out of the far end's SYN-ACK only: the far end scales the windows it offers, this "
+        "host reads them unscaled, so uploads crawl (or stall) whatever either host's "
+        "buffers are. Ask its operator to leave TCP options alone (peer->local).",
+        tuple(evidence),
+    )
+
+
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
     found = syn_tampering(ev.peer_handshake, ev.peer)
     if not found:
         return None
+    if (one_sided := _one_sided(ev, found)) is not None:
+        return one_sided
     cur, rtt = d.current, rtt_ms(ev, d)
     cap = probe_capacity(ev, d)
     evidence = [t.text for t in found]
@@ -64,7 +104,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         # trip per lost segment, and a small MSS lowers a loss-bound rate in proportion:
         # both cost only where segments are lost. There, below the path's capacity, the
         # device's rewrite is the fixable cause (it outranks congestion's 0.85).
-        costly = any(t.option != "MSS" or int(t.received) < MSS_COST * int(t.sent) for t in found)
+        costly = any(t.option != "MSS" or _clamp_costs(t, cur, rtt) for t in found)
         confidence = 0.9 if below and costly and cur.retransmits > 0 else NOTED
         if cap is not None:
             evidence.append(
