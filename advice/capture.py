@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice.conns import DEFAULT_RATE_BPS, buffer_fix
+from tcpwizard.advice.middlebox import capture_verdict, one_point_note
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
@@ -140,6 +141,8 @@ def judge_direction(
             d,
         )
         return CaptureDiagnosis(d, v, (), snd, rcv)
+    if (mb := capture_verdict(d, ev)) is not None:
+        return CaptureDiagnosis(d, mb[0], (mb[1],), snd, rcv)
     if d.window_full_share >= FULL_SHARE:
         unscaled = d.max_window <= UNSCALED
         if unscaled and d.scaling is False:
@@ -170,7 +173,7 @@ def judge_direction(
                 host,
                 "window scaling was not agreed in the handshake: the receive window stops at "
                 f"64 KB, {_mbps(window_limit_mbps(UNSCALED, rtt)) if rtt else 'slow'} at "
-                f"this RTT",
+                f"this RTT." + one_point_note(),
                 ev,
                 d,
             )

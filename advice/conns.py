@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tcpwizard.advice.middlebox import one_point_note
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
@@ -63,6 +64,9 @@ def _rtt(obs: ConnObservation) -> float:
 def _target(obs: ConnObservation, rate_bps: float) -> BdpTarget:
     rtt_ms = obs.min_rtt_ms or _rtt(obs) or 100.0
     return BdpTarget(rtt_ms / 1e3, rate_bps, "measured")
+
+
+WSCALE_KEY = "net.ipv4.tcp_window_scaling"
 
 
 def _triple(sysctls: Mapping[str, str], key: str) -> tuple[int, int, int] | None:
@@ -221,14 +225,17 @@ def _judge_sender(
                 "Without window scaling no window exceeds 64 KB.",
                 "RFC 7323",
             )
+            # This host's own setting on: only the far end (or the path) can be at fault.
+            host: HostRole = "peer" if (sysctls or {}).get(WSCALE_KEY, "0") != "0" else "both"
             return _verdict(
                 "window-scaling",
                 0.9,
-                "both",
-                "window scaling was not agreed in the handshake: the window stops at 64 KB",
+                host,
+                "window scaling was not agreed in the handshake: the window stops at 64 KB."
+                + one_point_note(),
                 ev,
                 rate,
-            ), (dataclasses.replace(fix, host="both", answers=("window-scaling",)),)
+            ), (dataclasses.replace(fix, host=host, answers=("window-scaling",)),)
         fixes = (
             buffer_fix(
                 "net.ipv4.tcp_rmem",

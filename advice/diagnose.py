@@ -22,6 +22,7 @@ from tcpwizard.advice.evidence import directions as _directions
 from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import probe_capacity as _probe_capacity
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
+from tcpwizard.advice.middlebox import device_fix, syn_tampering, window_scaling_stripped
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.rules import CAUSE_RULES, bufferbloat, policer
 from tcpwizard.advice.streams import streams_fix, streams_needed
@@ -309,6 +310,8 @@ def _scaling_off(ev: Evidence, role: HostRole, audit: HostAudit | None) -> bool:
     from the handshake (it did not agree to the option this host offered)."""
     if audit is not None:
         return scaling_enabled(audit) is False
+    if window_scaling_stripped(ev.peer_handshake, ev.peer):
+        return False  # the handshake shows the path took it out, not the far end
     return role == "peer" and ev.peer_handshake is not None and ev.peer_handshake.peer_scaling_off
 
 
@@ -372,8 +375,8 @@ def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:
     rtt, cur = _rtt_ms(ev, d), d.current
     evidence: list[str] = []
     confidence = 0.0
-    if not _below_path(ev, d):
-        return None
+    if not _below_path(ev, d) or window_scaling_stripped(ev.peer_handshake, ev.peer):
+        return None  # no receive buffer opens a window the path keeps unscaled
     if rwnd is not None and rwnd >= CHRONO_SHARE:
         evidence.append(f"sender was receive-window limited {rwnd:.0%} of the time (TCP_INFO)")
         confidence = 0.6 + 0.35 * min(1.0, rwnd)
@@ -1099,6 +1102,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
         or _gap(ev, dirs, PATH_GAP.get(best.factor, best.factor), best.direction),
     )
     fixes = _fixes_for(ev, best.factor, host) + best.fixes
+    if best.factor == "middlebox":
+        fixes += (device_fix(syn_tampering(ev.peer_handshake, ev.peer)),)
     if best.factor == "congestion" and best.streams is not None:
         fixes += (streams_fix(*best.streams),)
     return Diagnosis(verdict, fixes)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from tcpwizard.checks.buffer_checks import TcpRmem, TcpWmem
-from tcpwizard.checks.model import BdpTarget, Finding, Fix
+from tcpwizard.checks.model import BdpTarget, Finding, Fix, Severity
 from tcpwizard.checks.protocol_checks import Sack, Timestamps, WindowScaling
 from tcpwizard.checks.window import MAX_UNSCALED_WINDOW, mbps, recommended_buffer
 from tcpwizard.measure.handshake import HandshakeFacts
@@ -21,8 +21,11 @@ def handshake_findings(hs: HandshakeFacts, rtt_s: float | None) -> tuple[Finding
     and is left out."""
     out: list[Finding] = []
     ws = WindowScaling()
+    syn = hs.received_syn
     if hs.local_scaling_offered:
-        if hs.window_scaling:
+        if syn is not None and syn.wscale is None and not hs.window_scaling:
+            out.append(_stripped(ws, "crit"))
+        elif hs.window_scaling:
             window = hs.max_peer_window
             out.append(
                 ws.finding(
@@ -53,7 +56,12 @@ def handshake_findings(hs: HandshakeFacts, rtt_s: float | None) -> tuple[Finding
     ):
         if not offered:
             continue
-        if agreed:
+        arrived = syn is None or (
+            syn.sack_permitted if check.title == Sack().title else syn.timestamps
+        )
+        if not agreed and not arrived:
+            out.append(_stripped(check, "warn"))
+        elif agreed:
             out.append(check.finding("ok", "on", "on", f"The far end agreed to {check.title}."))
         else:
             out.append(
@@ -66,6 +74,19 @@ def handshake_findings(hs: HandshakeFacts, rtt_s: float | None) -> tuple[Finding
                 )
             )
     return tuple(out)
+
+
+def _stripped(check: WindowScaling | Sack | Timestamps, severity: Severity) -> Finding:
+    """An option our SYN carried that the far end's serve did not receive: no setting of
+    the far end's is to blame, and the fix is not a sysctl (advice/middlebox.py)."""
+    return check.finding(
+        severity,
+        "stripped on the way (absent from our SYN as the far end received it)",
+        "on",
+        f"This host offered {check.title} and the far end has no say: a device on the path "
+        "(firewall, load balancer) removed it from our SYN. Ask its operator to leave TCP "
+        "options alone.",
+    )
 
 
 # Linux's defaults for the min and default fields, kept when only the max must grow.

@@ -51,7 +51,7 @@ function _shtab_tcpwizard_using
 end
 
 set -g _shtab_tcpwizard_commands check conns calc probe path transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
-set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hop --hops --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --modes --mtu --name --only --out --pcap --plan --plot --policer --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
+set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hop --hops --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --middlebox --modes --mtu --name --only --out --pcap --plan --plot --policer --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -191,6 +191,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l sysctl -x -d 'per-ho
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l backend -xka "auto netem delayline" -d backend
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l hops -x -d 'router namespaces between a and b (real kernel forwarding); the bottleneck is the link a-r1'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l hop -x -d 'hop K'"'"'s link and ICMP, e.g. '"'"'2:rtt=40ms,loss=1%,mtu=1500,icmp-ratelimit=1s,drop-frag-needed'"'"' (repeatable); a policer toward b: '"'"'2:policer=20mbit, policer-burst=64KB'"'"''
+complete -c tcpwizard -n '_shtab_tcpwizard_using lab up' -l middlebox -x -d 'a device that rewrites every SYN and SYN-ACK (nftables), e.g. '"'"'strip=window+sack-perm,mss=1200,hop=1'"'"' (strip: window, sack-perm, timestamp; hop: the router it sits on, with --hops; way=syn or syn-ack: only those)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab; and test $_shtab_tcpwizard_npos -eq 0' -a status -d 'show running labs'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab status' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab; and test $_shtab_tcpwizard_npos -eq 0' -a exec -d 'run a command inside host a or b'

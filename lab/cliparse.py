@@ -1,8 +1,8 @@
 """The grammar of `tcpwizard lab up`'s compound flags (--queue, --reverse, --hop, --sysctl,
---policer, --name) and the LabSpec the flags build. What a value inside them is (a duration,
-a rate, a share, an MTU, a size) is tcpwizard.inputs' rule, the one every other flag of the
-CLI follows; argparse (through argtypes.parsed) puts the flag in front of a one-line error,
-exit 64."""
+--policer, --middlebox, --name) and the LabSpec the flags build. What a value inside them is
+(a duration, a rate, a share, an MTU, a size) is tcpwizard.inputs' rule, the one every other
+flag of the CLI follows; argparse (through argtypes.parsed) puts the flag in front of a
+one-line error, exit 64."""
 
 from __future__ import annotations
 
@@ -21,10 +21,13 @@ from tcpwizard.inputs import (
     check_size,
 )
 from tcpwizard.lab.spec import (
+    MIDDLEBOX_WAYS,
     MIN_QUEUE_PACKETS,
+    STRIPPABLE,
     HopSpec,
     LabSpec,
     LinkSpec,
+    MiddleboxSpec,
     Side,
     check_name,
     parse_side_sysctl,
@@ -214,6 +217,39 @@ def hops_from(count: int, settings: Sequence[tuple[int, HopSpec]] = ()) -> tuple
     return tuple(hops)
 
 
+MIDDLEBOX_KEYS = ("strip", "mss", "hop", "way")
+
+
+def parse_middlebox(text: str) -> MiddleboxSpec:
+    """'strip=window+sack-perm,mss=1200,hop=2,way=syn': options the device overwrites in
+    every SYN and SYN-ACK (or only one of them), the MSS it clamps them to, the router it
+    sits on (checked against the lab's hops and MTU when the spec is built)."""
+    strip: list[str] = []
+    mss: int | None = None
+    hop: int | None = None
+    way = "both"
+    for key, value in _settings(text, MIDDLEBOX_KEYS):
+        if key == "way":
+            if value.lower() not in MIDDLEBOX_WAYS:
+                raise UsageError(f"way {value!r}: use {', '.join(MIDDLEBOX_WAYS)}")
+            way = value.lower()
+        elif key == "strip":
+            for option in filter(None, (o.strip().lower() for o in value.split("+"))):
+                if option not in STRIPPABLE:
+                    raise UsageError(f"strip {option!r}: use {', '.join(STRIPPABLE)}")
+                strip.append(option)
+        elif not value.isdigit():
+            raise UsageError(f"{key}: {value!r} is not a whole number")
+        elif key == "mss":
+            mss = int(value)
+        else:
+            hop = int(value)
+    mb = MiddleboxSpec(tuple(dict.fromkeys(strip)), mss, hop, way)
+    if not mb.strip and mb.mss is None:
+        raise UsageError(f"{text!r}: give strip=OPTION[+OPTION] and/or mss=BYTES")
+    return mb
+
+
 # What argparse calls for each flag (by `lab up --FLAG`; `name` also for exec and down).
 FLAG_TYPES: dict[str, Callable[[str], object]] = {
     "name": check_name,
@@ -222,6 +258,7 @@ FLAG_TYPES: dict[str, Callable[[str], object]] = {
     "hop": parse_hop,
     "policer": parse_policer,
     "sysctl": parse_side_sysctl,
+    "middlebox": parse_middlebox,
 }
 
 
@@ -239,6 +276,7 @@ def build_spec(
     backend: str = "auto",
     hops: tuple[HopSpec, ...] = (),
     policer: Policer = NO_POLICER,
+    middlebox: MiddleboxSpec | None = None,
 ) -> LabSpec:
     """The lab the flags' values describe, validated: the RTT split evenly, b->a as a->b
     where `reverse` does not say otherwise, each direction's queue of its own rate."""
@@ -274,6 +312,7 @@ def build_spec(
         sysctls_b=tuple((key, value) for side, key, value in sysctls if side == "b"),
         backend=backend,
         hops=hops,
+        middlebox=middlebox,
     )
     spec.validate()
     return spec

@@ -21,7 +21,7 @@ from typing import IO, Any, Self, cast
 
 from tcpwizard.advice.guard import LINE_RATE_ENV
 from tcpwizard.exitcodes import PermissionRequired, UsageError
-from tcpwizard.lab import hops, netns, policer
+from tcpwizard.lab import hops, middlebox, netns, policer
 from tcpwizard.lab.netem import build_netem, netem_available
 from tcpwizard.lab.netns import LabError
 from tcpwizard.lab.spec import SIDES, Addresses, LabSpec, LinkSpec, Side, addresses_for
@@ -204,6 +204,10 @@ class Lab(UpDown):
             if self.spec.hops:
                 hops.configure(self)
             policer.apply(self)
+            if self.spec.middlebox is not None:
+                middlebox.router_or_hosts(
+                    self.spec.middlebox, self.ns_a, self.ns_b, tuple(hops.routers(self.spec))
+                )
             self._wait_reachable()
         except BaseException:
             if len(created) == 2:

@@ -125,6 +125,42 @@ def check_policer(what: str, rate_bps: float | None, burst: int | None, mtu: int
         raise UsageError(f"{what}: policer burst must hold a packet ({mtu} B) and fit 4 GB")
 
 
+STRIPPABLE = ("window", "sack-perm", "timestamp")  # nftables' `reset tcp option` names
+MIDDLEBOX_WAYS = ("both", "syn", "syn-ack")  # which handshake packets the device rewrites
+MIN_MSS_CLAMP = 88  # the kernel's own floor for a peer's MSS (TCP_MIN_SND_MSS, 48 + 40)
+
+
+@dataclass(frozen=True)
+class MiddleboxSpec:
+    """A device that rewrites the TCP handshake (lab/middlebox.py builds it with nftables):
+    it overwrites the options in `strip` with NOPs and lowers the MSS option to `mss`, in
+    every SYN and SYN-ACK it forwards (`way` "syn" or "syn-ack": only those). With hops it
+    sits on router `hop` (1 when None); in the two-host lab on the wire, as both hosts'
+    packets leave them.
+    """
+
+    strip: tuple[str, ...] = ()
+    mss: int | None = None
+    hop: int | None = None
+    way: str = "both"
+
+    def validate(self, hops: int, mtu: int) -> None:
+        for option in self.strip:
+            if option not in STRIPPABLE:
+                raise UsageError(f"middlebox: strip {option!r}: use {', '.join(STRIPPABLE)}")
+        if self.mss is not None and not MIN_MSS_CLAMP <= self.mss <= mtu - 40:
+            raise UsageError(
+                f"middlebox: mss {self.mss}: use {MIN_MSS_CLAMP}-{mtu - 40} (the MTU less 40)"
+            )
+        if self.hop is not None and not 1 <= self.hop <= hops:
+            where = f"use 1-{hops}" if hops else "a two-host lab has no routers (--hops N)"
+            raise UsageError(f"middlebox: hop {self.hop}: {where}")
+        if not self.strip and self.mss is None:
+            raise UsageError("middlebox: give options to strip or an MSS to clamp to")
+        if self.way not in MIDDLEBOX_WAYS:
+            raise UsageError(f"middlebox: way {self.way!r}: use {', '.join(MIDDLEBOX_WAYS)}")
+
+
 @dataclass(frozen=True)
 class LabSpec:
     """A lab. name "" means: let the caller (fixture, CLI) choose a unique one.
@@ -142,6 +178,7 @@ class LabSpec:
     sysctls_b: tuple[tuple[str, str], ...] = ()
     backend: str = "auto"
     hops: tuple[HopSpec, ...] = ()
+    middlebox: MiddleboxSpec | None = None
 
     @classmethod
     def symmetric(
@@ -160,12 +197,13 @@ class LabSpec:
         hops: tuple[HopSpec, ...] = (),
         policer_bps: float | None = None,
         policer_burst_bytes: int | None = None,
+        middlebox: MiddleboxSpec | None = None,
     ) -> LabSpec:
         """The same link both ways; RTT split evenly, loss (and a policer) in each direction."""
         link = LinkSpec(
             rate_bps, rtt_s / 2, jitter_s, loss, queue_bytes, policer_bps, policer_burst_bytes
         )
-        return cls(link, link, name, mtu, sysctls_a, sysctls_b, backend, hops)
+        return cls(link, link, name, mtu, sysctls_a, sysctls_b, backend, hops, middlebox)
 
     @property
     def rtt_s(self) -> float:
@@ -204,6 +242,8 @@ class LabSpec:
         for side in SIDES:
             for key, _ in self.sysctls(side):
                 check_sysctl_key(key)
+        if self.middlebox is not None:
+            self.middlebox.validate(len(self.hops), self.mtu)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -222,10 +262,23 @@ class LabSpec:
             sysctls_b=pairs(data.get("sysctls_b", ())),
             backend=str(data.get("backend", "auto")),
             hops=tuple(HopSpec(**h) for h in data.get("hops", ())),
+            middlebox=_middlebox_from_json(data.get("middlebox")),
         )
 
     def with_name(self, name: str) -> LabSpec:
         return replace(self, name=name)
+
+
+def _middlebox_from_json(data: Any) -> MiddleboxSpec | None:
+    if data is None:
+        return None
+    mss, hop = data.get("mss"), data.get("hop")
+    return MiddleboxSpec(
+        strip=tuple(str(o) for o in data.get("strip", ())),
+        mss=None if mss is None else int(mss),
+        hop=None if hop is None else int(hop),
+        way=str(data.get("way", "both")),
+    )
 
 
 def check_name(name: str) -> str:

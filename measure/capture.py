@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcpwizard.measure.loaded_rtt import peak_mbps, percentile
+from tcpwizard.measure.synopts import parse_options
 
 LINK_ETHERNET = 1
 LINK_RAW = (12, 101)
@@ -46,6 +47,9 @@ class SynOptions:
     sack: bool
     timestamps: bool
     window: int  # the SYN's own (never scaled) window
+    # The longest run of NOP options: more than two marks an option a device overwrote
+    # (measure/synopts.py).
+    nops: int = 0
 
 
 @dataclass(frozen=True)
@@ -249,7 +253,7 @@ def syn_options(seg: Segment) -> SynOptions:
         elif kind == 8:
             ts = True
         i += length
-    return SynOptions(mss, wscale, sack, ts, seg.window)
+    return SynOptions(mss, wscale, sack, ts, seg.window, parse_options(seg.options).nops)
 
 
 # ---------------------------------------------------------------------------- flows

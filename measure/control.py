@@ -179,8 +179,12 @@ class ControlClient:
         return self._recv_checked(timeout)
 
     def handshake(self, sysctl_root: str = "/proc/sys") -> HandshakeFacts | None:
-        """What serve's host agreed to in the TCP handshake of this connection."""
-        return read_handshake(self._sock, port=self.port, sysctl_root=sysctl_root)
+        """What serve's host agreed to in the TCP handshake of this connection, with the
+        options of our SYN as serve received it (its hello says, where it keeps SYNs)."""
+        hs = read_handshake(self._sock, port=self.port, sysctl_root=sysctl_root)
+        if hs is None or self.hello.syn is None:
+            return hs
+        return replace(hs, received_syn=self.hello.syn)
 
     def peer_audit(self) -> dict[str, object]:
         return AuditReply.from_wire(self.request(AuditRequest().to_wire())).audit

@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
+from tcpwizard.measure.synopts import SynOptions
 from tcpwizard.measure.tcpinfo import read_tcp_info
 
 # Bits of tcpi_options (include/uapi/linux/tcp.h).
@@ -36,6 +37,10 @@ class HandshakeFacts:
     local_timestamps_offered: bool = True
     source: str = "handshake"
     port: int | None = None
+    # The MSS our own SYN carried (tcpi_advmss) and, from a far end that runs serve, the
+    # options of our SYN as it arrived there (measure/synopts.py): what a middlebox left.
+    local_mss: int | None = None
+    received_syn: SynOptions | None = None
 
     @property
     def peer_scaling_off(self) -> bool:
@@ -79,7 +84,19 @@ def read_handshake(
         local_sack_offered=_sysctl_on(sysctl_root, "net/ipv4/tcp_sack"),
         local_timestamps_offered=_sysctl_on(sysctl_root, "net/ipv4/tcp_timestamps"),
         port=port,
+        local_mss=_sent_mss(info.get("advmss"), bool(options & TCPI_OPT_TIMESTAMPS)),
     )
+
+
+TIMESTAMP_OPTION = 12  # TCPOLEN_TSTAMP_ALIGNED
+
+
+def _sent_mss(advmss: int | None, timestamps: bool) -> int | None:
+    """The MSS our SYN carried: the kernel takes the timestamp option's 12 bytes off
+    tcpi_advmss once timestamps are agreed (tcp_input.c, tcp_rcv_synsent_state_process)."""
+    if not advmss:
+        return None
+    return advmss + TIMESTAMP_OPTION if timestamps else advmss
 
 
 def _sysctl_on(root: str, path: str) -> bool:

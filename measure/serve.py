@@ -33,6 +33,7 @@ from tcpwizard.measure.protocol import (
     read_first_line,
 )
 from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.synopts import save_syns, saved_syn
 from tcpwizard.measure.wire import TRANSFER_PREFIX, Attach
 from tcpwizard.measure.wire_fields import message_type
 from tcpwizard.measure.wire_probe import (
@@ -320,6 +321,7 @@ class Server:
                     max_message=MAX_MESSAGE,
                     idle_timeout_s=self.limits.idle_timeout_s,
                 ),
+                syn=saved_syn(conn),
             )
             if self.secret:
                 proof = self._authenticate(conn, reader, offer, peer)
@@ -699,6 +701,8 @@ def _try_bind(host: str, port: int) -> tuple[socket.socket, socket.socket]:
         if family == socket.AF_INET6 and host == "::":
             tcp.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         tcp.bind(sockaddr)
+        # Keep each accepted SYN: its options as they arrived go back in the hello.
+        save_syns(tcp)
         tcp.listen(64)
         real_port = tcp.getsockname()[1]
         udp = socket.socket(family, socket.SOCK_DGRAM)

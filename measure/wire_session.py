@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from tcpwizard.measure.protocol import SUPPORTED_VERSIONS, ProtocolError
+from tcpwizard.measure.synopts import SynOptions
 from tcpwizard.measure.wire_fields import int_in, message_type, opt_float, opt_int, typed_field
 
 NO_AUTH = "none"
@@ -103,6 +104,9 @@ class ServerHello:
     limits: HelloLimits | None
     udp_token: bytes | None = None
     challenge: str | None = None  # the server's nonce
+    # The options of this control connection's SYN as serve received it (TCP_SAVED_SYN);
+    # None from a serve that predates it or a kernel that keeps no SYN.
+    syn: SynOptions | None = None
 
     TYPE = "hello"
 
@@ -123,6 +127,8 @@ class ServerHello:
             msg["udp_token"] = self.udp_token.hex()
         if self.challenge is not None:
             msg["challenge"] = self.challenge
+        if self.syn is not None:
+            msg["syn"] = self.syn.to_wire()
         return msg
 
     @classmethod
@@ -145,6 +151,7 @@ class ServerHello:
                 limits=HelloLimits.from_wire(msg.get("limits")),
                 udp_token=_token(msg) if auth == NO_AUTH else None,
                 challenge=challenge if isinstance(challenge, str) else None,
+                syn=SynOptions.from_wire(msg.get("syn")),
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise _malformed_hello(exc) from None

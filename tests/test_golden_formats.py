@@ -14,10 +14,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.handshake_findings import handshake_findings
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.measure.handshake import HandshakeFacts
+from tcpwizard.measure.synopts import SynOptions
 from tcpwizard.output import render_report
 from tcpwizard.report import FarEndInfo, Report
 from tests import tui_data
@@ -97,7 +99,33 @@ def policed(tmp: Path) -> Report:
     )
 
 
-CASES = {"measured": measured, "predicted": predicted, "policed": policed}
+def middlebox(tmp: Path) -> Report:
+    """Window scaling stripped from our SYN on the way: serve's report of the SYN it got
+    against what we sent, judged by the real rules (the transfer sits at 64 KB / RTT)."""
+    base = tui_data.report(tmp)
+    syn = SynOptions(1460, None, True, True, nops=4)
+    hs = HandshakeFacts(
+        False, None, True, True, 1448, 50_100, port=5301, local_mss=1460, received_syn=syn
+    )
+    ev = Evidence(base.host, base.peer, base.path, base.transfer, peer_handshake=hs)
+    diag = diagnose(ev)
+    return dataclasses.replace(
+        base,
+        verdict=diag.verdict,
+        fixes=diag.fixes,
+        measured=True,
+        far_end=FarEndInfo("serve", 5301, "tcpwizard serve at port 5301"),
+        peer_handshake=hs,
+        peer_handshake_findings=handshake_findings(hs, 0.05),
+    )
+
+
+CASES = {
+    "measured": measured,
+    "predicted": predicted,
+    "policed": policed,
+    "middlebox": middlebox,
+}
 
 
 def _render(report: Report, fmt: str) -> tuple[int, str]:
@@ -130,3 +158,14 @@ def test_prediction_leads_with_what_was_not_measured(tmp_path: Path) -> None:
     doc = json.loads(_render(predicted(tmp_path), "json")[1])
     assert doc["measured"] is False and doc["peer_handshake"]["window_scaling"] is False
     assert doc["fixes"][0]["host"] == "peer"
+
+
+def test_middlebox_names_the_path_not_a_host(tmp_path: Path) -> None:
+    report = middlebox(tmp_path)
+    assert report.verdict.limiting_factor == "middlebox"
+    assert report.verdict.host_to_fix == "path"
+    assert [f.host for f in report.fixes] == ["path"]
+    assert all(f.kind == "other" for f in report.fixes)
+    doc = json.loads(_render(report, "json")[1])
+    assert doc["peer_handshake"]["tampering"][0]["option"] == "window scaling"
+    assert doc["peer_handshake"]["received_syn"]["wscale"] is None

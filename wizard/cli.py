@@ -477,6 +477,14 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
         "drop-frag-needed' (repeatable); a policer toward b: '2:policer=20mbit, "
         "policer-burst=64KB'",
     )
+    up.add_argument(
+        "--middlebox",
+        type=_lab_flag("middlebox"),
+        metavar="SETTINGS",
+        help="a device that rewrites every SYN and SYN-ACK (nftables), e.g. "
+        "'strip=window+sack-perm,mss=1200,hop=1' (strip: window, sack-perm, timestamp; "
+        "hop: the router it sits on, with --hops; way=syn or syn-ack: only those)",
+    )
     lab.add_parser("status", help="show running labs")
     ex = lab.add_parser("exec", help="run a command inside host a or b")
     ex.add_argument("--name", type=_lab_flag("name"), default="tw")

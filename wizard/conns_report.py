@@ -14,7 +14,13 @@ from tcpwizard.checks.sysctl import SysctlReader
 from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.measure.conns import ConnObservation, Owner, observe, owners
 
-SYSCTLS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.core.rmem_max", "net.core.wmem_max")
+SYSCTLS = (
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+    "net.ipv4.tcp_window_scaling",
+)
 OwnerKey = tuple[str, int, str, int]
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence
-from tcpwizard.advice.rules import bufferbloat, policer
+from tcpwizard.advice.rules import bufferbloat, middlebox, policer
 
 Rule = Callable[[Evidence, Direction], Candidate | None]
 
-CAUSE_RULES: tuple[Rule, ...] = (policer.rule, bufferbloat.rule)
+CAUSE_RULES: tuple[Rule, ...] = (policer.rule, bufferbloat.rule, middlebox.rule)

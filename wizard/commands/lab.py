@@ -41,6 +41,12 @@ def describe(lab: Lab) -> list[str]:
     ]
     lines += [f"  {side}: {key}={value}" for side in SIDES for key, value in spec.sysctls(side)]
     lines += hop_lines(lab)
+    if (mb := spec.middlebox) is not None:
+        what = [f"strips {'+'.join(mb.strip)}"] if mb.strip else []
+        what += [f"clamps the MSS to {mb.mss}"] if mb.mss else []
+        where = f"on r{mb.hop or 1}" if spec.hops else "on the wire"
+        which = {"both": "SYN and SYN-ACK", "syn": "SYN", "syn-ack": "SYN-ACK"}[mb.way]
+        lines.append(f"  middlebox {where}: {', '.join(what)} in every {which}")
     return lines
 
 
@@ -83,6 +89,7 @@ def spec_from_args(args: argparse.Namespace) -> LabSpec:
         backend=args.backend,
         hops=hops_from(args.hops, args.hop),
         policer=args.policer or NO_POLICER,
+        middlebox=args.middlebox,
     )
 
 

@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tcpwizard import TOOL_NAME, __version__
+from tcpwizard.advice.middlebox import syn_tampering
 from tcpwizard.advice.model import Verdict
 from tcpwizard.checks.model import (
     BdpTarget,
@@ -187,6 +188,13 @@ def handshake_json(r: Report) -> Json | None:
         "peer_mss": hs.peer_mss,
         "rtt_ms": None if hs.rtt_us is None else round(hs.rtt_us / 1e3, 3),
         "findings": [finding_json(f) for f in r.peer_handshake_findings],
+        # What our SYN carried and how it arrived (docs/middlebox.md).
+        "local_mss": hs.local_mss,
+        "received_syn": None if hs.received_syn is None else hs.received_syn.to_wire(),
+        "tampering": [
+            {"option": t.option, "direction": t.direction, "sent": t.sent, "received": t.received}
+            for t in syn_tampering(hs, r.peer)
+        ],
     }
 
 

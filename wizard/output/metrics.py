@@ -113,6 +113,7 @@ def report_families(
     if g.samples:
         fams.append(g)
 
+    fams.extend(tampering_families(report, keys, vals))
     for side in ("host", "peer"):
         part = report.get(side)
         if isinstance(part, Mapping):
@@ -145,6 +146,28 @@ def _latency_families(modes: list[Any], keys: list[str], vals: list[str]) -> lis
         if v is not None:
             plateau.add_metric(lab, v * 1e6)
     return [f for f in (rtt, rpm, plateau) if f.samples]
+
+
+def tampering_families(report: Mapping[str, Any], keys: list[str], vals: list[str]) -> list[Metric]:
+    """TCP options a device on the path rewrote in the handshake (docs/middlebox.md)."""
+    hs = report.get("peer_handshake") or {}
+    rows = hs.get("tampering") if isinstance(hs, Mapping) else None
+    if not isinstance(hs, Mapping) or not isinstance(hs.get("received_syn"), Mapping):
+        return []
+    g = _gauge(
+        "syn_option_rewritten",
+        "1 if a device on the path stripped or clamped this TCP option of the handshake",
+        [*keys, "option", "direction"],
+    )
+    seen = {
+        (str(t.get("option")), str(t.get("direction")))
+        for t in rows or ()
+        if isinstance(t, Mapping)
+    }
+    for option in ("window scaling", "SACK", "timestamps", "MSS"):
+        for direction in ("local->peer", "peer->local"):
+            g.add_metric([*vals, option, direction], 1.0 if (option, direction) in seen else 0.0)
+    return [g]
 
 
 def _audit_families(

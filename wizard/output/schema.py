@@ -264,6 +264,28 @@ HANDSHAKE = _obj(
         "peer_mss": _nullable(INT),
         "rtt_ms": _nullable(NUM),
         "findings": _arr(FINDING),
+        "local_mss": _nullable(INT),
+        "received_syn": _nullable(
+            _obj(
+                {
+                    "mss": _nullable(INT),
+                    "wscale": _nullable(INT),
+                    "sack_permitted": BOOL,
+                    "timestamps": BOOL,
+                    "nops": INT,
+                }
+            )
+        ),
+        "tampering": _arr(
+            _obj(
+                {
+                    "option": {"enum": ["window scaling", "SACK", "timestamps", "MSS"]},
+                    "direction": {"enum": ["local->peer", "peer->local"]},
+                    "sent": STR,
+                    "received": STR,
+                }
+            )
+        ),
     }
 )
 

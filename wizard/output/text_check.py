@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tcpwizard.advice.middlebox import syn_tampering
 from tcpwizard.advice.snippets import (
     Option,
     c_snippet,
@@ -133,7 +134,8 @@ def _fixes(con: Console, r: Report) -> None:
             )
             for f in apps:
                 _snippet(con, f)
-    sysctls = [f for f in r.fixes if f.kind in ("sysctl", "route", "other")]
+    # A device's fix is its operator's to make: `fix` has nothing to apply on either host.
+    sysctls = [f for f in r.fixes if f.kind in ("sysctl", "route", "other") and f.host != "path"]
     if sysctls:
         con.print(
             "\nApply with: tcpwizard check ... --json > report.json; sudo tcpwizard fix "
@@ -281,6 +283,17 @@ def _handshake(con: Console, r: Report) -> None:
         f"{'on' if hs.timestamps else 'off'}, MSS {hs.peer_mss or '?'}"
     )
     con.print(line)
+    if (syn := hs.received_syn) is not None:
+        con.print(
+            f"  our SYN as the far end received it: MSS {syn.mss or '-'} (sent "
+            f"{hs.local_mss or '?'}), window scale "
+            f"{'-' if syn.wscale is None else syn.wscale}, SACK "
+            f"{'on' if syn.sack_permitted else 'off'}, timestamps "
+            f"{'on' if syn.timestamps else 'off'}"
+            + (f", {syn.nops} NOPs in a row (an option overwritten)" if syn.overwritten else "")
+        )
+    for t in syn_tampering(hs, r.peer):
+        con.print(Text("  PATH ", style="bold red") + Text(t.text))
     for f in r.peer_handshake_findings:
         if f.severity in ("warn", "crit"):
             style = "bold red" if f.severity == "crit" else "yellow"

@@ -10,6 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Label, OptionList, Static
 
+from tcpwizard.advice.middlebox import syn_tampering
 from tcpwizard.advice.model import WizardGap
 from tcpwizard.checks.model import Fix
 from tcpwizard.report import Report
@@ -97,6 +98,14 @@ class VerdictScreen(WizardScreen):
         self.query_one("#explanation", Static).update(v.explanation)
         evidence = [f"• {e}" for e in v.evidence] + [f"note: {n}" for n in report.notes]
         evidence += [f"handshake: {f.title} {f.observed}" for f in report.peer_handshake_findings]
+        if (hs := report.peer_handshake) is not None and (syn := hs.received_syn) is not None:
+            evidence.append(
+                f"our SYN as the far end received it: MSS {syn.mss or '-'} (sent "
+                f"{hs.local_mss or '?'}), wscale {'-' if syn.wscale is None else syn.wscale}, "
+                f"SACK {'on' if syn.sack_permitted else 'off'}, "
+                f"timestamps {'on' if syn.timestamps else 'off'}"
+            )
+            evidence += [f"path: {t.text}" for t in syn_tampering(hs, report.peer)]
         self.query_one("#evidence", Static).update("\n".join(evidence))
         fix_list.set_fixes(report.fixes)
         self.query_one("#fixes-title", Label).update(
