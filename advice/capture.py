@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tcpwizard.advice import application
 from tcpwizard.advice.conns import DEFAULT_RATE_BPS, buffer_fix
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.snippets import setsockopt_fix
@@ -278,7 +279,10 @@ def judge_capture(
     rate_bps: float = DEFAULT_RATE_BPS,
     others: int = 4,
 ) -> CaptureReport:
-    diags = [judge_direction(d, is_local, sysctls, rate_bps) for d in summary.directions]
+    diags = [
+        application.refine_capture(judge_direction(d, is_local, sysctls, rate_bps))
+        for d in summary.directions
+    ]
     notes: list[str] = []
     if summary.skipped:
         notes.append(f"{summary.skipped} packets were not IP/TCP (or too short) and were skipped")
