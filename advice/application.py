@@ -47,8 +47,9 @@ TCP_ROOM = 0.75
 # Seen from the receiver, rate x RTT of a flow held by a window W lies between W/2 and W
 # (above); 15 % more for the error of the receiver's RTT estimate.
 WINDOW_BAND = (PINNED_LOW, 1.15)
-# Seen from the receiver: unread bytes (Recv-Q) reaching half the largest window offered. A
-# reader that keeps up takes each segment as it arrives (Recv-Q near zero at any instant),
+# Seen from the receiver: unread bytes (Recv-Q) in the median sample reaching half the
+# largest window offered. A reader that keeps up takes each segment as it arrives (Recv-Q
+# near zero at most instants; the median ignores the odd sample where it was descheduled),
 # also when a small buffer holds the window down; Linux offers about the buffer's free
 # space, so unread data of half the window is a buffer the application leaves full.
 UNREAD_SHARE = 0.5
@@ -218,11 +219,12 @@ def _slow_reader(
     want the buffer's size, which the kernel does not always report)."""
     if v.limiting_factor not in ("path-capacity", "receiver-window") or v.host_to_fix == "peer":
         return None
-    if not obs.rcv_wnd_max or obs.rqueue_max < UNREAD_SHARE * obs.rcv_wnd_max:
+    if not obs.rcv_wnd_max or obs.rqueue_p50 < UNREAD_SHARE * obs.rcv_wnd_max:
         return None
     ev = [
         *v.evidence,
-        f"up to {format_bytes(obs.rqueue_max)} received and not yet read (Recv-Q), against a "
+        f"{format_bytes(obs.rqueue_p50)} (median), up to {format_bytes(obs.rqueue_max)} "
+        "received and not yet read (Recv-Q), against a "
         f"window offered of {format_bytes(obs.rcv_wnd_min)}-{format_bytes(obs.rcv_wnd_max)}",
         f"the reader took {format_bytes(obs.rcv_space)} per round trip as autotuning measured "
         "it (tcpi_rcv_space): the buffer is not grown for a reader that does not read",
@@ -294,6 +296,34 @@ def _ssh_flow(d: FlowDirection) -> bool:
     return SSH_PORT in (d.sender_port, d.receiver_port)
 
 
+# A receiver held by its buffer's size with a reader that keeps up offers the whole buffer
+# each time (the median window offered near its largest); one whose reader leaves data
+# unread offers only the part it has freed. At most half the largest is a buffer that is
+# there but full: the reader, not the buffer's size.
+OFFERED_SHARE = 0.5
+
+
+def _capture_reader(diag: CaptureDiagnosis) -> CaptureDiagnosis:
+    d, v = diag.direction, diag.verdict
+    ev = (
+        *v.evidence,
+        f"the window offered sat at {format_bytes(d.window_p50)} (median) though the receiver "
+        f"had offered up to {format_bytes(d.max_window)}: its buffer is there, full of data "
+        f"its application has not read; zero window {d.zero_windows} times",
+    )
+    verdict = dataclasses.replace(
+        v,
+        limiting_factor="application",
+        confidence=0.65,
+        host_to_fix=diag.receiver_role,
+        explanation=f"the receiving application ({d.receiver}:{d.receiver_port}) does not "
+        "read fast enough: the window it offers shrinks to what it has read, far below the "
+        "buffer it has (a larger buffer would not help)",
+        evidence=ev,
+    )
+    return dataclasses.replace(diag, verdict=verdict, fixes=())
+
+
 def refine_capture(diag: CaptureDiagnosis) -> CaptureDiagnosis:
     """A captured SSH flow (port 22) whose data in flight stays at a ceiling far below the
     window offered, with no queue and no ongoing loss: SSH's channel window, not the
@@ -309,6 +339,11 @@ def refine_capture(diag: CaptureDiagnosis) -> CaptureDiagnosis:
         return dataclasses.replace(
             diag, verdict=dataclasses.replace(v, explanation=v.explanation + where, evidence=ev)
         )
+    shrunk = d.max_window > 0 and d.window_p50 <= OFFERED_SHARE * d.max_window
+    # A window that closed to zero as well: the reader, whatever else the judge saw (a
+    # capture taken at the receiver sees no RTT to speak of, nor the sender's stalls).
+    if shrunk and (v.limiting_factor == "receiver-window" or d.zero_windows > 0):
+        return _capture_reader(diag)
     if not _ssh_flow(d) or v.limiting_factor not in ("sender-buffer", "path-capacity"):
         return diag
     top, window = d.inflight_max, d.window_p50 or d.max_window

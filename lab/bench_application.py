@@ -80,6 +80,12 @@ EXPECTED: dict[str, dict[str, tuple[str, str]]] = {
 PORTS = {"reader-far": 5201, "reader-near": 5201, "scp": 22, "sftp": 22}
 
 
+@dataclass(frozen=True)
+class Timing:
+    transfer_s: int = TRANSFER_S
+    warmup_s: float = WARMUP_S
+
+
 @dataclass
 class Outcome:
     scenario: str
@@ -184,28 +190,28 @@ def _views_during(lab: Lab, port: int, out: Outcome) -> None:
         }
 
 
-def _reader(lab: Lab, near: bool, out: Outcome) -> None:
+def _reader(lab: Lab, near: bool, out: Outcome, t: Timing) -> None:
     with iperf3_serving(lab, "b") as server:
-        argv = ["iperf3", "-c", lab.addr_b, "-t", str(TRANSFER_S), "-l", READER_BLOCK, "-J"]
+        argv = ["iperf3", "-c", lab.addr_b, "-t", str(t.transfer_s), "-l", READER_BLOCK, "-J"]
         client = lab.popen(
             "a", [*argv, *(["-R"] if near else [])], stdout=subprocess.PIPE, text=True
         )
         try:
             reader = client.pid if near else server.pid
             with cpu_quota([reader], READER_QUOTA_US, READER_PERIOD_US):
-                time.sleep(WARMUP_S)
+                time.sleep(t.warmup_s)
                 _views_during(lab, 5201, out)
-                client.wait(timeout=TRANSFER_S + 60)
+                client.wait(timeout=t.transfer_s + 60)
         finally:
             stop(client)
 
 
-def _ssh(lab: Lab, tool: str, out: Outcome) -> None:
-    size = int(out.rate_bps / 8 * (TRANSFER_S + 5))  # more than the path moves in time
+def _ssh(lab: Lab, tool: str, out: Outcome, t: Timing) -> None:
+    size = int(out.rate_bps / 8 * (t.transfer_s + 5))  # more than the path moves in time
     with sshd_serving(lab, "b") as srv, payload(size) as src:
         proc = lab.popen(
             "a",
-            ssh_argv(tool, srv, src, TRANSFER_S),
+            ssh_argv(tool, srv, src, t.transfer_s),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -216,14 +222,16 @@ def _ssh(lab: Lab, tool: str, out: Outcome) -> None:
             if tool == "sftp":
                 proc.stdin.write(sftp_batch(src))
             proc.stdin.close()
-            time.sleep(WARMUP_S)
+            time.sleep(t.warmup_s)
             _views_during(lab, 22, out)
-            proc.wait(timeout=TRANSFER_S + 30)
+            proc.wait(timeout=t.transfer_s + 30)
         finally:
             stop(proc)
 
 
-def run_once(lab: Lab, scenario: str, views: tuple[str, ...] = ("pcap a",)) -> Outcome:
+def run_once(
+    lab: Lab, scenario: str, views: tuple[str, ...] = ("pcap a",), timing: Timing = Timing()
+) -> Outcome:
     """One transfer of `scenario` in `lab`, judged by conns in both hosts (and check
     --pcap on the capture when "pcap a" is in `views`)."""
     out = Outcome(scenario, lab.spec.forward.rate_bps, lab.spec.rtt_s)
@@ -233,9 +241,9 @@ def run_once(lab: Lab, scenario: str, views: tuple[str, ...] = ("pcap a",)) -> O
         try:
             with cap:
                 if scenario in ("reader-far", "reader-near"):
-                    _reader(lab, scenario == "reader-near", out)
+                    _reader(lab, scenario == "reader-near", out, timing)
                 else:
-                    _ssh(lab, scenario, out)
+                    _ssh(lab, scenario, out, timing)
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
             out.error = str(exc)[:200]
             return out
@@ -246,7 +254,10 @@ def run_once(lab: Lab, scenario: str, views: tuple[str, ...] = ("pcap a",)) -> O
                 v = d["verdict"]
                 out.views["pcap a"] = (v["limiting_factor"], v["host_to_fix"])
                 out.mbps["pcap a"] = d["flow"]["steady_mbps"]
-                out.evidence["pcap a"] = {"zero_windows": d["flow"]["zero_windows"]}
+                out.evidence["pcap a"] = {
+                    k: d["flow"][k]
+                    for k in ("zero_windows", "window_p50", "max_window", "inflight_p50")
+                }
             else:
                 out.views["pcap a"] = (None, None)
     return out

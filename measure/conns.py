@@ -204,6 +204,7 @@ class ConnObservation:
     inflight_max: int = 0
     zero_window_samples: int = 0  # samples in which the peer's window was zero
     rcv_space: int = 0  # tcpi_rcv_space: what the reader took per RTT, as autotuning saw it
+    rqueue_p50: int = 0  # unread bytes in our receive queue, the median sample
 
     @property
     def sending(self) -> bool:
@@ -280,6 +281,7 @@ def combine(series: Sequence[DiagRecord], seconds: float) -> ConnObservation:
         inflight_max=inflight[-1],
         zero_window_samples=zeros,
         rcv_space=v.get("rcv_space", 0),
+        rqueue_p50=sorted(r.rqueue for r in series)[len(series) // 2],
     )
 
 

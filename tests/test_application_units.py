@@ -142,6 +142,7 @@ def test_a_reader_leaving_data_unread_is_named_without_the_buffer_size() -> None
         recv_mbps=38.0,
         rcv_rtt_ms=150.0,
         rqueue_max=1_744_832,
+        rqueue_p50=1_500_000,
         rcvbuf=None,
         rcv_wnd_min=448_512,
         rcv_wnd_max=1_737_728,
@@ -152,7 +153,9 @@ def test_a_reader_leaving_data_unread_is_named_without_the_buffer_size() -> None
     assert v.explanation.startswith("iperf3 (pid 5) here does not read fast enough")
     assert any("tcpi_rcv_space" in e for e in v.evidence)
     # A fast reader behind a small buffer leaves nothing unread: its window.
-    small = dataclasses.replace(o, rqueue_max=0, rcv_wnd_min=1_737_728, recv_mbps=90.0)
+    small = dataclasses.replace(
+        o, rqueue_max=900_000, rqueue_p50=0, rcv_wnd_min=1_737_728, recv_mbps=90.0
+    )
     assert judge(small, SYSCTLS).verdict.limiting_factor == "receiver-window"  # type: ignore[union-attr]
 
 
@@ -195,3 +198,15 @@ def test_chrono_less_kernel_does_not_make_every_slow_transfer_the_application() 
     assert diagnose(no_chrono).verdict.limiting_factor != "application"
     idle = Evidence(audit(), audit(), path(50, 100), _t(mode(20, busy=0.3)))
     assert diagnose(idle).verdict.limiting_factor == "application"
+
+
+def test_a_captured_window_far_below_what_the_receiver_offered_is_its_reader() -> None:
+    reader = _flow(receiver_port=5201, max_window=15_682_560, window_p50=1_311_744)
+    out = refine_capture(_capture(reader, "receiver-window"))
+    assert (out.verdict.limiting_factor, out.verdict.host_to_fix) == ("application", "peer")
+    assert "10.0.0.2:5201" in out.verdict.explanation and out.fixes == ()
+    # A small buffer read at once: the whole of it offered each time, its window.
+    small = _flow(receiver_port=5201, max_window=262_144, window_p50=250_000)
+    assert refine_capture(_capture(small, "receiver-window")).verdict.limiting_factor == (
+        "receiver-window"
+    )

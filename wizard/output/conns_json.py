@@ -81,6 +81,7 @@ def entry_json(e: ConnEntry) -> Json:
             "inflight_max": o.inflight_max,
             "zero_window_samples": o.zero_window_samples,
             "rcv_space": o.rcv_space,
+            "rqueue_p50": o.rqueue_p50,
             "samples": o.samples,
         },
         "verdict": None
@@ -166,6 +167,7 @@ _TCP_INFO = _obj(
                 "inflight_max",
                 "zero_window_samples",
                 "rcv_space",
+                "rqueue_p50",
                 "samples",
             )
         },
