@@ -60,6 +60,10 @@ def is_ssh(program: str | None) -> bool:
     return (program or "").lower() in SSH_PROGRAMS
 
 
+def _over_ssh(program: str | None) -> str:
+    return "an SSH session" if program in ("ssh", "sshd") else f"{program} runs over SSH"
+
+
 def _who(program: str | None, pid: int | None) -> str:
     if not program:
         return "the application"
@@ -139,7 +143,9 @@ def _sender(
         return None
     rtt = obs.min_rtt_ms or obs.rtt_ms
     who = _who(program, pid)
-    ev = [*v.evidence, app_limited_evidence(obs)]
+    # The path-capacity reading ("cwnd-limited at the rate the path delivers") is what the
+    # app-limited flag refutes: it does not stay in the evidence.
+    ev = [*(e for e in v.evidence if "cwnd-limited" not in e), app_limited_evidence(obs)]
     if obs.inflight_min >= PINNED_LOW * top:
         cap = window_limit_mbps(top, rtt) if rtt > 0 else 0.0
         ev.append(
@@ -150,7 +156,7 @@ def _sender(
         if ssh:
             ssh_cap = window_limit_mbps(SSH_CHANNEL_WINDOW, rtt) if rtt > 0 else 0.0
             ev.append(
-                f"{program} runs over SSH: OpenSSH's channel window of 2 MB caps one session at "
+                f"{_over_ssh(program)}: OpenSSH's channel window of 2 MB caps one session at "
                 f"~{ssh_cap:.0f} Mbit/s at {rtt:.1f} ms, whatever the TCP buffers allow"
             )
         host: HostRole = "both" if ssh else "local"
@@ -281,7 +287,7 @@ def refine_conn(
         rtt = obs.min_rtt_ms or obs.rtt_ms
         cap = window_limit_mbps(SSH_CHANNEL_WINDOW, rtt) if rtt > 0 else 0.0
         note = (
-            f"{program} runs over SSH: OpenSSH's channel window of 2 MB caps one session at "
+            f"{_over_ssh(program)}: OpenSSH's channel window of 2 MB caps one session at "
             f"~{cap:.0f} Mbit/s at {rtt:.1f} ms, whatever the TCP buffers allow"
         )
         v = dataclasses.replace(v, evidence=(*v.evidence, note))

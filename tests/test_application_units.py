@@ -75,6 +75,7 @@ def test_an_ssh_window_is_the_application_at_both_ends_named_by_process() -> Non
     assert v.explanation.startswith("ssh (pid 24430) keeps at most 2.1 MB in flight")
     assert any("app-limited in 88% of 16 samples" in e for e in v.evidence)
     assert any("channel window of 2 MB" in e for e in v.evidence)
+    assert not any("cwnd-limited" in e for e in v.evidence)
     assert [f.id for f in d.fixes] == ["ssh-channel-window"]
     assert "HPN-SSH" in d.fixes[0].command and "parallel" in d.fixes[0].command
     sftp = judge(SCP, SYSCTLS, program="sftp")
