@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tcpwizard.advice import application
 from tcpwizard.advice.conns import DEFAULT_RATE_BPS, buffer_fix
 from tcpwizard.advice.middlebox import capture_verdict, one_point_note
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
@@ -284,7 +285,10 @@ def judge_capture(
     rate_bps: float = DEFAULT_RATE_BPS,
     others: int = 4,
 ) -> CaptureReport:
-    diags = [judge_direction(d, is_local, sysctls, rate_bps) for d in summary.directions]
+    diags = [
+        application.refine_capture(judge_direction(d, is_local, sysctls, rate_bps))
+        for d in summary.directions
+    ]
     notes: list[str] = []
     if summary.skipped:
         notes.append(f"{summary.skipped} packets were not IP/TCP (or too short) and were skipped")

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tcpwizard.advice import application
 from tcpwizard.advice.middlebox import one_point_note
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.rules import policer
@@ -125,11 +126,12 @@ def judge(
     rate_bps: float = DEFAULT_RATE_BPS,
     ram_bytes: int | None = None,
     program: str | None = None,
+    pid: int | None = None,
 ) -> ConnDiagnosis:
     """The one factor that held `obs` back during its interval, and the fix.
     `sysctls` are this host's (tcp_rmem, tcp_wmem: current values kept in the fixes);
-    fixes are sized for `rate_bps` at the connection's RTT; `program` is the owning
-    process's name (ssh's own window is named for ssh, sshd, scp, sftp)."""
+    fixes are sized for `rate_bps` at the connection's RTT; `program` and `pid` are the
+    owning process's (advice/application.py: the application's own part of the verdict)."""
     if obs.rate_mbps < BUSY_MBPS:
         return ConnDiagnosis("idle", None)
     size = recommended_buffer(_target(obs, rate_bps), ram_bytes)
@@ -137,40 +139,7 @@ def judge(
         diag = ConnDiagnosis("sending", *_judge_sender(obs, sysctls, size))
     else:
         diag = ConnDiagnosis("receiving", *_judge_receiver(obs, sysctls, size))
-    return _ssh_window(diag, obs, program)
-
-
-SSH_PROGRAMS = ("ssh", "sshd", "scp", "sftp", "sftp-server")  # rsync -e ssh: ssh owns the socket
-SSH_CHANNEL_WINDOW = 2 * 1024 * 1024  # OpenSSH's channel window (CHAN_SES_WINDOW_DEFAULT)
-
-
-def _ssh_window(diag: ConnDiagnosis, obs: ConnObservation, program: str | None) -> ConnDiagnosis:
-    """An ssh connection whose application does not keep TCP busy: the usual cause is
-    OpenSSH's own channel window (2 MB per RTT), which no sysctl raises."""
-    v = diag.verdict
-    name = (program or "").lower()
-    if v is None or v.limiting_factor != "application" or name not in SSH_PROGRAMS:
-        return diag
-    rtt = obs.min_rtt_ms or _rtt(obs)
-    cap = window_limit_mbps(SSH_CHANNEL_WINDOW, rtt) if rtt > 0 else 0.0
-    note = (
-        f"{name} runs over SSH: OpenSSH's channel window of 2 MB caps one session at "
-        f"~{cap:.0f} Mbit/s at {rtt:.1f} ms, whatever the TCP buffers allow"
-    )
-    fix = Fix(
-        id="ssh-channel-window",
-        kind="other",
-        host="both",
-        key="ssh:channel-window",
-        value="",
-        command="use HPN-SSH (larger channel window) or move bulk data over plain TCP "
-        "(rsync daemon, bbcp, GridFTP, HTTP) with the tcp_rmem/tcp_wmem fixes",
-        why="OpenSSH's fixed channel window, not TCP, bounds the rate on a long path",
-        guideline="HPN-SSH (PSC); ESnet fasterdata, 'Say no to scp'",
-        answers=("application",),
-    )
-    verdict = dataclasses.replace(v, evidence=(*v.evidence, note))
-    return ConnDiagnosis(diag.role, verdict, (*diag.fixes, fix))
+    return application.refine_conn(diag, obs, program, pid)
 
 
 def _judge_sender(

@@ -627,7 +627,9 @@ def _rule_cached_metrics(ev: Evidence, d: _Direction) -> _Candidate | None:
 
 def _rule_application(ev: Evidence, d: _Direction) -> _Candidate | None:
     rwnd, snd, busy = _chrono(d.current)
-    if busy is None or busy >= 0.6 or d.current is None:
+    # A transfer that moved data was busy for some of its time on every kernel that counts
+    # busy time (4.10+); 0 is a kernel without the chrono fields, not an idle application.
+    if busy is None or busy <= 0 or busy >= 0.6 or d.current is None:
         return None
     if (rwnd or 0) >= CHRONO_SHARE or (snd or 0) >= CHRONO_SHARE:
         return None

@@ -195,6 +195,18 @@ class ConnObservation:
     samples: int
     # The highest delivery rate any sample reported (a burst a policer's bucket let pass).
     delivery_rate_max_mbps: float = 0.0
+    # Share of the samples whose last delivery-rate sample the kernel marked app-limited
+    # (tcpi_delivery_rate_app_limited: nothing left to send with room in cwnd); None when
+    # the kernel does not report the flag or this host sent nothing.
+    app_limited: float | None = None
+    # Bytes in flight (sent, not acknowledged: Send-Q minus tcpi_notsent_bytes) at the
+    # samples: the lowest, the median and the highest.
+    inflight_min: int = 0
+    inflight_p50: int = 0
+    inflight_max: int = 0
+    zero_window_samples: int = 0  # samples in which the peer's window was zero
+    rcv_space: int = 0  # tcpi_rcv_space: what the reader took per RTT, as autotuning saw it
+    rqueue_p50: int = 0  # unread bytes in our receive queue, the median sample
 
     @property
     def sending(self) -> bool:
@@ -220,9 +232,17 @@ def combine(series: Sequence[DiagRecord], seconds: float) -> ConnObservation:
     span = max(seconds, 1e-6)
     wnds = [r.info.get("snd_wnd") or 0 for r in series]
     rcv_wnds = [r.info.get("rcv_wnd") or 0 for r in series]
-    zero = any(
+    zeros = sum(
         r.timer == TIMER_ZERO_WINDOW_PROBE or (r.info.get("snd_wnd") == 0 and r.wqueue > 0)
         for r in series
+    )
+    inflight = sorted(max(0, r.wqueue - (r.info.get("notsent_bytes") or 0)) for r in series)
+    flags = [r.info.get("app_limited_flags") for r in series]
+    sent = _delta(first, last, "bytes_acked") > 0
+    app_limited = (
+        sum(f & 1 for f in flags if f is not None) / len(flags)
+        if sent and None not in flags
+        else None
     )
     v = last.values
     return ConnObservation(
@@ -244,7 +264,7 @@ def combine(series: Sequence[DiagRecord], seconds: float) -> ConnObservation:
         snd_wnd_min=min(wnds, default=0),
         rcv_wnd_max=max(rcv_wnds, default=0),
         rcv_wnd_min=min(rcv_wnds, default=0),
-        zero_window=zero,
+        zero_window=zeros > 0,
         retransmits=_delta(first, last, "total_retrans"),
         segs_out=_delta(first, last, "segs_out"),
         ooo_packets=_delta(first, last, "rcv_ooopack"),
@@ -258,6 +278,13 @@ def combine(series: Sequence[DiagRecord], seconds: float) -> ConnObservation:
         window_scaling=bool(v.get("options", 0) & TCPI_OPT_WSCALE),
         samples=len(series),
         delivery_rate_max_mbps=max((r.info.get("delivery_rate") or 0) for r in series) * 8 / 1e6,
+        app_limited=app_limited,
+        inflight_min=inflight[0],
+        inflight_p50=inflight[len(inflight) // 2],
+        inflight_max=inflight[-1],
+        zero_window_samples=zeros,
+        rcv_space=v.get("rcv_space", 0),
+        rqueue_p50=sorted(r.rqueue for r in series)[len(series) // 2],
     )
 
 

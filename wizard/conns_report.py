@@ -129,7 +129,13 @@ def connections_report(
     for obs in observed:
         k = obs.key
         owner = who.get((k.local, k.local_port, k.remote, k.remote_port))
-        diag = judge(obs, sysctls, rate_bps, program=owner.name if owner else None)
+        diag = judge(
+            obs,
+            sysctls,
+            rate_bps,
+            program=owner.name if owner else None,
+            pid=owner.pid if owner else None,
+        )
         if flt.keeps(obs, owner, diag, net):
             entries.append(ConnEntry(obs, owner, diag))
     # Busy first, fastest first; idle ones after, in address order.

@@ -75,6 +75,14 @@ def entry_json(e: ConnEntry) -> Json:
             "window_scaling": o.window_scaling,
             "snd_wscale": o.snd_wscale,
             "rcv_wscale": o.rcv_wscale,
+            "app_limited": None if o.app_limited is None else _r(o.app_limited),
+            "inflight_min": o.inflight_min,
+            "inflight_p50": o.inflight_p50,
+            "inflight_max": o.inflight_max,
+            "zero_window_samples": o.zero_window_samples,
+            "rcv_space": o.rcv_space,
+            "rqueue_p50": o.rqueue_p50,
+            "samples": o.samples,
         },
         "verdict": None
         if v is None
@@ -148,6 +156,21 @@ _TCP_INFO = _obj(
         "window_scaling": BOOL,
         "snd_wscale": _nullable(INT),
         "rcv_wscale": _nullable(INT),
+        # The application's part (advice/application.py): the share of samples the kernel
+        # marked app-limited, bytes in flight (lowest, median, highest), zero-window samples.
+        "app_limited": _nullable(NUM),
+        **{
+            k: INT
+            for k in (
+                "inflight_min",
+                "inflight_p50",
+                "inflight_max",
+                "zero_window_samples",
+                "rcv_space",
+                "rqueue_p50",
+                "samples",
+            )
+        },
     }
 )
 _VERDICT = _obj(

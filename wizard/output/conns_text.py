@@ -7,6 +7,7 @@ from typing import TextIO
 
 from tcpwizard.checks.model import Fix
 from tcpwizard.conns_report import ConnEntry, ConnsReport
+from tcpwizard.units import format_bytes
 
 HOST_WORDS = {
     "local": "fix this host",
@@ -53,9 +54,26 @@ def entry_lines(e: ConnEntry) -> list[str]:
         + f"  (confidence {v.confidence:.0%})",
         f"  {v.explanation}",
         *(f"    · {x}" for x in v.evidence),
+        *_application_line(e),
         *_fix_lines(e.diagnosis.fixes),
     ]
     return lines
+
+
+def _application_line(e: ConnEntry) -> list[str]:
+    """The application's figures in one line, beside an `application` verdict."""
+    o, v = e.observation, e.diagnosis.verdict
+    if v is None or v.limiting_factor != "application":
+        return []
+    parts = [f"process {_owner(e)}"]
+    if o.sending:
+        if o.app_limited is not None:
+            parts.append(f"app-limited {o.app_limited:.0%} of {o.samples} samples")
+        parts.append(f"in flight at most {format_bytes(o.inflight_max)}")
+        parts.append(f"peer's window zero in {o.zero_window_samples} samples")
+    else:
+        parts.append(f"unread up to {format_bytes(o.rqueue_max)}")
+    return ["    application: " + "; ".join(parts)]
 
 
 def render(report: ConnsReport, stream: TextIO) -> None:
