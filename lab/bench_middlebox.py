@@ -46,9 +46,10 @@ KINDS = {
     for k in (
         Kind("window", "window scaling stripped", MiddleboxSpec(("window",))),
         Kind("sack", "SACK stripped, 0.5 % loss", MiddleboxSpec(("sack-perm",)), 0.005),
-        # At these rates a clamp to 536 bytes costs ~10 % of the goodput (headers per
-        # segment), so it is reported, not named the limit: right is the clamp in the
-        # handshake's evidence and no host blamed (docs/middlebox.md).
+        # On a clean path a clamp to 536 bytes costs the headers' share (52 of 588 bytes
+        # instead of 52 of 1500: ~6 % of the goodput), so it is reported, not named the
+        # limit: right is the clamp in the handshake's evidence and no host blamed
+        # (docs/middlebox.md).
         Kind("mss", "MSS clamped to 536", MiddleboxSpec(mss=536)),
         # The control: the SACK rows' loss without the device; right is any verdict but
         # `middlebox` (nothing is rewritten, so nothing may be blamed on the path).
@@ -147,8 +148,9 @@ def main(argv: list[str]) -> int:
             "is `middlebox` and the host to fix is `path` (a device between the hosts). "
             "Both hosts have window scaling, SACK and timestamps on (the kernel's defaults). "
             "Without window scaling the window law allows 64 KB / RTT: 13.1 Mbit/s at 40 ms, "
-            "5.2 Mbit/s at 100 ms. The MSS clamp to 536 bytes costs these BBR transfers about "
-            "a tenth (headers per segment): it is not the limit, so its rows are right when "
+            "5.2 Mbit/s at 100 ms. A clamp to 536 bytes on a clean path costs the headers' "
+            "share (52 of every 588 bytes instead of 52 of 1500: about 6 % of the goodput), "
+            "not the limit, so its rows are right when "
             "the clamp is named in the handshake's evidence and no host is blamed. The "
             "control row has the SACK rows' loss and no device: right is any verdict but "
             "`middlebox` and no rewrite reported. See [middlebox.md](middlebox.md).",
