@@ -22,16 +22,20 @@ Choices this implementation makes where the paper leaves room (documented in doc
   on the lab: 35 instead of 48 Mbit/s at 50 Mbit/s x 50 ms).
 - "2 x BDP" is in the kernel's units: Linux doubles every SO_RCVBUF request and reports the
   doubled size, so the request is BDP and getsockopt reads 2 x BDP.
-- Startup keeps pace with slow start, as the in-kernel DRS did: once per RTT the window is
-  sized to 2 x the bytes received in the last (path) RTT, times that RTT's growth (at most
-  2x) -- the sender's window doubles each RTT and a new window reaches it half an RTT
-  later, so "2x the last RTT" alone would be caught up with before the next update
-  (DrsConfig.clean_growth can restrict this to clean doublings: less slow-start overshoot,
-  a slower ramp). The memory behind that window assumes Linux's
-  ~0.6 window per byte of buffer. Startup ends when the receiver's own RTT (rcv_rtt) stands
-  25 % above the path's (a queue is building: HyStart's delay test, checked on every poll),
-  or after three RTTs without a quarter more bandwidth (BBR's full-pipe check); growth of a
-  quarter in one interval starts it again. After startup the buffer settles at 2 x BDP.
+- Startup starts from the BDP a probe measured when the transfer has one (both buffers, each
+  stream's share: engine.drs_start_request): that window carries slow start to the path's
+  rate from the first round trip without letting cwnd overshoot, and it grows only once
+  the bytes of a path RTT fill it (the sender is held by our window), doubling per RTT.
+- Without a BDP, startup keeps pace with slow start, as the in-kernel DRS did: once per
+  RTT the window is sized to 2 x the bytes received in the last (path) RTT, times that
+  RTT's growth (at most 2x) -- the sender's window doubles each RTT and a new window
+  reaches it half an RTT later, so "2x the last RTT" alone would be caught up with before
+  the next update (DrsConfig.clean_growth can restrict this to clean doublings: less slow-
+  start overshoot, a slower ramp). The memory behind that window assumes Linux's ~0.6
+  window per byte of buffer. Startup ends when the receiver's own RTT (rcv_rtt) stands 25
+  % above the path's (a queue is building: HyStart's delay test, checked on every poll),
+  or after three RTTs without a quarter more bandwidth (BBR's full-pipe check); growth of
+  a quarter in one interval starts it again. After startup the buffer settles at 2 x BDP.
 - Shrinking never drops data the receiver has offered: TCP may not take back a window it
   advertised, so shrinking SO_RCVBUF below it makes the kernel prune what then arrives (the
   sender times out, cwnd 1). The window is shrunk first (TCP_WINDOW_CLAMP), and the buffer
