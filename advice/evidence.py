@@ -45,6 +45,8 @@ class Candidate:
     decisive: bool = False
     # Congestion that the loss bound explains: parallel streams (N, each stream's bound).
     streams: tuple[int, float] | None = None
+    # Fixes the rule itself names (a cause no audit finding answers): printed with it.
+    fixes: tuple[Fix, ...] = ()
 
 
 @dataclass(frozen=True)

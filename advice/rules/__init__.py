@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence
+from tcpwizard.advice.rules import host_cpu, host_drops
 
 Rule = Callable[[Evidence, Direction], Candidate | None]
 
-CAUSE_RULES: tuple[Rule, ...] = ()
+CAUSE_RULES: tuple[Rule, ...] = (host_cpu.rule, host_drops.rule)

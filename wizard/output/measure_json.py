@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcpwizard.measure.hostload import HostLoad
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -128,6 +129,41 @@ def mode_json(m: ModeResult) -> dict[str, Any]:
         "forced": m.forced,
         "notes": list(m.notes),
         "error": m.error,
+        "sender_load": None if m.sender_load is None else load_json(m.sender_load),
+        "receiver_load": None if m.receiver_load is None else load_json(m.receiver_load),
+    }
+
+
+def load_json(load: HostLoad) -> dict[str, Any]:
+    """One end's CPU and drops over a transfer (measure/hostload.py), cores as objects."""
+    d = load.drops
+    return {
+        "seconds": _round(load.seconds, 3),
+        "cores": [
+            {
+                "cpu": c.cpu,
+                "user": _round(c.user, 4),
+                "system": _round(c.system, 4),
+                "softirq": _round(c.softirq, 4),
+                "busy": _round(c.busy, 4),
+            }
+            for c in load.cores
+        ],
+        "process_cores": _round(load.process_cores, 4),
+        "busiest_thread": _round(load.busiest_thread, 4),
+        "starved": _round(load.starved, 4),
+        "drops": None
+        if d is None
+        else {
+            "softnet_dropped": d.softnet_dropped,
+            "time_squeeze": d.time_squeeze,
+            "rx_dropped": d.rx_dropped,
+            "rx_missed_errors": d.rx_missed_errors,
+            "rx_fifo_errors": d.rx_fifo_errors,
+            "tx_dropped": d.tx_dropped,
+            "qdisc_drops": d.qdisc_drops,
+            "interface": d.interface,
+        },
     }
 
 
