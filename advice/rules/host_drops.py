@@ -12,7 +12,7 @@ from __future__ import annotations
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence, mss, probe_capacity, rtt_ms
 from tcpwizard.advice.rules.host_cpu import cpu_bound
 from tcpwizard.advice.window_law import mathis_mbps
-from tcpwizard.checks.model import Fix, HostRole
+from tcpwizard.checks.model import Fix, FixKind, HostRole
 from tcpwizard.measure.hostload import HostDrops
 from tcpwizard.measure.model import ModeResult
 
@@ -29,8 +29,8 @@ def _lost(drops: HostDrops, side: str) -> int:
 def drop_fixes(host: HostRole, drops: HostDrops, side: str) -> tuple[Fix, ...]:
     iface = drops.interface or "<iface>"
 
-    def fix(i: str, kind: str, key: str, value: str, command: str, why: str) -> Fix:
-        return Fix(f"host-drops-{i}", kind, host, key, value, command, why, answers=("interface",))  # type: ignore[arg-type]
+    def fix(i: str, kind: FixKind, key: str, value: str, command: str, why: str) -> Fix:
+        return Fix(f"host-drops-{i}", kind, host, key, value, command, why, answers=("interface",))
 
     ring = "tx" if side == "sender" else "rx"
     out = [

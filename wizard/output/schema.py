@@ -178,6 +178,29 @@ SAMPLE = _obj(
         "tcp_info": _nullable(TCP_INFO),
     }
 )
+HOST_LOAD = _obj(
+    {
+        "seconds": NUM,
+        "cores": _arr(_obj({"cpu": INT, "user": NUM, "system": NUM, "softirq": NUM, "busy": NUM})),
+        "process_cores": NUM,
+        "busiest_thread": NUM,
+        "starved": NUM,
+        "drops": _nullable(
+            _obj(
+                {
+                    "softnet_dropped": INT,
+                    "time_squeeze": INT,
+                    "rx_dropped": INT,
+                    "rx_missed_errors": INT,
+                    "rx_fifo_errors": INT,
+                    "tx_dropped": INT,
+                    "qdisc_drops": INT,
+                    "interface": STR,
+                }
+            )
+        ),
+    }
+)
 MODE = _obj(
     {
         "mode": {"enum": ["untuned", "autotune", "static", "overprovisioned", "drs"]},
@@ -199,6 +222,8 @@ MODE = _obj(
         "forced": BOOL,
         "notes": _arr(STR),
         "error": _nullable(STR),
+        "sender_load": _nullable(HOST_LOAD),
+        "receiver_load": _nullable(HOST_LOAD),
     }
 )
 TRANSFER = _obj(

@@ -12,6 +12,7 @@ from rich.text import Text
 from tcpwizard.advice.snippets import Option, c_snippet, python_snippet
 from tcpwizard.checks.model import Fix, HostAudit
 from tcpwizard.measure.model import ModeResult
+from tcpwizard.output import hostload_out
 from tcpwizard.report import Report
 from tcpwizard.units import format_bytes, format_mbps
 
@@ -191,6 +192,15 @@ def _transfers(con: Console, r: Report) -> None:
             "  * as root, with SO_RCVBUFFORCE/SO_SNDBUFFORCE: tuned before any sysctl change",
             style="dim",
         )
+    _host_load(con, r)
+
+
+def _host_load(con: Console, r: Report) -> None:
+    lines = list(hostload_out.text_lines(r.transfer.modes if r.transfer else ()))
+    if lines:
+        con.print(Text("Host load during the transfers:", style="bold"))
+        for line in lines:
+            con.print(Text(f"  {line}"))
 
 
 def _mode_row(m: ModeResult) -> list[str]:
