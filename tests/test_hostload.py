@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tcpwizard.advice.conns import judge
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.rules import host_cpu, host_drops
+from tcpwizard.advice.rules.host_conns import host_conn_verdict
 from tcpwizard.measure import engine
 from tcpwizard.measure.hostload import (
     CoreLoad,
@@ -21,6 +23,7 @@ from tcpwizard.measure.hostload import (
     read_thread_ticks,
 )
 from tcpwizard.measure.model import TransferResult
+from tests import conns_data
 from tests.test_diagnose_rules import audit, mode, path
 
 
@@ -177,3 +180,23 @@ def test_few_host_drops_beside_path_loss_are_not_the_cause() -> None:
     )
     assert host_drops.held_by_host(up) is False
     assert diagnose(_ev(up, mode(95.0, direction="down"))).verdict.limiting_factor != "interface"
+
+
+def test_conns_sender_dropping_in_its_own_host_is_interface() -> None:
+    o = conns_data.obs(retransmits=300, segs_out=4000, congestion_control="cubic")
+    diag = judge(o, {}, 1e9)
+    load = _load(drops=HostDrops(qdisc_drops=250, interface="eth0"))
+    out = host_conn_verdict(diag, o, load)
+    assert out.verdict is not None
+    assert (out.verdict.limiting_factor, out.verdict.host_to_fix) == ("interface", "local")
+    assert any("txqueuelen" in f.command for f in out.fixes)
+    # no drops in the host: the verdict stays what the connection's own counters said
+    assert host_conn_verdict(diag, o, _load(drops=HostDrops())) == diag
+
+
+def test_conns_softirq_saturated_core_is_host_cpu() -> None:
+    o = conns_data.obs()
+    diag = judge(o, {}, 1e9)
+    hot = HostLoad(1.0, (CoreLoad(0, 0.1, 0.2, 0.68, 0.98),), 0.0, 0.0, 0.0, HostDrops())
+    out = host_conn_verdict(diag, o, hot)
+    assert out.verdict is not None and out.verdict.limiting_factor == "host-cpu"

@@ -19,7 +19,7 @@ from tcpwizard.measure.model import ModeResult
 HOST_SHARE = 0.5  # of the retransmissions: the host's drops are the loss that counts
 
 
-def _lost(drops: HostDrops, side: str) -> int:
+def lost_by(drops: HostDrops, side: str) -> int:
     """The drops that belong to this end's role in the transfer."""
     if side == "sender":
         return drops.tx_dropped + drops.qdisc_drops
@@ -90,7 +90,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     ):
         if load is None or load.drops is None:
             continue
-        lost = _lost(load.drops, side)
+        lost = lost_by(load.drops, side)
         if lost > 0 and (best is None or lost > best[0]):
             best = (lost, role, side, load.drops)
     if best is None:
@@ -138,7 +138,7 @@ def held_by_host(m: ModeResult) -> bool:
             continue
         if cpu_bound(load) is not None:
             return True
-        lost = _lost(load.drops, side) if load.drops is not None else 0
+        lost = lost_by(load.drops, side) if load.drops is not None else 0
         if lost > 0 and lost >= HOST_SHARE * m.retransmits:
             return True
     return False
