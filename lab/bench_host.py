@@ -31,7 +31,11 @@ from tcpwizard.lab.lab import TXQUEUELEN, Lab
 from tcpwizard.lab.serving import serving, tcpwizard_argv
 from tcpwizard.lab.spec import LabSpec
 
-CPU_SHARE = 0.005  # of one core per 1 s period: serve reads ~1 % of what the path carries
+# Of one core per 1 s period, per 100 Mbit/s of the path: the work serve does per byte is
+# fixed, so the quota scales with the rate to starve it alike (0.5 % at 100 Mbit/s: it
+# received 0.4-5 Mbit/s of 100 in the runs that set it).
+CPU_SHARE_PER_100M = 0.005
+MIN_SHARE = 0.001  # the kernel's smallest quota (1 ms) per 1 s period
 TXQUEUE_PACKETS = 2
 CAUSES = {
     "cpu-starved": ("host-cpu", "peer"),
@@ -58,7 +62,7 @@ class Run:
 def _cause(lab: Lab, cause: str) -> Iterator[None]:
     with serving(lab, "b") as proc:
         if cause == "cpu-starved":
-            with cpu_quota(proc.pid, CPU_SHARE):
+            with cpu_quota(proc.pid, cpu_share(lab.spec.forward.rate_bps)):
                 yield
         elif cause == "host-drops":
             set_txqueuelen(lab, "a", TXQUEUE_PACKETS)
@@ -68,6 +72,10 @@ def _cause(lab: Lab, cause: str) -> Iterator[None]:
                 set_txqueuelen(lab, "a", TXQUEUELEN)
         else:
             yield
+
+
+def cpu_share(rate_bps: float) -> float:
+    return max(MIN_SHARE, CPU_SHARE_PER_100M * rate_bps / 100e6)
 
 
 def run_once(lab: Lab, cause: str) -> Run:
