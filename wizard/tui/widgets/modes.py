@@ -8,6 +8,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.widget import Widget
 
+from tcpwizard.measure.model import ModeResult
 from tcpwizard.tui.state import LiveSeries
 from tcpwizard.tui.text import mbps
 from tcpwizard.units import format_bytes
@@ -47,6 +48,7 @@ class ModeRows(Widget):
             r = s.result
             if r is not None:
                 tail = f" {mbps(r.throughput_mbps):>12}  buf {format_bytes(r.max_buffer_bytes)}"
+                tail += _load_tail(r)
             elif s.samples:
                 last = s.samples[-1]
                 tail = f" {mbps(last.goodput_mbps):>12}  {last.t_s:4.1f} s"
@@ -60,3 +62,15 @@ class ModeRows(Widget):
             if r is not None and r.error:
                 out.append(f"  {r.error}", self.get_component_rich_style("moderows--error"))
         return out
+
+
+def _load_tail(r: ModeResult) -> str:
+    """Each end's busiest core (sender/receiver) and the drops inside both hosts."""
+    loads = (r.sender_load, r.receiver_load)
+    if all(x is None for x in loads):
+        return ""
+    cores = "/".join(
+        "-" if x is None or x.busiest_core is None else f"{x.busiest_core.busy:.0%}" for x in loads
+    )
+    drops = sum(x.drops.total for x in loads if x is not None and x.drops is not None)
+    return f"  cpu {cores}" + (f"  drops {drops}" if drops else "")
