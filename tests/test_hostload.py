@@ -4,6 +4,7 @@ form, and the host-cpu and interface verdicts it feeds (advice/rules/)."""
 from __future__ import annotations
 
 import dataclasses
+import socket
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.rules import host_cpu, host_drops
 from tcpwizard.advice.rules.host_conns import host_conn_verdict
 from tcpwizard.measure import engine
+from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.hostload import (
     CoreLoad,
     HostDrops,
@@ -23,6 +25,7 @@ from tcpwizard.measure.hostload import (
     read_thread_ticks,
 )
 from tcpwizard.measure.model import TransferResult
+from tcpwizard.measure.protocol import PeerUnavailable
 from tests import conns_data
 from tests.test_diagnose_rules import audit, mode, path
 
@@ -200,3 +203,14 @@ def test_conns_softirq_saturated_core_is_host_cpu() -> None:
     hot = HostLoad(1.0, (CoreLoad(0, 0.1, 0.2, 0.68, 0.98),), 0.0, 0.0, 0.0, HostDrops())
     out = host_conn_verdict(diag, o, hot)
     assert out.verdict is not None and out.verdict.limiting_factor == "host-cpu"
+
+
+def test_a_port_that_accepts_but_never_says_hello_is_named() -> None:
+    # The kernel completes the handshake for a listening socket whose process never runs:
+    # what a serve starved of CPU looks like from here.
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        port = srv.getsockname()[1]
+        with pytest.raises(PeerUnavailable, match=r"no hello came within 0\.3 s: a serve starved"):
+            ControlClient("127.0.0.1", port, timeout=0.3)
