@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tcpwizard.advice.rules.host_cpu import STARVED
-from tcpwizard.lab.bench_host import cpu_share, run_once
+from tcpwizard.lab.bench_host import CPU_SHARE, run_once
 from tcpwizard.lab.hostload import cpu_quota
 from tcpwizard.lab.serving import serving, tcpwizard_argv
 from tcpwizard.lab.spec import LabSpec
@@ -23,7 +23,7 @@ SPEC = LabSpec.symmetric(100e6, 0.050)
 def test_starved_serve_reports_its_starvation(lab_factory: LabFactory) -> None:
     lab = lab_factory(SPEC)
     seen: list[tuple[float, float]] = []
-    with serving(lab, "b") as proc, cpu_quota(proc.pid, cpu_share(SPEC.forward.rate_bps)):
+    with serving(lab, "b") as proc, cpu_quota(proc.pid, CPU_SHARE):
         for _ in range(3):
             out = lab.run(
                 "a",
