@@ -4,7 +4,8 @@ Per lab configuration (rate x RTT) and cause, `tcpwizard check B --json` runs N 
 host a against serve on host b, and the table counts the runs whose verdict and host are
 right:
 
-- cpu-starved: serve's process in a cgroup with a CPU quota of CPU_SHARE (lab/hostload.py) → host-cpu
+- cpu-starved: serve's process in a cgroup with a CPU quota of CPU_SHARE (lab/hostload.py)
+  → host-cpu
   at the peer;
 - host-drops: host a's lab interface with a two-packet transmit queue → interface at the
   local host;
