@@ -5,8 +5,7 @@ host a against serve on host b, and the table counts the runs whose verdict and 
 right:
 
 - cpu-starved: serve's process in a cgroup with a CPU quota of CPU_SHARE (lab/hostload.py)
-  → host-cpu
-  at the peer;
+  → host-cpu at the peer;
 - host-drops: host a's lab interface with a two-packet transmit queue → interface at the
   local host;
 - healthy: neither → path-capacity (the control row: no false alarm from the new rules).
