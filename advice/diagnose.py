@@ -25,6 +25,7 @@ from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.middlebox import device_fix, syn_tampering, window_scaling_stripped
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.rules import CAUSE_RULES, bufferbloat, policer
+from tcpwizard.advice.rules.host_drops import held_by_host
 from tcpwizard.advice.streams import streams_fix, streams_needed
 from tcpwizard.advice.window_law import (
     UNSCALED_WINDOW,
@@ -97,6 +98,8 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
         return False
     rwnd, _, busy = _chrono(m)
     if (rwnd or 0.0) >= CHRONO_SHARE or (busy if busy is not None else 1.0) < 0.6:
+        return False
+    if held_by_host(m):
         return False
     if m.receiver_view is not None:
         # A sender that reports nothing (a web server): only our receiving socket can
@@ -1103,7 +1106,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
         policer.wizard_gap(best, dirs)
         or _gap(ev, dirs, PATH_GAP.get(best.factor, best.factor), best.direction),
     )
-    fixes = _fixes_for(ev, best.factor, host) + best.fixes
+    fixes = _fixes_for(ev, best.factor, host)
+    fixes += tuple(f for f in best.fixes if f not in fixes)
     if best.factor == "middlebox":
         fixes += (device_fix(syn_tampering(ev.peer_handshake, ev.peer)),)
     if best.factor == "congestion" and best.streams is not None:

@@ -121,7 +121,20 @@ class ControlClient:
     def _handshake(self, secret: bytes | None) -> ServerHello:
         """serve's hello, with the UDP token of auth_ok when serve asked for the secret."""
         self.send(ClientHello(f"tcpwizard/{__version__}").to_wire())
-        hello = ServerHello.from_wire(self._recv_checked(self.timeout))
+        try:
+            first = self._recv_checked(self.timeout)
+        except PeerUnavailable as exc:
+            if "did not answer in time" not in str(exc):
+                raise
+            # The kernel accepted the connection for the listening socket; the process
+            # behind it never ran long enough to answer (measured: a serve held to 0.1 % of
+            # a core by a cgroup quota does this).
+            raise PeerUnavailable(
+                f"port {self.port} at {self.host} accepted the connection but no hello came "
+                f"within {self.timeout:g} s: a serve starved of CPU (a CPU quota, a host too "
+                "busy to run it) or stalled, or a program that is not serve"
+            ) from None
+        hello = ServerHello.from_wire(first)
         if hello.auth == NO_AUTH:
             return hello
         if secret is None:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from tcpwizard.exitcodes import ExitCode, TcpWizardError
 from tcpwizard.measure import buffers, spec
 from tcpwizard.measure.drs import DrsConfig, DrsReceiverChannel, run_echo
+from tcpwizard.measure.hostload import HostLoad
 from tcpwizard.measure.model import TCP_INFO_FIELDS, Mode, TcpInfoSample
 from tcpwizard.measure.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
@@ -179,10 +180,17 @@ class SideReport:
     congestion_control: str = ""
     forced: bool = False
     rcv_autotuning: bool = True
+    # This host's CPU and drops over the transfer (measure/hostload.py); optional on the
+    # wire: an older peer neither sends nor reads it.
+    host_load: HostLoad | None = None
 
     def to_json(self) -> dict[str, Any]:
         rows = thin(self.samples, 240)
+        extra: dict[str, Any] = {}
+        if self.host_load is not None:
+            extra["host_load"] = self.host_load.to_json()
         return {
+            **extra,
             "role": self.role,
             "streams": self.streams,
             "bytes": self.bytes,
@@ -234,6 +242,8 @@ class SideReport:
                 rcv_autotuning=bool(obj.get("rcv_autotuning", True)),
                 final_tcp_info=[_ti_from(t) for t in obj.get("final_tcp_info", [])],
             )
+            if obj.get("host_load") is not None:
+                rep.host_load = HostLoad.from_json(obj["host_load"])
             for row in obj["samples"]:
                 t, b, rb, sb, bw, rtt, ti = row
                 rep.samples.append(

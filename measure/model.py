@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Literal
 
+from tcpwizard.measure.hostload import HostLoad
+
 if TYPE_CHECKING:
     from tcpwizard.measure.availbw import AvailBandwidth
 
@@ -125,6 +127,9 @@ class ModeResult:
     notes: tuple[str, ...] = ()
     # Downloads from a far end that reports no TCP_INFO: our receiving socket's view.
     receiver_view: ReceiverView | None = None
+    # Each end's CPU and drops over the transfer (measure/hostload.py), where it reported.
+    sender_load: HostLoad | None = None
+    receiver_load: HostLoad | None = None
 
     @classmethod
     def failed(cls, mode: Mode, direction: Direction, streams: int, error: str) -> ModeResult:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
-from tcpwizard.measure import buffers, engine, rates, spec
+from tcpwizard.measure import buffers, engine, hostload, rates, spec
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import (
     Direction,
@@ -304,6 +304,7 @@ def _run_local(
 
     collector = threading.Thread(target=collect, daemon=True)
     collector.start()
+    load = hostload.sample_host()
     if direction == "up":
         local = engine.run_sender(
             data,
@@ -330,6 +331,7 @@ def _run_local(
             stop=stop,
             on_sample=on_sample,
         )
+    local.host_load = load.stop()
     collector.join(timeout=wait)
     err: str | None = peer_box.get("error")
     peer: engine.SideReport | None = None
@@ -433,6 +435,8 @@ def merge(
         rcv_autotuning=rcv_auto,
         bytes_sent=sender.bytes if sender is not None else None,
         notes=tuple(notes),
+        sender_load=sender.host_load if sender is not None else None,
+        receiver_load=receiver.host_load if receiver is not None else None,
     )
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tcpwizard.measure import buffers, engine, wire
+from tcpwizard.measure import buffers, engine, hostload, wire
 from tcpwizard.measure.protocol import ProtocolError, encode
 from tcpwizard.measure.serve_limits import ServeLimits
 from tcpwizard.measure.steady import SteadyStop
@@ -129,6 +129,7 @@ class TransferService:
                 plan.postsetup(s, accepted=True)
             role: Literal["sender", "receiver"] = "sender" if direction == "down" else "receiver"
             send(TransferRunning(role).to_wire())
+            load = hostload.sample_host()
             if role == "sender":
                 report = engine.run_sender(
                     data,
@@ -153,6 +154,7 @@ class TransferService:
                     # The sender may drain for MAX_DRAIN_S after the duration.
                     max_seconds=self.limits.max_duration_s + engine.MAX_DRAIN_S + stall,
                 )
+            report.host_load = load.stop()
             send(TransferResultReply(report).to_wire())
         finally:
             self._end_session(session)

@@ -18,6 +18,7 @@ from tcpwizard.checks.model import BdpTarget, HostAudit
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.measure.hop_model import HopCounts, MtuFinding, PathHops, analyse
+from tcpwizard.measure.hostload import CoreLoad, HostDrops, HostLoad
 from tcpwizard.measure.model import (
     CapacityEstimate,
     Mode,
@@ -78,9 +79,19 @@ def mode_result(mode: Mode) -> ModeResult:
     samples = _samples(mode)
     tput = sum(s.goodput_mbps for s in samples) / len(samples)
     buf = max(s.rcvbuf_bytes for s in samples)
-    return ModeResult(
-        mode, "up", 1, int(tput * 1e6 / 8 * 5), 5.0, tput, buf, 0, samples, 0.9, 0.0, 1.0, "bbr"
+    return dataclasses.replace(
+        ModeResult(
+            mode, "up", 1, int(tput * 1e6 / 8 * 5), 5.0, tput, buf, 0, samples, 0.9, 0.0, 1.0, "bbr"
+        ),
+        sender_load=host_load(0.31, 0.12, HostDrops()),
+        receiver_load=host_load(0.22, 0.08, HostDrops(time_squeeze=3, interface="eth0")),
     )
+
+
+def host_load(busy: float, process: float, drops: HostDrops) -> HostLoad:
+    """One end's load over a 5 s transfer: two cores, a modest share of one."""
+    cores = (CoreLoad(0, busy / 2, busy / 4, busy / 4, busy), CoreLoad(1, 0.02, 0.01, 0.0, 0.03))
+    return HostLoad(5.0, cores, process, process, 0.0, drops)
 
 
 MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")

@@ -10,9 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice.conns import DEFAULT_RATE_BPS, ConnDiagnosis, judge
+from tcpwizard.advice.rules.host_conns import host_conn_verdict
 from tcpwizard.checks.sysctl import SysctlReader
 from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.measure.conns import ConnObservation, Owner, observe, owners
+from tcpwizard.measure.hostload import HostSampler, sample_host
 
 SYSCTLS = (
     "net.ipv4.tcp_rmem",
@@ -119,11 +121,16 @@ def connections_report(
     rate_bps: float = DEFAULT_RATE_BPS,
     observer: Observer = _observe,
     owner_fn: OwnerFn = owners,
+    host_sampler: Callable[[], HostSampler] | None = None,
 ) -> ConnsReport:
     net = flt.network()
     reader = SysctlReader(sysctl_root)
     sysctls = {k: v for k in SYSCTLS if (v := reader.read_optional(k)) is not None}
+    # The host's CPU and drops over the same interval (live connections only, unless given).
+    sampler = host_sampler or (sample_host if observer is _observe else None)
+    running = sampler() if sampler is not None else None
     observed = observer(interval_s)
+    load = running.stop() if running is not None else None
     who = owner_fn()
     entries: list[ConnEntry] = []
     for obs in observed:
@@ -136,6 +143,7 @@ def connections_report(
             program=owner.name if owner else None,
             pid=owner.pid if owner else None,
         )
+        diag = host_conn_verdict(diag, obs, load)
         if flt.keeps(obs, owner, diag, net):
             entries.append(ConnEntry(obs, owner, diag))
     # Busy first, fastest first; idle ones after, in address order.

@@ -10,8 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence
-from tcpwizard.advice.rules import bufferbloat, middlebox, policer
+from tcpwizard.advice.rules import bufferbloat, host_cpu, host_drops, middlebox, policer
 
 Rule = Callable[[Evidence, Direction], Candidate | None]
 
-CAUSE_RULES: tuple[Rule, ...] = (policer.rule, bufferbloat.rule, middlebox.rule)
+CAUSE_RULES: tuple[Rule, ...] = (
+    policer.rule,
+    bufferbloat.rule,
+    middlebox.rule,
+    host_cpu.rule,
+    host_drops.rule,
+)

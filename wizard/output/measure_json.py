@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcpwizard.measure.hostload import HostLoad
 from tcpwizard.measure.loaded_rtt import loaded_rtt, plateau_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,
@@ -152,6 +153,41 @@ def mode_json(m: ModeResult, idle_ms: float | None = None) -> dict[str, Any]:
         "latency_under_load": latency_json(m, idle_ms),
         # The rate held once up to speed, IP layer (a policer's rate when one is named).
         "rate_plateau_mbps": _round(plateau_mbps(m)) if m.error is None else None,
+        "sender_load": None if m.sender_load is None else load_json(m.sender_load),
+        "receiver_load": None if m.receiver_load is None else load_json(m.receiver_load),
+    }
+
+
+def load_json(load: HostLoad) -> dict[str, Any]:
+    """One end's CPU and drops over a transfer (measure/hostload.py), cores as objects."""
+    d = load.drops
+    return {
+        "seconds": _round(load.seconds, 3),
+        "cores": [
+            {
+                "cpu": c.cpu,
+                "user": _round(c.user, 4),
+                "system": _round(c.system, 4),
+                "softirq": _round(c.softirq, 4),
+                "busy": _round(c.busy, 4),
+            }
+            for c in load.cores
+        ],
+        "process_cores": _round(load.process_cores, 4),
+        "busiest_thread": _round(load.busiest_thread, 4),
+        "starved": _round(load.starved, 4),
+        "drops": None
+        if d is None
+        else {
+            "softnet_dropped": d.softnet_dropped,
+            "time_squeeze": d.time_squeeze,
+            "rx_dropped": d.rx_dropped,
+            "rx_missed_errors": d.rx_missed_errors,
+            "rx_fifo_errors": d.rx_fifo_errors,
+            "tx_dropped": d.tx_dropped,
+            "qdisc_drops": d.qdisc_drops,
+            "interface": d.interface,
+        },
     }
 
 

@@ -9,6 +9,8 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from tcpwizard.output import hostload_out
+
 PREFIX = "tcpwizard"
 SEVERITIES = ("ok", "info", "warn", "crit")
 
@@ -88,6 +90,7 @@ def report_families(
                 fam.add_metric(lab, v * scale)
     fams.extend(f for f in (tput, buf, rtx) if f.samples)
     fams.extend(_latency_families(modes, keys, vals))
+    fams.extend(hostload_out.metric_families(modes, PREFIX, keys, vals))
 
     verdict = report.get("verdict") or {}
     factor = verdict.get("limiting_factor")

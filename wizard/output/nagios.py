@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.output import hostload_out
 from tcpwizard.report import Report
 from tcpwizard.units import parse_percent, parse_rate
 
@@ -114,6 +115,8 @@ def nagios_status(
                 )
             )
             perf.extend(_latency_perf(m))
+    modes = (report.get("transfer") or {}).get("modes") or []
+    perf += [_perf(label, v, unit) for label, v, unit in hostload_out.nagios_perf(modes)]
     part = report.get("host") or {}
     findings = [f for f in part.get("findings") or [] if isinstance(f, Mapping)]
     for sev in ("crit", "warn"):

@@ -180,6 +180,29 @@ SAMPLE = _obj(
     },
     optional=("delivered_bytes",),
 )
+HOST_LOAD = _obj(
+    {
+        "seconds": NUM,
+        "cores": _arr(_obj({"cpu": INT, "user": NUM, "system": NUM, "softirq": NUM, "busy": NUM})),
+        "process_cores": NUM,
+        "busiest_thread": NUM,
+        "starved": NUM,
+        "drops": _nullable(
+            _obj(
+                {
+                    "softnet_dropped": INT,
+                    "time_squeeze": INT,
+                    "rx_dropped": INT,
+                    "rx_missed_errors": INT,
+                    "rx_fifo_errors": INT,
+                    "tx_dropped": INT,
+                    "qdisc_drops": INT,
+                    "interface": STR,
+                }
+            )
+        ),
+    }
+)
 MODE = _obj(
     {
         "mode": {"enum": ["untuned", "autotune", "static", "overprovisioned", "drs"]},
@@ -215,6 +238,8 @@ MODE = _obj(
             )
         ),
         "rate_plateau_mbps": _nullable(NUM),
+        "sender_load": _nullable(HOST_LOAD),
+        "receiver_load": _nullable(HOST_LOAD),
     }
 )
 TRANSFER = _obj(

@@ -20,6 +20,7 @@ from tcpwizard.advice.snippets import (
 from tcpwizard.checks.model import Fix, HostAudit
 from tcpwizard.measure.loaded_rtt import loaded_rtt, plateau_mbps
 from tcpwizard.measure.model import ModeResult
+from tcpwizard.output import hostload_out
 from tcpwizard.report import Report
 from tcpwizard.units import format_bytes, format_mbps
 
@@ -213,6 +214,7 @@ def _transfers(con: Console, r: Report) -> None:
             style="dim",
         )
     _latency(con, r)
+    _host_load(con, r)
 
 
 def _latency(con: Console, r: Report) -> None:
@@ -233,6 +235,14 @@ def _latency(con: Console, r: Report) -> None:
             f"{lr.rpm:.0f} RPM{held}",
             markup=False,
         )
+
+
+def _host_load(con: Console, r: Report) -> None:
+    lines = list(hostload_out.text_lines(r.transfer.modes if r.transfer else ()))
+    if lines:
+        con.print(Text("Host load during the transfers:", style="bold"))
+        for line in lines:
+            con.print(Text(f"  {line}"))
 
 
 def _mode_row(m: ModeResult) -> list[str]:

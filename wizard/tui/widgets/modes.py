@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tcpwizard.measure.loaded_rtt import loaded_rtt
+from tcpwizard.measure.model import ModeResult
 from tcpwizard.tui.state import LiveSeries
 from tcpwizard.tui.text import mbps
 from tcpwizard.units import format_bytes
@@ -51,6 +52,7 @@ class ModeRows(Widget):
                 if (lr := loaded_rtt(r)) is not None:
                     # What the transfer did to latency: RTT under load and responsiveness.
                     tail += f"  rtt {lr.median_ms:.0f} ms, {lr.rpm:.0f} RPM"
+                tail += _load_tail(r)
             elif s.samples:
                 last = s.samples[-1]
                 tail = f" {mbps(last.goodput_mbps):>12}  {last.t_s:4.1f} s"
@@ -64,3 +66,15 @@ class ModeRows(Widget):
             if r is not None and r.error:
                 out.append(f"  {r.error}", self.get_component_rich_style("moderows--error"))
         return out
+
+
+def _load_tail(r: ModeResult) -> str:
+    """Each end's busiest core (sender/receiver) and the drops inside both hosts."""
+    loads = (r.sender_load, r.receiver_load)
+    if all(x is None for x in loads):
+        return ""
+    cores = "/".join(
+        "-" if x is None or x.busiest_core is None else f"{x.busiest_core.busy:.0%}" for x in loads
+    )
+    drops = sum(x.drops.total for x in loads if x is not None and x.drops is not None)
+    return f"  cpu {cores}" + (f"  drops {drops}" if drops else "")

@@ -1,0 +1,145 @@
+"""`host-cpu`: a transfer held back by one end's CPU, not by the path or TCP's settings.
+
+Evidence per end (measure/hostload.py), over the transfer:
+- starved: the transferring process was kept off the CPU for at least half the transfer (a
+  cgroup CPU quota, or other work on its cores). It could have done at most half the work
+  it had time for, which explains a window it did not drain or data it did not write.
+- a thread held a core: the busiest thread of the transferring process used >= SATURATED
+  of one core; a single thread cannot use more, so it is the limit.
+- a core held by the kernel's network work: a core busy >= SATURATED, mostly in softirq
+  (receive and transmit processing is charged to no process).
+The path must have had room: the rate below the probed capacity by more than the headers'
+share (the rate the probe saw, in IP bytes, is the most a transfer's goodput can reach).
+"""
+
+from __future__ import annotations
+
+from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity
+from tcpwizard.checks.model import Fix, HostRole
+from tcpwizard.measure.hostload import HostLoad
+
+# /proc/stat counts in ticks (1/USER_HZ s); over T seconds a fully busy core reads at least
+# 1 - 2/(HZ*T), 0.95 from T = 0.4 s at HZ = 100 (shorter transfers are not judged).
+SATURATED = 0.95
+MIN_SECONDS = 0.4
+STARVED = 0.25  # of the transfer held off the CPU: measured, see docs/bench-host.md
+SOFTIRQ_SHARE = 0.5  # of a saturated core's busy time: the kernel's network work
+# Goodput to the IP-layer rate the probe measures: 52 header bytes (IPv4, TCP, timestamps)
+# of a 1500-byte packet; below capacity by more than this, the path had room.
+HEADER_SHARE = 52 / 1500
+
+
+def cpu_bound(load: HostLoad) -> tuple[float, str] | None:
+    """(confidence, evidence) when this end's CPU held the transfer."""
+    if load.seconds < MIN_SECONDS:
+        return None
+    if load.starved >= STARVED:
+        return (
+            0.97,
+            f"the transferring process was held off the CPU {load.starved:.0%} of the transfer "
+            f"(a CPU quota or other work; it used {load.process_cores:.3f} cores)",
+        )
+    if load.busiest_thread >= SATURATED:
+        return (
+            0.9,
+            f"the transferring process's busiest thread used {load.busiest_thread:.0%} of a "
+            f"core ({load.process_cores:.2f} cores in all)",
+        )
+    core = load.busiest_core
+    if core is not None and core.busy >= SATURATED and core.softirq >= SOFTIRQ_SHARE * core.busy:
+        return (
+            0.7,
+            f"core {core.cpu} was busy {core.busy:.0%} of the transfer, {core.softirq:.0%} in "
+            "softirq (the kernel's packet processing)",
+        )
+    return None
+
+
+def cpu_fixes(host: HostRole, load: HostLoad) -> tuple[Fix, ...]:
+    def fix(i: str, key: str, command: str, why: str) -> Fix:
+        return Fix(f"host-cpu-{i}", "other", host, key, "", command, why, answers=("host-cpu",))
+
+    out = []
+    if load.starved >= STARVED:
+        out.append(
+            fix(
+                "quota",
+                "cpu.max",
+                "cat /proc/<pid>/cgroup; echo max > /sys/fs/cgroup/<cgroup>/cpu.max  "
+                "# cgroup v1: echo -1 > /sys/fs/cgroup/cpu/<cgroup>/cpu.cfs_quota_us",
+                "give the transferring process the CPU it waits for: lift its cgroup's CPU "
+                "quota, or move other work off its cores",
+            )
+        )
+    out += [
+        fix(
+            "streams",
+            "streams",
+            "tcpwizard check <far end> --streams 4  # or iperf3 -P 4, one stream per core",
+            "parallel streams in separate threads or processes spread the work over cores",
+        ),
+        fix(
+            "affinity",
+            "affinity",
+            "numactl --cpunodebind=$(cat /sys/class/net/<iface>/device/numa_node) <app>; "
+            "set the NIC's IRQ affinity (/proc/irq/<n>/smp_affinity_list) to other cores of "
+            "that node",
+            "run the application and the NIC's interrupts on the NIC's NUMA node, not on "
+            "the same core",
+        ),
+        fix(
+            "governor",
+            "cpufreq",
+            "cpupower frequency-set -g performance",
+            "the performance governor keeps the cores at full clock during a transfer",
+        ),
+        fix(
+            "offload",
+            "offload",
+            "ethtool -K <iface> gro on gso on tso on",
+            "segmentation and receive offloads move per-packet work off the CPU",
+        ),
+    ]
+    return tuple(out)
+
+
+def _room(ev: Evidence, d: Direction) -> tuple[float, str] | None:
+    """What the path carries at least: the probed capacity, or else (a starved far end
+    may not answer the probe) the fastest transfer of this test in either direction."""
+    cap = probe_capacity(ev, d)
+    if cap is not None:
+        return cap.mbps, f"the path offered {cap.mbps:.0f} Mbit/s (probed)"
+    modes = [m for m in (ev.transfer.modes if ev.transfer else ()) if m.error is None]
+    best = max(modes, key=lambda m: m.throughput_mbps, default=None)
+    if best is None:
+        return None
+    return (
+        best.throughput_mbps,
+        f"the path carried {best.throughput_mbps:.0f} Mbit/s in the {best.direction} "
+        f"{best.mode} transfer",
+    )
+
+
+def rule(ev: Evidence, d: Direction) -> Candidate | None:
+    m = d.current
+    room = _room(ev, d)
+    if m is None or room is None or m.throughput_mbps >= room[0] * (1 - HEADER_SHARE):
+        return None  # the path was full (or nothing shows it had room): the CPU kept up
+    found: list[tuple[float, HostRole, str, HostLoad]] = []
+    for role, load in ((d.sender_role, m.sender_load), (d.receiver_role, m.receiver_load)):
+        if load is not None and (why := cpu_bound(load)) is not None:
+            found.append((why[0], role, why[1], load))
+    if not found:
+        return None
+    conf, host, text, load = max(found, key=lambda f: f[0])
+    side = "sender" if host == d.sender_role else "receiver"
+    return Candidate(
+        d.name,
+        "host-cpu",
+        conf,
+        host,
+        f"{d.name}: the {side}'s CPU ({host}) held the transfer to "
+        f"{m.throughput_mbps:.1f} Mbit/s while {room[1]}.",
+        (f"{host}: {text}", f"{m.mode} moved {m.throughput_mbps:.1f} Mbit/s; {room[1]}"),
+        fixes=cpu_fixes(host, load),
+    )

@@ -1,0 +1,51 @@
+"""Causes inside a host over the emulated WAN (docs/lab.md, "Causes inside a host"): serve
+held off the CPU by a cgroup quota reports it in its transfer report, and a host whose
+transmit queue overflows is named `interface` by `check`. Each judges the majority of three
+tries. The full matrix (two rates, two RTTs, ten runs): docs/bench-host.md."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tcpwizard.advice.rules.host_cpu import STARVED
+from tcpwizard.lab.bench_host import CPU_SHARE, run_once
+from tcpwizard.lab.hostload import cpu_quota
+from tcpwizard.lab.serving import serving, tcpwizard_argv
+from tcpwizard.lab.spec import LabSpec
+from tests.lab_fixtures import LabFactory
+
+SPEC = LabSpec.symmetric(100e6, 0.050)
+
+
+@pytest.mark.lab
+def test_starved_serve_reports_its_starvation(lab_factory: LabFactory) -> None:
+    lab = lab_factory(SPEC)
+    seen: list[tuple[float, float]] = []
+    with serving(lab, "b") as proc, cpu_quota(proc.pid, CPU_SHARE):
+        for _ in range(3):
+            out = lab.run(
+                "a",
+                tcpwizard_argv(
+                    "transfer", lab.addr_b, "--modes", "autotune", "--duration", "5", "--json"
+                ),
+                capture_output=True,
+                text=True,
+                timeout=90,
+            )
+            mode = json.loads(out.stdout)["transfer"]["modes"][0]
+            load = mode["receiver_load"] or {}
+            seen.append((float(load.get("starved", 0.0)), float(mode["throughput_mbps"])))
+    # serve (the receiver) was held off the CPU and the rate fell well below the path's.
+    # 5 s, not 3: over a 1 s quota period a short transfer may see only one throttled
+    # stretch (the 3 s version needed reruns).
+    good = [s for s, mbps in seen if s >= STARVED and mbps < 0.5 * 100]
+    assert len(good) >= 2, seen
+
+
+@pytest.mark.lab
+def test_host_drops_are_named_interface_at_the_sender(lab_factory: LabFactory) -> None:
+    lab = lab_factory.fresh(SPEC)
+    runs = [run_once(lab, "host-drops") for _ in range(3)]
+    assert sum(r.right for r in runs) >= 2, runs
