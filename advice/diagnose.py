@@ -267,10 +267,10 @@ def _fmt(mbps: float | None) -> str:
 
 
 def steady_mbps(m: ModeResult) -> float:
-    """Goodput once the connection is up to speed: the median of the round-trip-long window
-    rates of delivered bytes over the second half (measure/rates.py). A short test on a
-    long path spends a noticeable share of its time in slow start, which says nothing about
-    the hosts' tuning; the whole transfer's average, the floor, is also delivered bytes."""
+    """Goodput once the connection is up to speed: the bytes delivered over the second half,
+    over its time (measure/rates.py). A short test on a long path spends a noticeable share
+    of its time in slow start, which says nothing about the hosts' tuning; the whole
+    transfer's average, the floor, is also delivered bytes."""
     steady = rates.steady_mbps(m.samples)
     if steady is None:
         return m.throughput_mbps

@@ -10,14 +10,20 @@ from typing import Any
 
 # A rate may sit at the line rate; 1 % covers rounding of a figure computed at the bound.
 TOLERANCE = 1.01
+# Not rates of the path: what a host's settings would allow (the window law's ceilings)
+# and the speed a NIC's driver claims. Both may rightly exceed the lab's line rate.
+NOT_RATES = ("ceilings", "interface")
 
 
 def rate_fields(doc: Any, path: str = "") -> list[tuple[str, float]]:
-    """(JSON path, value) of every number under a key ending in `_mbps`, at any depth."""
+    """(JSON path, value) of every number under a key ending in `_mbps`, at any depth,
+    outside NOT_RATES."""
     out: list[tuple[str, float]] = []
     if isinstance(doc, dict):
         for key, value in doc.items():
             where = f"{path}.{key}" if path else str(key)
+            if key in NOT_RATES:
+                continue
             if str(key).endswith("_mbps") and isinstance(value, (int, float)):
                 if not isinstance(value, bool):
                     out.append((where, float(value)))

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
+from tcpwizard.lab.ratecheck import over_line
 from tcpwizard.lab.traffic import CrossTraffic
 from tests.lab_fixtures import LabFactory
 
@@ -31,6 +32,7 @@ def check(lab: Lab) -> dict[str, Any]:
     )  # fmt: skip
     doc: dict[str, Any] = json.loads(proc.stdout)
     jsonschema.validate(doc, SCHEMA)
+    assert over_line(doc, lab.line_rate_mbps) == [], "a rate above the lab's line rate"
     return doc
 
 

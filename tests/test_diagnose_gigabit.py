@@ -81,12 +81,12 @@ def test_a_probe_below_the_transfers_is_raised_to_what_they_carried() -> None:
 
 def test_a_delivery_rate_sample_is_never_reported_as_the_rate_once_up_to_speed() -> None:
     # A short test whose sender's TCP_INFO delivery-rate samples read 950 per round trip
-    # while the receiver got 800-820 in the second half: the figure is the bytes delivered.
+    # while the receiver got 780-820 in the second half: the figure is the bytes delivered.
     up = _ramp(mode(620.0), [20, 350, 650, 700, 760, 780, 800, 820, 800, 810], delivered=950)
     ev = Evidence(audit(**STOCK), audit(**STOCK), _path(_bursty(1000)), TransferResult((up,)))
     v = diagnose(ev).verdict
     assert v.limiting_factor == "path-capacity"
-    assert any("800.0 Mbit/s once up to speed" in e for e in v.evidence)
+    assert any("802.0 Mbit/s once up to speed" in e for e in v.evidence)  # 780..810
     assert not any("950" in e for e in v.evidence)
 
 
@@ -166,3 +166,27 @@ def test_a_loss_bound_reno_transfer_does_not_speak_for_the_path() -> None:
     ev = Evidence(local, audit(**STOCK), _path(_bursty(680)), TransferResult((up, drs)))
     assert path_capacity(ev)["up"][0] == pytest.approx(680)
     assert diagnose(ev).verdict.limiting_factor == "congestion"
+
+
+def test_a_transfer_faster_than_the_probe_makes_the_verdict_less_sure() -> None:
+    # The same transfer at 900 down; one probe saw 950 of the path, another only 300. The
+    # capacity is raised to what the transfer delivered, never beyond, and less surely.
+    def verdict_for(probe_mbps: float) -> tuple[float, float | None, tuple[str, ...]]:
+        down = mode(900.0, direction="down")
+        probe = CapacityEstimate(probe_mbps, "train (down)", 0.8, None, probe_mbps)
+        ev = Evidence(
+            audit(**STOCK),
+            audit(**STOCK),
+            _path(_bursty(990), probe),
+            TransferResult((down,)),
+        )
+        v = diagnose(ev).verdict
+        assert v.limiting_factor == "path-capacity"
+        return v.confidence, path_capacity(ev)["down"][0], v.evidence
+
+    sure, cap_sure, _ = verdict_for(950.0)
+    unsure, cap, evidence = verdict_for(300.0)
+    assert cap_sure is not None and cap_sure <= 950.0  # no more than the probe saw
+    assert cap == pytest.approx(900 * 1500 / 1448)  # what was delivered, at the IP layer
+    assert unsure < sure
+    assert any("probe said 300.0 Mbit/s" in e and "less sure" in e for e in evidence)

@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
+from tcpwizard.lab.ratecheck import over_line
 from tcpwizard.lab.serving import iperf3_serving, tcpwizard_argv, wait_port
 from tcpwizard.lab.tools import iperf3_tcp
 from tests.lab_fixtures import LabFactory
@@ -42,6 +43,8 @@ def _check(lab: Lab, *args: str, fmt: str = "--json") -> tuple[int, Any, str]:
         timeout=120,
     )
     doc = json.loads(proc.stdout) if fmt == "--json" else proc.stdout
+    if fmt == "--json":
+        assert over_line(doc, lab.line_rate_mbps) == [], "a rate above the lab's line rate"
     return proc.returncode, doc, proc.stderr
 
 

@@ -19,6 +19,7 @@ import jsonschema
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
+from tcpwizard.lab.ratecheck import over_line
 from tcpwizard.lab.serving import tcpwizard_argv
 from tests.lab_fixtures import LabFactory
 from tests.nginx_helpers import nginx_missing, nginx_serving
@@ -51,6 +52,8 @@ def _check(
         env=env,
     )
     doc = json.loads(proc.stdout) if "--json" in extra else None
+    if doc is not None:
+        assert over_line(doc, lab.line_rate_mbps) == [], "a rate above the lab's line rate"
     return proc.returncode, doc, proc.stderr
 
 

@@ -305,7 +305,9 @@ def _stage_probe(run: _Run, stage: StageFn, emit: EventFn) -> None:
     stage("probe", "measuring RTT and bottleneck capacity")
     budget = spec.QUICK_PROBE_BUDGET_S if run.req.quick else spec.PROBE_BUDGET_S
     try:
-        run.path = run.far.probe(budget, progress=lambda m: emit(Event("probe", m)))
+        # Within the configured line rate from the start: buffers are sized from it.
+        probed = run.far.probe(budget, progress=lambda m: emit(Event("probe", m)))
+        run.path = guard.guard_path(probed, guard.bounds_for(None, None))
     except AuthFailed:
         raise
     except PeerUnavailable as exc:
