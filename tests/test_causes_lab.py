@@ -106,7 +106,8 @@ def _policed_iperf3_upload(lab: Lab, pcap: Path, cc: str) -> tuple[dict[str, Any
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     pcap_doc: dict[str, Any] = json.loads(pcap_run.stdout)
-    return (busy[0]["verdict"] if len(busy) == 1 else {}), pcap_doc["verdict"]
+    diagnosis = pcap_doc["diagnosis"] or {"verdict": {}}
+    return (busy[0]["verdict"] if len(busy) == 1 else {}), diagnosis["verdict"]
 
 
 @pytest.mark.parametrize("cc", ["reno", "bbr"])
@@ -116,7 +117,12 @@ def test_conns_and_pcap_name_the_policer_of_an_iperf3_upload(
     lab = lab_factory(POLICED)
     seen = [_policed_iperf3_upload(lab, tmp_path / f"up{i}.pcap", cc) for i in range(TRIES)]
     named = [
-        (c.get("limiting_factor"), c.get("host_to_fix"), p["limiting_factor"], p["host_to_fix"])
+        (
+            c.get("limiting_factor"),
+            c.get("host_to_fix"),
+            p.get("limiting_factor"),
+            p.get("host_to_fix"),
+        )
         for c, p in seen
     ]
     assert sum(n[:2] == ("policer", "path") for n in named) >= 2, named

@@ -239,3 +239,14 @@ def test_a_weak_probe_is_not_overruled_by_the_policed_transfer() -> None:
     weak = replace(ev.path, capacity=replace(ev.path.capacity, confidence=0.5))
     v = diagnose(replace(ev, path=weak)).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+
+
+def test_loss_pattern_tells_bursts_from_random_loss() -> None:
+    """A bucket running dry over 1.5 s of a 5 s transfer (BBR's startup into a policer) is a
+    burst; the same losses spread over every interval are not."""
+    drained = [0, 0, 259, 145, 190, 283, 209, 201, 22] + [0] * 11
+    spread = [65] * 20
+    for deltas, bursty in ((drained, True), (spread, False)):
+        t = transfer([20.0] * 20, [40.0] * 20, deltas)
+        pattern = loss_pattern(t.modes[0])
+        assert pattern is not None and pattern.bursty is bursty, pattern
