@@ -307,6 +307,7 @@ def _ssh_flow(d: FlowDirection) -> bool:
 # unread offers only the part it has freed. At most half the largest is a buffer that is
 # there but full: the reader, not the buffer's size.
 OFFERED_SHARE = 0.5
+ZEROED_SHARE = 0.75  # halfway between a fixed buffer's 1 and a reader's 1/2
 
 
 def _capture_reader(diag: CaptureDiagnosis) -> CaptureDiagnosis:
@@ -345,10 +346,17 @@ def refine_capture(diag: CaptureDiagnosis) -> CaptureDiagnosis:
         return dataclasses.replace(
             diag, verdict=dataclasses.replace(v, explanation=v.explanation + where, evidence=ev)
         )
-    shrunk = d.max_window > 0 and d.window_p50 <= OFFERED_SHARE * d.max_window
-    # A window that closed to zero as well: the reader, whatever else the judge saw (a
-    # capture taken at the receiver sees no RTT to speak of, nor the sender's stalls).
-    if shrunk and (v.limiting_factor == "receiver-window" or d.zero_windows > 0):
+    ratio = d.window_p50 / d.max_window if d.max_window > 0 else 1.0
+    shrunk = ratio <= OFFERED_SHARE
+    # A zero window is unread data filling the whole buffer. A fixed buffer read at once
+    # offers its whole size every time (a median near its largest), so one zero window there
+    # is a reader descheduled for a moment; with the median below ZEROED_SHARE of the largest
+    # as well, the reader is behind. With a zero window, a shrunk window is the reader
+    # whatever else the judge saw (a capture taken at the receiver sees no RTT to speak of).
+    zeroed = d.zero_windows > 0 and ratio <= ZEROED_SHARE
+    if (v.limiting_factor == "receiver-window" and (shrunk or zeroed)) or (
+        shrunk and d.zero_windows > 0
+    ):
         return _capture_reader(diag)
     if not _ssh_flow(d) or v.limiting_factor not in ("sender-buffer", "path-capacity"):
         return diag

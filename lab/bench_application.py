@@ -49,6 +49,7 @@ READER_QUOTA_US, READER_PERIOD_US, READER_BLOCK = 1000, 250_000, "1K"
 TRANSFER_S = 11  # long enough for slow start at 250 ms and both conns runs
 WARMUP_S = 4.0  # past slow start: 2 MB at 250 ms takes ~9 round trips
 CONNS_INTERVAL = "1.5s"
+SSH_SETUP_RTTS = 12
 BIG_BUFFERS = (  # room for 300 Mbit/s x 250 ms (9.4 MB) in both directions
     ("net.ipv4.tcp_rmem", "4096 131072 33554432"),
     ("net.ipv4.tcp_wmem", "4096 16384 33554432"),
@@ -211,7 +212,7 @@ def _ssh(lab: Lab, tool: str, out: Outcome, t: Timing) -> None:
     with sshd_serving(lab, "b") as srv, payload(size) as src:
         proc = lab.popen(
             "a",
-            ssh_argv(tool, srv, src, t.transfer_s),
+            ssh_argv(tool, srv, src, t.transfer_s + round(SSH_SETUP_RTTS * lab.rtt_s + 0.5)),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -222,7 +223,9 @@ def _ssh(lab: Lab, tool: str, out: Outcome, t: Timing) -> None:
             if tool == "sftp":
                 proc.stdin.write(sftp_batch(src))
             proc.stdin.close()
-            time.sleep(t.warmup_s)
+            # SSH's own set-up (key exchange, auth, channel, sftp) takes ~12 round trips
+            # before the first byte of the file: 3 s at 250 ms.
+            time.sleep(t.warmup_s + SSH_SETUP_RTTS * lab.rtt_s)
             _views_during(lab, 22, out)
             proc.wait(timeout=t.transfer_s + 30)
         finally:

@@ -211,3 +211,15 @@ def test_a_captured_window_far_below_what_the_receiver_offered_is_its_reader() -
     assert refine_capture(_capture(small, "receiver-window")).verdict.limiting_factor == (
         "receiver-window"
     )
+
+
+def test_a_zero_window_with_the_window_below_its_largest_is_the_reader() -> None:
+    # Measured in the lab: a reader under a CPU quota, zero twice, median 51 % of the largest.
+    reader = _flow(receiver_port=5201, max_window=1_415_168, window_p50=721_920, zero_windows=2)
+    out = refine_capture(_capture(reader, "receiver-window"))
+    assert out.verdict.limiting_factor == "application"
+    # A fixed buffer read at once, zero for a moment: still its window.
+    blip = _flow(receiver_port=5201, max_window=262_144, window_p50=260_000, zero_windows=1)
+    assert refine_capture(_capture(blip, "receiver-window")).verdict.limiting_factor == (
+        "receiver-window"
+    )
