@@ -4,10 +4,13 @@ queue of several BDPs) — the lab tests and `lab bench --causes` run them on re
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.checks.model import HostAudit
+from tcpwizard.measure.hostload import CoreLoad, HostDrops, HostLoad
 from tcpwizard.measure.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,
@@ -250,3 +253,17 @@ def test_loss_pattern_tells_bursts_from_random_loss() -> None:
         t = transfer([20.0] * 20, [40.0] * 20, deltas)
         pattern = loss_pattern(t.modes[0])
         assert pattern is not None and pattern.bursty is bursty, pattern
+
+
+def test_bursty_losses_the_senders_own_host_dropped_are_interface_not_a_policer() -> None:
+    """The same bursty, queue-free losses, but the sender's transmit ring counted them: the
+    host's own drops explain the loss, so no policer is named."""
+    ev = policed()
+    assert ev.transfer is not None
+    m = ev.transfer.modes[0]
+    drops = HostDrops(tx_dropped=m.retransmits, interface="eth0")
+    load = HostLoad(5.0, (CoreLoad(0, 0.1, 0.1, 0.0, 0.2),), 0.1, 0.1, 0.0, drops)
+    dropped = dataclasses.replace(m, sender_load=load)
+    ev = dataclasses.replace(ev, transfer=dataclasses.replace(ev.transfer, modes=(dropped,)))
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("interface", "local")

@@ -21,8 +21,9 @@ from tcpwizard.advice.rules.host_drops import HOST_SHARE, drop_fixes, lost_by
 from tcpwizard.measure.conns import ConnObservation
 from tcpwizard.measure.hostload import HostLoad
 
-# Verdicts the host's own evidence may replace: the ones that blame the path or nothing.
-REPLACEABLE = ("congestion", "path-capacity", "unknown")
+# Verdicts the host's own evidence may replace: the ones that blame the path or nothing. A
+# policer is inferred from bursty losses; drops counted inside this host explain them directly.
+REPLACEABLE = ("congestion", "path-capacity", "policer", "unknown")
 
 
 def host_conn_verdict(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity, rtt_ms
 from tcpwizard.advice.model import Verdict, WizardGap
+from tcpwizard.advice.rules import host_drops
 from tcpwizard.advice.window_law import mathis_mbps
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.capture import FlowDirection
@@ -244,6 +245,10 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     cc = _sender_cc(d)
     found = policing(d.current, rtt_ms(ev, d), probe.mbps if probe else None, cc)
     if found is None or probe is None:
+        return None
+    if host_drops.rule(ev, d) is not None:
+        # Drops counted inside a host explain the bursty losses directly (a full transmit
+        # ring drops bursts too, with no queue on the path): that verdict, not a policer.
         return None
     host: HostRole = "path"
     return Candidate(
