@@ -38,11 +38,11 @@ from tcpwizard.advice.window_law import (
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure import rates
 from tcpwizard.measure.model import ModeResult
+from tcpwizard.measure.rates import ip_rate
 from tcpwizard.measure.rates import sample_rates as window_rates
 from tcpwizard.units import format_mbps
 
 HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
-IP_TCP_HEADERS = 52  # IPv4 + TCP with timestamps: goodput to the probes' IP-layer rate
 OVERRULE_MIN = 0.3  # a weak probe yields only to a transfer at least this share of its claim
 PROBE_SURE = 0.7  # a capacity estimate at least this confident stands against a slower transfer
 TUNED_MODES = ("static", "overprovisioned", "drs")  # buffers sized for the path
@@ -68,7 +68,7 @@ def reached_mbps(m: ModeResult) -> float:
 def _mode_floor_mbps(m: ModeResult) -> float:
     """What one mode showed the path carries, at the IP layer like the probes."""
     mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info and s.tcp_info.snd_mss), 1448)
-    return reached_mbps(m) * (mss + IP_TCP_HEADERS) / mss
+    return ip_rate(reached_mbps(m), mss)
 
 
 def _floors(ev: Evidence, d: _Direction) -> list[tuple[float, ModeResult]]:

@@ -30,9 +30,9 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
+from tcpwizard.measure.rates import IP_TCP_HEADERS
 from tcpwizard.units import format_mbps
 
-IP_TCP_HEADERS = 52  # IPv4 20 + TCP 20 + timestamps option 12, per packet
 LINE_RATE_ENV = "TCPWIZARD_LINE_RATE_MBPS"
 
 

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tcpwizard.measure.model import ModeResult
+from tcpwizard.measure.rates import ip_rate
 
-IP_TCP_HEADERS = 52  # IPv4 + TCP with timestamps: goodput to the IP-layer rate
 MIN_SAMPLES = 3  # fewer RTT samples say nothing about a distribution
 
 
@@ -91,7 +91,7 @@ def plateau_mbps(m: ModeResult) -> float | None:
     if len(rates) < MIN_SAMPLES:
         return None
     mss = mss_of(m)
-    return percentile(rates, 0.5) * (mss + IP_TCP_HEADERS) / mss
+    return ip_rate(percentile(rates, 0.5), mss)
 
 
 def plateau_spread(m: ModeResult) -> float | None:

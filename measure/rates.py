@@ -22,6 +22,9 @@ from tcpwizard.measure.model import TransferSample
 # The settled part of a transfer: its second half. A 3-5 s test on a long path spends a
 # noticeable share of its first half in slow start, which says nothing about the steady rate.
 SETTLED_FROM = 0.5
+# IPv4 20 + TCP 20 + the timestamps option 12 bytes per packet: what turns goodput (payload)
+# into the IP-layer rate a probe, a shaper or a policer counts.
+IP_TCP_HEADERS = 52
 MIN_STEADY_RATES = 3  # samples in the settled part: fewer, and it is one or two intervals
 
 
@@ -143,3 +146,8 @@ class LiveRate:
         self.counts = [*self.counts[-(self.KEEP - 1) :], Count(t_s, nbytes)]
         window = window_s(self.rtt_s, sample_interval_s(self.counts))
         return window_rates(self.counts, window)[-1][1]
+
+
+def ip_rate(goodput_mbps: float, mss: int) -> float:
+    """The IP-layer rate of a goodput carried in segments of `mss` payload bytes."""
+    return goodput_mbps * (mss + IP_TCP_HEADERS) / mss if mss > 0 else goodput_mbps

@@ -35,6 +35,7 @@ from tcpwizard.measure.loaded_rtt import (
     plateau_mbps,
 )
 from tcpwizard.measure.model import ModeResult
+from tcpwizard.measure.rates import ip_rate
 from tcpwizard.units import format_mbps
 
 # Below this share of the line rate the probe saw, the plateau is not the line: TCP/IP
@@ -156,7 +157,7 @@ def _drained(m: ModeResult, plateau_ip: float) -> bool:
     """The first half ran well above the plateau: a full bucket let it pass at first."""
     first = [s.goodput_mbps for s in m.samples[: len(m.samples) // 2]]
     mss = mss_of(m)
-    return bool(first) and max(first) * (mss + 52) / mss >= plateau_ip / POLICED_SHARE
+    return bool(first) and ip_rate(max(first), mss) >= plateau_ip / POLICED_SHARE
 
 
 def _late_losses(m: ModeResult) -> bool:
@@ -171,7 +172,7 @@ def _burst_peak_mbps(m: ModeResult) -> float | None:
     if not rates or max(rates) <= 0:
         return None
     mss = mss_of(m)
-    return max(rates) * (mss + 52) / mss
+    return ip_rate(max(rates), mss)
 
 
 def _sender_cc(d: Direction) -> str:
@@ -290,11 +291,11 @@ def capture_verdict(
     bound = mathis_mbps(d.mss, rtt_min, loss)
     if bound is None or plateau <= BOUND_LIFT * bound:
         return None
-    policed = plateau * (d.mss + 52) / d.mss
+    policed = ip_rate(plateau, d.mss)
     lines = [
         *ev,
         f"rate plateau {format_mbps(policed)} (IP layer, second half) against a burst of "
-        f"{format_mbps(peak * (d.mss + 52) / d.mss)} while the bucket was full",
+        f"{format_mbps(ip_rate(peak, d.mss))} while the bucket was full",
         f"RTT {rtt_mid:.1f} ms median under load (p90 "
         f"{(d.rtt_p90_ms or rtt_mid):.1f} ms) against {rtt_min:.1f} ms minimum: no queue",
         f"{loss:.1%} of the data retransmitted; Mathis bound at that loss "
@@ -329,7 +330,7 @@ def conns_verdict(obs: ConnObservation) -> tuple[Verdict, tuple[Fix, ...]] | Non
     bound = mathis_mbps(mss, obs.min_rtt_ms, loss)
     if bound is None or obs.send_mbps <= BOUND_LIFT * bound:
         return None
-    policed = obs.send_mbps * (mss + 52) / mss
+    policed = ip_rate(obs.send_mbps, mss)
     peak = max(obs.delivery_rate_max_mbps, obs.delivery_rate_mbps)
     lines = (
         f"sent {obs.send_mbps:.1f} Mbit/s (~{format_mbps(policed)} at the IP layer); highest "
