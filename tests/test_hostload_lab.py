@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tcpwizard.advice.diagnose import HEALTHY_SHARE
 from tcpwizard.advice.rules.host_cpu import STARVED
 from tcpwizard.lab.bench_host import CPU_SHARE, run_once
 from tcpwizard.lab.hostload import cpu_quota
@@ -37,10 +38,13 @@ def test_starved_serve_reports_its_starvation(lab_factory: LabFactory) -> None:
             mode = json.loads(out.stdout)["transfer"]["modes"][0]
             load = mode["receiver_load"] or {}
             seen.append((float(load.get("starved", 0.0)), float(mode["throughput_mbps"])))
-    # serve (the receiver) was held off the CPU and the rate fell well below the path's.
-    # 5 s, not 3: over a 1 s quota period a short transfer may see only one throttled
-    # stretch (the 3 s version needed reruns).
-    good = [s for s, mbps in seen if s >= STARVED and mbps < 0.5 * 100]
+    # serve (the receiver) was held off the CPU while the path had room: the rate stayed
+    # under the share a healthy transfer reaches (diagnose.HEALTHY_SHARE of the 100 Mbit/s
+    # line), the condition the host-cpu rule names. Measured: starved 0.43-0.88 of a 5 s
+    # transfer at 63-69 Mbit/s (the kernel's receive work is charged to no process, so the
+    # rate does not collapse). 5 s, not 3: over a 1 s quota period a short transfer may see
+    # only one throttled stretch.
+    good = [s for s, mbps in seen if s >= STARVED and mbps < HEALTHY_SHARE * 100]
     assert len(good) >= 2, seen
 
 

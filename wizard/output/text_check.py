@@ -85,7 +85,7 @@ def _verdict(con: Console, r: Report) -> None:
     if gap.current_mbps is not None and gap.tuned_mbps:
         how = "predicted from the window law"
         if gap.measured:
-            how = f"measured, {gap.tuned_mode}" if gap.tuned_mode else "measured"
+            how = f"measured once up to speed, {gap.tuned_mode}" if gap.tuned_mode else "measured"
         if gap.tuned_mbps > 1.1 * gap.current_mbps:
             con.print(
                 Text("Wizard gap: ", style="bold")
