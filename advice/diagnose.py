@@ -926,13 +926,13 @@ def _gap(
     # The tuned side: what the best tuned mode held once up to speed. Each mode's test ends
     # when its own rate settles (measure/steady.py), so a mode that settles sooner (DRS,
     # sized from the BDP) carries more of the common slow start in its whole-run average.
-    tuned = [
+    held = [
         (steady_mbps(m), m)
         for m in (ev.transfer.modes if ev.transfer else ())
         if m.error is None and m.direction == worst.name and m.mode != "untuned"
     ]
-    if tuned:
-        rate, mode = max(tuned, key=lambda t: t[0])
+    if held:
+        rate, mode = max(held, key=lambda t: t[0])
         if rate > 1.1 * current:
             return WizardGap(current, rate, True, mode.mode)
     return WizardGap(current, cap, False)
