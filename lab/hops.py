@@ -234,12 +234,7 @@ def _drop_frag_needed(ns: str) -> None:
         "  }\n"
         "}\n"
     )
-    proc = subprocess.run(
-        ["ip", "netns", "exec", ns, "nft", "-f", "-"], input=rules, text=True,
-        capture_output=True, check=False, timeout=15,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise LabError(f"nft in {ns}: {proc.stderr.strip() or 'failed'} (apt-get install nftables)")
+    netns.load_nft(ns, rules)
 
 
 def _hop_delaylines(name: str, count: int) -> list[int]:

@@ -5,9 +5,7 @@ the MSS (only where it is larger, as an MSS clamp does)."""
 
 from __future__ import annotations
 
-import subprocess
-
-from tcpwizard.lab.netns import LabError
+from tcpwizard.lab import netns
 from tcpwizard.lab.spec import MiddleboxSpec
 
 NFT_TABLE = "tcpwizard_middlebox"
@@ -37,15 +35,7 @@ def ruleset(mb: MiddleboxSpec, hook: str) -> str:
 
 def install(mb: MiddleboxSpec, namespaces: tuple[str, ...], hook: str) -> None:
     for ns in namespaces:
-        proc = subprocess.run(
-            ["ip", "netns", "exec", ns, "nft", "-f", "-"], input=ruleset(mb, hook), text=True,
-            capture_output=True, check=False, timeout=15,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            why = proc.stderr.strip() or "failed"
-            raise LabError(
-                f"nft in {ns}: {why} (needs nftables >= 1.0.3: apt-get install nftables)"
-            )
+        netns.load_nft(ns, ruleset(mb, hook), "needs nftables >= 1.0.3: apt-get install nftables")
 
 
 def router_or_hosts(mb: MiddleboxSpec, ns_a: str, ns_b: str, routers: tuple[str, ...]) -> None:

@@ -160,3 +160,19 @@ def read_sysctl(ns: str, key: str) -> str:
     if proc.returncode != 0:
         raise LabError(f"cannot read sysctl {key} in {ns}: {proc.stderr.strip()}")
     return proc.stdout.strip()
+
+
+def load_nft(ns: str, rules: str, needs: str = "") -> None:
+    """Load an nftables ruleset into namespace `ns` (added to what is there: each user of it
+    names its own table). `needs` says which nftables the rules want, for the error."""
+    proc = subprocess.run(
+        ["ip", "netns", "exec", ns, "nft", "-f", "-"],
+        input=rules,
+        text=True,
+        capture_output=True,
+        check=False,
+        timeout=15,
+    )
+    if proc.returncode != 0:
+        why = proc.stderr.strip() or "failed"
+        raise LabError(f"nft in {ns}: {why} ({needs or 'apt-get install nftables'})")

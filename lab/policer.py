@@ -19,8 +19,7 @@ from __future__ import annotations
 import subprocess
 from typing import TYPE_CHECKING
 
-from tcpwizard.lab import hops
-from tcpwizard.lab.netns import LabError
+from tcpwizard.lab import hops, netns
 
 if TYPE_CHECKING:
     from tcpwizard.lab.lab import Lab
@@ -66,24 +65,16 @@ def apply(lab: Lab) -> None:
     spec = lab.spec
     fwd, rev = spec.forward, spec.reverse
     if fwd.policer_bps is not None:
-        load(hops.first_peer(lab), ingress_rules(fwd.policer_bps, fwd.policer_burst_bytes, "wan0"))
+        netns.load_nft(
+            hops.first_peer(lab), ingress_rules(fwd.policer_bps, fwd.policer_burst_bytes, "wan0")
+        )
     if rev.policer_bps is not None:
-        load(lab.ns_a, ingress_rules(rev.policer_bps, rev.policer_burst_bytes, "wan0"))
+        netns.load_nft(lab.ns_a, ingress_rules(rev.policer_bps, rev.policer_burst_bytes, "wan0"))
     for k, hop in enumerate(spec.hops, 1):
         if hop.policer_bps is not None:
             dev = "wan0" if k == 1 else f"l{k}"
             rules = forward_rules(hop.policer_bps, hop.policer_burst_bytes, dev)
-            load(hops.router_ns(lab.name, k), rules)
-
-
-def load(ns: str, rules: str) -> None:
-    """Load `rules` into namespace `ns` (added to what is there: tables have own names)."""
-    proc = subprocess.run(
-        ["ip", "netns", "exec", ns, "nft", "-f", "-"], input=rules, text=True,
-        capture_output=True, check=False, timeout=15,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise LabError(f"nft in {ns}: {proc.stderr.strip() or 'failed'} (apt-get install nftables)")
+            netns.load_nft(hops.router_ns(lab.name, k), rules)
 
 
 def dropped(ns: str) -> int:
