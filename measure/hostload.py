@@ -220,6 +220,17 @@ def read_thread_ticks(proc_root: str = "/proc", pid: int | str = "self") -> dict
     return out
 
 
+def read_process_ticks(proc_root: str = "/proc", pid: int | str = "self") -> int | None:
+    """utime + stime of the whole process, in ticks: the kernel adds an exited thread's time
+    to its process, so threads that ran a transfer and ended still count."""
+    try:
+        text = Path(proc_root, str(pid), "stat").read_text()
+        fields = text[text.rindex(")") + 2 :].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _softnet(proc_root: str) -> tuple[int, int]:
     dropped = squeeze = 0
     try:
@@ -349,6 +360,10 @@ class HostSampler:
         self._t0 = clock()
         self._cpu0 = read_cpu_ticks(proc_root)
         self._thr0 = read_thread_ticks(proc_root, pid)
+        # Each thread's latest ticks, read as the transfer runs: a data thread that ends
+        # before stop() keeps what it used (all but the last read's interval).
+        self._thr_seen = dict(self._thr0)
+        self._proc0 = read_process_ticks(proc_root, pid)
         self._drops0 = read_drops(proc_root, sys_root, qdiscs)
 
     def start(self) -> HostSampler:
@@ -362,6 +377,7 @@ class HostSampler:
             late = self.clock() - due
             if late > LATE_S:
                 self._late += late
+            self._thr_seen.update(read_thread_ticks(self.proc_root, self.pid))
             due = max(due + self.interval, self.clock() + self.interval / 2)
 
     def stop(self) -> HostLoad:
@@ -370,14 +386,20 @@ class HostSampler:
             self._thread.join(timeout=2.0)
         seconds = max(1e-9, self.clock() - self._t0)
         cpu1 = read_cpu_ticks(self.proc_root)
-        thr1 = read_thread_ticks(self.proc_root, self.pid)
+        self._thr_seen.update(read_thread_ticks(self.proc_root, self.pid))
+        proc1 = read_process_ticks(self.proc_root, self.pid)
         drops1 = read_drops(self.proc_root, self.sys_root, self.qdiscs)
-        per_thread = [v - self._thr0.get(tid, 0) for tid, v in thr1.items()]
+        per_thread = [v - self._thr0.get(tid, 0) for tid, v in self._thr_seen.items()]
         hz = float(USER_HZ)
+        used = (
+            proc1 - self._proc0
+            if proc1 is not None and self._proc0 is not None
+            else sum(per_thread)
+        )
         return HostLoad(
             seconds=seconds,
             cores=core_loads(self._cpu0, cpu1),
-            process_cores=max(0.0, sum(per_thread) / hz / seconds),
+            process_cores=max(0.0, used / hz / seconds),
             busiest_thread=min(1.0, max([0, *per_thread]) / hz / seconds),
             starved=min(1.0, self._late / seconds),
             drops=drop_delta(self._drops0, drops1),

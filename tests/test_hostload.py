@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -214,3 +216,23 @@ def test_a_port_that_accepts_but_never_says_hello_is_named() -> None:
         port = srv.getsockname()[1]
         with pytest.raises(PeerUnavailable, match=r"no hello came within 0\.3 s: a serve starved"):
             ControlClient("127.0.0.1", port, timeout=0.3)
+
+
+def test_a_data_thread_that_ended_before_stop_still_counts() -> None:
+    """A transfer's threads end before the sampler stops: their CPU time stays in the
+    process's share and in the busiest thread (read from the real /proc of this process)."""
+    sampler = HostSampler().start()
+
+    def spin() -> None:
+        end = time.monotonic() + 0.6
+        while time.monotonic() < end:
+            pass
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    worker.join()
+    time.sleep(0.1)
+    load = sampler.stop()
+    # ~0.6 s of one core in ~0.7 s; a loaded machine's scheduler may halve it.
+    assert load.process_cores >= 0.3, load
+    assert load.busiest_thread >= 0.3, load
