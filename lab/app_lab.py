@@ -45,7 +45,7 @@ def _keygen(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _privsep_dir() -> Iterator[None]:
+def privsep_dir() -> Iterator[None]:
     """sshd refuses to start without /run/sshd (the package's service creates it at boot)."""
     path = Path("/run/sshd")
     created = not path.exists()
@@ -102,7 +102,7 @@ def sshd_serving(lab: Lab, side: Side = "b", port: int = 22) -> Iterator[SshServ
             )
             + "\n"
         )
-        with _privsep_dir():
+        with privsep_dir():
             subprocess.run([SSHD, "-t", "-f", str(config)], check=True)
             sshd = lab.popen(side, [SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
             try:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tcpwizard.lab import Lab
+from tcpwizard.lab.app_lab import privsep_dir
 from tcpwizard.lab.netns import ns_pids
 from tcpwizard.lab.scenarios import SCENARIOS
 from tcpwizard.lab.serving import serving, tcpwizard_argv
@@ -53,21 +54,6 @@ def _keygen(path: Path) -> None:
 def _listening(lab: Lab) -> list[str]:
     out = lab.run("b", ["ss", "-Hltnu"], capture_output=True, text=True, check=True).stdout
     return sorted(" ".join(line.split()[:5]) for line in out.splitlines())
-
-
-@contextlib.contextmanager
-def _privsep_dir() -> Iterator[None]:
-    """sshd refuses to start without /run/sshd (the package's service creates it at boot)."""
-    path = Path("/run/sshd")
-    created = not path.exists()
-    if created:
-        path.mkdir(mode=0o755)
-    try:
-        yield
-    finally:
-        if created:
-            with contextlib.suppress(OSError):
-                path.rmdir()
 
 
 @pytest.fixture
@@ -105,7 +91,7 @@ def ssh_lab(lab_factory: LabFactory, tmp_path: Path) -> Iterator[SshLab]:
         )
         + "\n"
     )
-    with _privsep_dir():
+    with privsep_dir():
         subprocess.run([SSHD, "-t", "-f", str(config)], check=True)
         sshd = lab.popen("b", [SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
         try:
