@@ -25,7 +25,7 @@ from tcpwizard.advice.middlebox import one_point_note
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
-from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
+from tcpwizard.advice.window_law import LOSS_BASED, mathis_mbps, window_limit_mbps
 from tcpwizard.checks.base import sysctl_fix
 from tcpwizard.checks.model import BdpTarget, Fix, HostRole
 from tcpwizard.checks.window import recommended_buffer
@@ -41,7 +41,6 @@ WINDOW_FILLED = 0.6  # rate x RTT at least this share of the window: the window 
 # rate x RTT filling the whole window, with some stalls on it, says the same.
 WINDOW_FULL = 0.85
 SOME_STALLS = 0.05
-LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
 DEFAULT_RATE_BPS = 1e9  # fixes are sized for this rate at the connection's RTT unless told
 GUIDE = "Tierney, 'TCP Buffer Tuning'; NDT web100 heuristics (rwnd/sndbuf-limited time)"
 Role = str  # "sending" | "receiving" | "idle"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tcpwizard.advice.evidence import HEALTHY_SHARE as HEALTHY_SHARE
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import Evidence as Evidence  # re-exported: the engine's input
@@ -28,6 +29,7 @@ from tcpwizard.advice.rules import CAUSE_RULES, bufferbloat, policer
 from tcpwizard.advice.rules.host_drops import held_by_host
 from tcpwizard.advice.streams import streams_fix, streams_needed
 from tcpwizard.advice.window_law import (
+    LOSS_BASED,
     UNSCALED_WINDOW,
     mathis_mbps,
     max_receive_window,
@@ -42,14 +44,12 @@ from tcpwizard.measure.rates import ip_rate
 from tcpwizard.measure.rates import sample_rates as window_rates
 from tcpwizard.units import format_mbps
 
-HEALTHY_SHARE = 0.85  # of capacity: TCP/IP headers alone cost ~3.5%
 OVERRULE_MIN = 0.3  # a weak probe yields only to a transfer at least this share of its claim
 PROBE_SURE = 0.7  # a capacity estimate at least this confident stands against a slower transfer
 TUNED_MODES = ("static", "overprovisioned", "drs")  # buffers sized for the path
 CHRONO_SHARE = 0.2  # of the busy time: how long a limit must hold to be the limit
 WEAK = 0.4  # a limit named with less confidence loses to "the hosts allow the capacity"
 PATH_GAP = {"bufferbloat": "path-capacity"}
-LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,10 @@ def window_limit_mbps(window_bytes: float, rtt_ms: float) -> float:
     return mbps(window_bytes, rtt_ms / 1e3)
 
 
+# Senders whose rate the loss bound (Mathis et al.) holds: they back off on every loss.
+LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
+
+
 def mathis_mbps(mss_bytes: float, rtt_ms: float, loss: float) -> float | None:
     """Loss-based (Reno/CUBIC-like) steady-state bound; None without loss."""
     if loss <= 0 or rtt_ms <= 0:

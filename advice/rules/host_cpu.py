@@ -17,6 +17,7 @@ from __future__ import annotations
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity
 from tcpwizard.checks.model import Fix, HostRole
 from tcpwizard.measure.hostload import HostLoad
+from tcpwizard.measure.rates import IP_TCP_HEADERS
 
 # /proc/stat counts in ticks (1/USER_HZ s); over T seconds a fully busy core reads at least
 # 1 - 2/(HZ*T), 0.95 from T = 0.4 s at HZ = 100 (shorter transfers are not judged).
@@ -24,9 +25,9 @@ SATURATED = 0.95
 MIN_SECONDS = 0.4
 STARVED = 0.25  # of the transfer held off the CPU: measured, see docs/bench-host.md
 SOFTIRQ_SHARE = 0.5  # of a saturated core's busy time: the kernel's network work
-# Goodput to the IP-layer rate the probe measures: 52 header bytes (IPv4, TCP, timestamps)
+# Goodput to the IP-layer rate the probe measures: the header bytes (IPv4, TCP, timestamps)
 # of a 1500-byte packet; below capacity by more than this, the path had room.
-HEADER_SHARE = 52 / 1500
+HEADER_SHARE = IP_TCP_HEADERS / 1500
 
 
 def cpu_bound(load: HostLoad) -> tuple[float, str] | None:

@@ -4,7 +4,14 @@ the fix is the device's, never a sysctl."""
 
 from __future__ import annotations
 
-from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity, rtt_ms
+from tcpwizard.advice.evidence import (
+    HEALTHY_SHARE,
+    Candidate,
+    Direction,
+    Evidence,
+    probe_capacity,
+    rtt_ms,
+)
 from tcpwizard.advice.middlebox import DOWN, Tampering, syn_tampering
 from tcpwizard.advice.window_law import UNSCALED_WINDOW, mathis_mbps, window_limit_mbps
 from tcpwizard.measure.model import ModeResult
@@ -13,7 +20,6 @@ from tcpwizard.measure.model import ModeResult
 # ceiling (the window law with a round trip's jitter), and a ceiling above 85 % of the
 # capacity (TCP/IP headers cost ~3.5 %, see diagnose.HEALTHY_SHARE) holds nothing back.
 AT_CEILING = 1.3
-HEALTHY_SHARE = 0.85
 # A loss-bound rate is proportional to the MSS (Mathis et al.): a clamp to less than 3/4
 # of what this host sent costs over a quarter of such a rate, more than a test's own
 # spread; a milder one (a VPN's 1380 of 1460) is noted, not named the limit.

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity, rtt_ms
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.advice.rules import host_drops
-from tcpwizard.advice.window_law import mathis_mbps
+from tcpwizard.advice.window_law import LOSS_BASED, mathis_mbps
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.capture import FlowDirection
 from tcpwizard.measure.conns import ConnObservation
@@ -54,7 +54,6 @@ BOUND_LIFT = 3.0
 # Pace this far below the policed rate: a bucket never empties when the sender stays
 # under its rate, and 10 % covers the plateau's measurement error (within 10 % in the lab).
 PACE_SHARE = 0.9
-LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
 
 
 @dataclass(frozen=True)
