@@ -188,6 +188,11 @@ def test_rules() -> None:
     assert _factor(free) == ("sender-buffer", "local")
     assert _factor(dataclasses.replace(free, rtt_p50_ms=80.0)) == ("path-capacity", None)
     assert _factor(dataclasses.replace(free, idle_share=0.6)) == ("application", "local")
+    # The median near the minimum but a queue at times (p90 +10 ms at 50 ms): the sender had
+    # more than the BDP in flight, so its buffer is not the limit.
+    at_times = dataclasses.replace(free, rtt_p50_ms=52.0, rtt_p90_ms=60.5)
+    assert _factor(at_times) == ("path-capacity", None)
+    assert _factor(dataclasses.replace(free, rtt_p90_ms=50.9)) == ("sender-buffer", "local")
     lossy = dataclasses.replace(
         free,
         retransmits=300,
@@ -240,3 +245,62 @@ def test_schema_file_is_current() -> None:
     assert SCHEMA_FILE.read_text() == capture_json.schema_text(), (
         "run `python -m tcpwizard.output.capture_json docs/capture.schema.json` and commit"
     )
+
+
+def sack_recovery_capture(path: Path) -> float:
+    """A sends a segment per millisecond (one rate, no faster); B acks each 20 ms later. One
+    segment is lost and resent 100 ms later: until it arrives B's ACKs carry the hole's edge
+    and SACK what came after it. Returns the rate the data arrived at, Mbit/s."""
+    pkts = []
+    t0, gap, delay, lost = 1000.0, 1e-3, 0.020, 100
+
+    def add(p: IP, when: float) -> None:
+        p.time = when
+        pkts.append(p)
+
+    opts = [("MSS", 1460), ("SAckOK", b""), ("WScale", 7)]
+    add(IP(src=A, dst=B) / TCP(sport=40000, dport=5201, flags="S", seq=999, options=opts), t0)
+    add(IP(src=B, dst=A) / TCP(sport=5201, dport=40000, flags="SA", seq=4999, ack=1000,
+                               options=opts), t0 + delay)  # fmt: skip
+    start = t0 + 2 * delay
+    first = 1000
+    hole = first + lost * MSS
+    resent_at = start + lost * gap + 0.100
+    for i in range(600):
+        seq = first + i * MSS
+        sent = start + i * gap
+        add(IP(src=A, dst=B) / TCP(sport=40000, dport=5201, flags="PA", seq=seq, ack=5000)
+            / (b"x" * MSS), sent)  # fmt: skip
+        if i == lost:
+            continue
+        arrived = sent + delay
+        ack, sack = seq + MSS, []
+        if lost < i and arrived < resent_at + delay:
+            ack, sack = hole, [("SAck", (hole + MSS, seq + MSS))]
+        elif arrived >= resent_at + delay and i > lost:
+            ack = seq + MSS
+        add(IP(src=B, dst=A) / TCP(sport=5201, dport=40000, flags="A", seq=5000, ack=ack,
+                                   window=4000, options=sack), arrived + delay)  # fmt: skip
+    add(IP(src=A, dst=B) / TCP(sport=40000, dport=5201, flags="PA", seq=hole, ack=5000)
+        / (b"x" * MSS), resent_at)  # fmt: skip
+    last = first + 600 * MSS
+    edge = max(s for s in range(first, last, MSS) if start + (s - first) // MSS * gap
+               + delay <= resent_at + delay) + MSS  # fmt: skip
+    add(IP(src=B, dst=A) / TCP(sport=5201, dport=40000, flags="A", seq=5000, ack=edge,
+                               window=4000), resent_at + 2 * delay)  # fmt: skip
+    pkts.sort(key=lambda p: float(p.time))
+    with PcapWriter(str(path), linktype=101, sync=True) as w:
+        for p in pkts:
+            w.write(p)
+    return MSS * 8 / gap / 1e6
+
+
+def test_delivered_rate_counts_sacked_bytes_so_a_recovery_is_no_burst(tmp_path: Path) -> None:
+    """The cumulative ACK closing a 100 ms hole would credit 100 ms of data to one instant
+    (a peak ~1.4x the line over 0.25 s); counting what B SACKed keeps the peak at the rate
+    the data arrived."""
+    path = tmp_path / "sack.pcap"
+    line = sack_recovery_capture(path)
+    d = read_capture(str(path)).directions[0]
+    assert d.retransmits == 1
+    assert 0.9 * line <= d.peak_mbps <= 1.05 * line, (d.peak_mbps, line)

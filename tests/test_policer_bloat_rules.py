@@ -215,6 +215,9 @@ def test_capture_of_a_policed_flow_names_the_policer() -> None:
     assert judge_direction(queued, lambda a: a == "10.0.0.1").verdict.limiting_factor != "policer"
     at_line = replace(policed, peak_mbps=20.0)  # no burst above the plateau: the line itself
     assert judge_direction(at_line, lambda a: a == "10.0.0.1").verdict.limiting_factor != "policer"
+    # Every loss in the first half: slow start overshooting a queue, not a policer.
+    early = replace(policed, late_loss_episodes=0)
+    assert judge_direction(early, lambda a: a == "10.0.0.1").verdict.limiting_factor != "policer"
 
 
 def test_live_connection_losing_bursts_without_a_queue_is_policed() -> None:

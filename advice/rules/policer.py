@@ -284,6 +284,11 @@ def capture_verdict(
     plateau, peak = d.steady_mbps, d.peak_mbps
     if plateau <= 0 or peak <= 0 or plateau >= POLICED_SHARE * peak:
         return None
+    if d.late_loss_episodes < 1:
+        # Losses only in the first half are slow start overshooting a queue (healthy 100
+        # Mbit/s x 50 ms lab captures: 4-5 episodes, none late); a policer drops whenever
+        # the sender's rate passes its tokens again, to the end.
+        return None
     if rtt_mid - rtt_min > no_queue_ms(rtt_min):
         return None
     loss = d.retransmitted_bytes / d.bytes
