@@ -1,3 +1,3 @@
 """Shared pytest configuration."""
 
-pytest_plugins = ["tests.lab_fixtures"]
+pytest_plugins = ["tests.lab_fixtures", "tests.majority", "pytester"]

@@ -120,18 +120,12 @@ def lab(request: pytest.FixtureRequest, lab_factory: LabFactory) -> Iterator[Lab
     built.kill_processes(keep=before)
 
 
-# Measurements over real TCP (the lab, network namespaces) on a machine other programs
-# share (a CI runner's neighbours, a hypervisor's steal): a run that a busy moment spoiled
-# gets two more tries, and a test fails only if all three fail (reruns are in pytest's
-# summary as R, so a test that needs them shows).
-MEASUREMENT_RERUNS = 2
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that uses a lab carries the `lab` marker (so `-m "not lab"` skips it);
-    lab and netns tests get MEASUREMENT_RERUNS."""
+    lab and netns tests measure over real TCP and are judged by the majority of their
+    tries (tests/majority.py)."""
     for item in items:
         if set(getattr(item, "fixturenames", ())) & set(LAB_FIXTURES):
             item.add_marker(pytest.mark.lab)
         if item.get_closest_marker("lab") or item.get_closest_marker("netns"):
-            item.add_marker(pytest.mark.flaky(reruns=MEASUREMENT_RERUNS))
+            item.add_marker(pytest.mark.measurement)
