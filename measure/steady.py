@@ -4,7 +4,8 @@ A fixed length is either too short for a long path (still in slow start when it 
 too long for a short one (seconds of a rate that was clear after a few round trips). The
 sender watches what the network delivered (bytes acknowledged, TCP_INFO) once per round
 trip, as BBR's full-pipe test does: the rate is steady after `rounds` round trips that did
-not bring `growth` more than the best so far. The verdicts read the second half of a
+not bring `growth` more than the best so far, nor fell below the best by that factor (a
+rate that collapsed after a burst has not settled). The verdicts read the second half of a
 transfer as its settled part, so the last growth must also lie in the first 75 % of the
 transfer; the caller's duration stays the cap.
 """
@@ -62,10 +63,15 @@ class SteadyDetector:
                 self.best_bps = rate
                 self.flat_rounds = 0
                 self.last_growth_s = now - self.start
-            else:
+            elif rate * c.growth >= self.best_bps:
                 # The mark moves only on real growth: a rate that creeps up a tenth per
                 # round passes it within a few rounds and counts as growth then.
                 self.flat_rounds += 1
+            else:
+                # Far below the best: not growing, but not holding either (a burst that a
+                # policer's full bucket let through, then its drops; a collapse after
+                # loss). A rate holds when it stays within the same band of the best.
+                self.flat_rounds = 0
         return self.steady(now)
 
     def steady(self, now: float) -> bool:

@@ -120,6 +120,27 @@ def test_policed_reno_sender_is_told_to_try_bbr() -> None:
     assert any("tcp_congestion_control=bbr" in f.command for f in d.fixes)
 
 
+def spread(cc: str) -> Evidence:
+    """Policed, with the sender losing segments in every interval after the burst (BBR
+    overshooting the bucket each round until it learns its rate)."""
+    ev = policed(cc=cc)
+    n = 20
+    goodputs = [60.0, 70.0, 65.0, 10.0, 30.0] + [19.3] * (n - 5)
+    rtts = [70.0, 75.0, 60.0, 42.0] + [40.4] * (n - 4)
+    retrans = [0, 300, 400, 300, 300] + [60] * (n - 5)
+    return dataclasses.replace(ev, transfer=transfer(goodputs, rtts, retrans, cc))
+
+
+def test_bbr_losing_in_every_interval_below_the_line_is_policed() -> None:
+    """BBR keeps its rate through random loss: evenly spread losses do not explain a plateau
+    at a fifth of the line. A loss-based sender with the same pattern may be seeing random
+    loss (its rate then sits near the Mathis bound): no policer without bursts."""
+    v = diagnose(spread("bbr")).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+    assert any("BBR" in e for e in v.evidence)
+    assert diagnose(spread("reno")).verdict.limiting_factor != "policer"
+
+
 def test_plateau_is_the_ip_rate_of_the_second_half() -> None:
     m = policed().transfer.modes[0]  # type: ignore[union-attr]
     assert plateau_mbps(m) == pytest.approx(19.3 * IP)

@@ -42,11 +42,20 @@ def test_creeping_growth_counts_as_growth() -> None:
     assert _run(rates) is None
 
 
-def test_a_dip_and_recovery_is_not_growth() -> None:
+def test_a_dip_is_no_growth_but_restarts_the_count() -> None:
     rates = [1.0 * 2**i for i in range(7)] + [90.0, 90.0, 30.0, 90.0, 90.0, 90.0, 90.0] + [90.0] * 5
     stop = _run(rates)
-    # The same as without the dip: growth last at 0.8 s, three flat rounds: 1.1 s.
-    assert stop is not None and abs(stop - 1.1) < 1e-6
+    # Growth last at 0.8 s; the round at 30 Mbit/s (1.0 s) did not hold the rate, so three
+    # rounds holding it end the transfer at 1.3 s, not 1.1 s.
+    assert stop is not None and abs(stop - 1.3) < 1e-6
+
+
+def test_a_burst_then_a_collapse_is_not_steady() -> None:
+    """A policer's full bucket lets a burst through at the line rate; then the sender loses
+    and swings far below it. No growth, but no rate held either: no early end."""
+    burst = [1.0 * 2**i for i in range(7)] + [94.0]
+    swings = [50.0, 0.3, 2.9, 27.8, 19.8, 0.0, 0.0, 54.0, 20.0, 15.0] * 3
+    assert _run(burst + swings, rtt=0.08) is None
 
 
 def test_short_rtt_rounds_follow_the_sampling_grid() -> None:
