@@ -22,8 +22,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tcpwizard.measure.model import ModeResult
 from tcpwizard.measure import rates
+from tcpwizard.measure.model import ModeResult
 from tcpwizard.measure.rates import ip_rate
 
 MIN_SAMPLES = 3  # fewer RTT samples say nothing about a distribution
