@@ -11,8 +11,8 @@ from typing import NoReturn
 from tcpwizard import __version__, argtypes
 from tcpwizard.exitcodes import UsageError
 from tcpwizard.measure import spec
+from tcpwizard.output import registry
 
-FORMATS = ("text", "json", "prometheus", "nagios")
 TRANSFER_MODES = spec.MODES
 DEFAULT_PORT = spec.SERVE_PORT
 IPERF3_PORT = spec.IPERF3_PORT
@@ -56,8 +56,11 @@ def _join_negative_values(args: Sequence[str] | None) -> list[str] | None:
     return out
 
 
-def _add_output_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=FORMATS, default="text", help="output format")
+def _add_output_flags(p: argparse.ArgumentParser, *kinds: str) -> None:
+    """--format: the formats that render every document kind the command prints."""
+    p.add_argument(
+        "--format", choices=registry.names_for(*kinds), default="text", help="output format"
+    )
     p.add_argument(
         "--json", action="store_const", const="json", dest="format", help="same as --format json"
     )
@@ -138,7 +141,7 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
     _add_target_flags(p, host_required=False)
     _add_path_hint_flags(p)
     _add_transfer_flags(p)
-    _add_output_flags(p)
+    _add_output_flags(p, "check")
     p.add_argument(
         "--hops",
         action="store_true",
@@ -229,7 +232,7 @@ def _add_conns(sub: argparse._SubParsersAction[Parser]) -> None:
         default=0,
         help="with --watch: stop after this many rounds (0: never)",
     )
-    _add_output_flags(p)
+    _add_output_flags(p, "conns")
 
 
 def _add_calc(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -246,7 +249,7 @@ def _add_calc(sub: argparse._SubParsersAction[Parser]) -> None:
         type=argtypes.rate,
         help="bottleneck rate, e.g. 500mbit, 1gbit",
     )
-    _add_output_flags(p)
+    _add_output_flags(p, "calc")
 
 
 def _add_serve(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -337,7 +340,7 @@ def _add_path(sub: argparse._SubParsersAction[Parser]) -> None:
     fam = p.add_mutually_exclusive_group()
     fam.add_argument("-4", dest="ipv4", action="store_true", help="IPv4 only")
     fam.add_argument("-6", dest="ipv6", action="store_true", help="IPv6 only")
-    _add_output_flags(p)
+    _add_output_flags(p, "path")
 
 
 def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -349,7 +352,7 @@ def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
         default=f"{spec.PROBE_BUDGET_S:g}s",
         help="time budget for the whole characterization",
     )
-    _add_output_flags(p)
+    _add_output_flags(p, "probe")
 
 
 def _add_transfer(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -357,7 +360,7 @@ def _add_transfer(sub: argparse._SubParsersAction[Parser]) -> None:
     _add_target_flags(p, host_required=True)
     _add_path_hint_flags(p)
     _add_transfer_flags(p)
-    _add_output_flags(p)
+    _add_output_flags(p, "transfer")
     _add_plot_flag(p)
 
 
@@ -383,7 +386,7 @@ def _add_fix(sub: argparse._SubParsersAction[Parser]) -> None:
         default="local",
         help="whose fixes to apply: 'peer' when run on the far end with the near end's report",
     )
-    _add_output_flags(p)
+    _add_output_flags(p, "fix-plan", "fix-result")
 
 
 def _lab_flag(flag: str) -> Callable[[str], object]:
@@ -609,7 +612,7 @@ def _add_history(sub: argparse._SubParsersAction[Parser]) -> None:
         help="the socket buffer an application should ask for on this path (from the last "
         "measured BDPs), as shell, C and Python",
     )
-    _add_output_flags(p)
+    _add_output_flags(p, "history", "buffer")
 
 
 def build_parser() -> Parser:

@@ -8,6 +8,7 @@ import ipaddress
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from tcpwizard.advice.conns import DEFAULT_RATE_BPS, ConnDiagnosis, judge
 from tcpwizard.advice.rules.host_conns import host_conn_verdict
@@ -15,6 +16,7 @@ from tcpwizard.checks.sysctl import SysctlReader
 from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.measure.conns import ConnObservation, Owner, observe, owners
 from tcpwizard.measure.hostload import HostSampler, sample_host
+from tcpwizard.outcome import Outcome, exit_code
 
 SYSCTLS = (
     "net.ipv4.tcp_rmem",
@@ -84,6 +86,7 @@ class ConnEntry:
 
 @dataclass(frozen=True)
 class ConnsReport:
+    kind: ClassVar[str] = "conns"
     hostname: str
     interval_s: float
     total: int  # established connections seen (before filters)
@@ -105,13 +108,11 @@ def _observe(interval_s: float) -> tuple[ConnObservation, ...]:
     return observe(interval_s, samples=max(2, round(interval_s * 10) + 1))
 
 
-def conns_exit_code(entries: tuple[ConnEntry, ...]) -> ExitCode:
-    """0: no busy connection is held back by something fixable; 1: one is."""
-    for e in entries:
-        v = e.diagnosis.verdict
-        if v is not None and v.limiting_factor not in ("path-capacity", "unknown"):
-            return ExitCode.WARNING
-    return ExitCode.OK
+def conns_outcome(entries: tuple[ConnEntry, ...]) -> Outcome:
+    """The limits the busy connections' verdicts name: one held back by something
+    fixable makes the run a warning."""
+    verdicts = (e.diagnosis.verdict for e in entries)
+    return Outcome(limits=tuple(v.limiting_factor for v in verdicts if v is not None))
 
 
 def connections_report(
@@ -158,5 +159,5 @@ def connections_report(
         entries=tuple(entries),
         filters=flt.describe(),
         notes=tuple(notes),
-        exit_code=conns_exit_code(tuple(entries)),
+        exit_code=exit_code(conns_outcome(tuple(entries))),
     )

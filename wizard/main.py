@@ -14,12 +14,11 @@ from typing import TextIO, cast
 
 from tcpwizard.cli import build_parser
 from tcpwizard.context import Context
-from tcpwizard.exitcodes import ExitCode, describe_failure
+from tcpwizard.exitcodes import Failure, describe_failure
 from tcpwizard.measure.threads import favour_packet_timing
 
 # Commands whose machine formats promise a document even when they fail.
 DOCUMENT_COMMANDS = frozenset({"check", "probe", "transfer", "fix", "history"})
-MACHINE_FORMATS = frozenset({"json", "prometheus", "nagios"})
 
 
 class _Watched(io.TextIOBase):
@@ -80,20 +79,26 @@ def _silence_stdout() -> None:
         os.close(devnull)
 
 
-def _error_document(
-    args: argparse.Namespace | None, watched: _Watched, message: str, code: int
+def _report_failure(
+    args: argparse.Namespace | None, ctx: Context, watched: _Watched, failure: Failure
 ) -> None:
-    if args is None or args.command not in DOCUMENT_COMMANDS:
-        return
-    fmt = getattr(args, "format", "text")
-    if fmt not in MACHINE_FORMATS or watched.used:
-        return
-    from tcpwizard.output.errors import error_document
+    """The failure's one line on stderr, and, where a machine format promised stdout a
+    document that the command did not print, the error document."""
+    from tcpwizard.documents import ErrorDocument
+    from tcpwizard.output import registry
 
     host, port = getattr(args, "host", None), getattr(args, "port", None)
+    doc = ErrorDocument(host, port, failure.message, failure.code, failure.line)
     with contextlib.suppress(OSError, ValueError):
-        watched.write(error_document(fmt, host, port, message, ExitCode(code)))
-        watched.flush()
+        registry.get("text").render(doc, ctx.stderr)
+    if watched.failed or args is None or args.command not in DOCUMENT_COMMANDS:
+        return
+    fmt = registry.FORMATS.get(getattr(args, "format", "text"))
+    if fmt is None or not fmt.machine or watched.used:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        fmt.render(doc, ctx.stdout)
+        ctx.stdout.flush()
 
 
 def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
@@ -118,9 +123,5 @@ def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
         failure = describe_failure(exc, stdout_failed=watched.failed)
         if watched.failed and watched.inner is sys.stdout:
             _silence_stdout()
-        if failure.line:
-            with contextlib.suppress(OSError, ValueError):
-                print(failure.line, file=ctx.stderr)
-        if not watched.failed:
-            _error_document(args, watched, failure.message, failure.code)
+        _report_failure(args, ctx, watched, failure)
         return int(failure.code)

@@ -4,15 +4,17 @@ Prometheus, Nagios, TUI) renders a Report. Parts that a run did not produce are 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from tcpwizard.advice.model import Verdict
 from tcpwizard.advice.path_advice import PathAdvice
 from tcpwizard.checks.model import SEVERITY_ORDER, Finding, Fix, HostAudit, Severity
-from tcpwizard.exitcodes import ExitCode, exit_for_severities
+from tcpwizard.exitcodes import ExitCode
 from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.model import PathEstimate, TransferResult
 from tcpwizard.measure.tsg_transfers import TransferCapture
+from tcpwizard.outcome import Outcome, exit_code
 
 # Bump when a field is removed or changes meaning; adding fields keeps the version.
 SCHEMA_VERSION = 1
@@ -37,6 +39,9 @@ class FarEndInfo:
 
 @dataclass(frozen=True)
 class Report:
+    """The document of `check` (kind "check"; `probe` wraps one too)."""
+
+    kind: ClassVar[str] = "check"
     host: HostAudit
     verdict: Verdict
     fixes: tuple[Fix, ...]
@@ -60,12 +65,10 @@ class Report:
     capture: TransferCapture | None = None
 
 
-def exit_code_for(host: HostAudit, peer: HostAudit | None = None) -> ExitCode:
-    """The Nagios convention: the worst finding decides (crit 2, warn 1, else 0)."""
-    severities: list[str] = [f.severity for f in host.findings]
-    if peer is not None:
-        severities += [f.severity for f in peer.findings]
-    return exit_for_severities(severities)
+def severities(host: HostAudit, peer: HostAudit | None = None) -> tuple[str, ...]:
+    """The severities of both audits' findings (what decides when no limit is named)."""
+    found = host.findings + (peer.findings if peer is not None else ())
+    return tuple(f.severity for f in found)
 
 
 def problems(audit: HostAudit, at_least: Severity = "warn") -> tuple[str, ...]:
@@ -95,7 +98,7 @@ def local_report(
         host=audit,
         verdict=Verdict.unknown(explanation, found),
         fixes=audit.fixes,
-        exit_code=exit_code_for(audit),
+        exit_code=exit_code(Outcome(findings=severities(audit))),
         target=target,
         notes=audit.notes + notes,
     )

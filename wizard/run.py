@@ -26,6 +26,7 @@ from tcpwizard.checks.facts import HostFacts, audit_facts
 from tcpwizard.checks.model import BdpTarget, Finding, Fix, HostAudit, HostRole
 from tcpwizard.checks.window import recommended_buffer
 from tcpwizard.context import Context
+from tcpwizard.documents import path_outcome
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, Unavailable
 from tcpwizard.measure import spec
 from tcpwizard.measure.engine import MAX_STREAMS
@@ -48,7 +49,8 @@ from tcpwizard.measure.transfer import Progress as TransferProgress
 from tcpwizard.measure.transfer import TransferHooks, TransferOptions, static_request
 from tcpwizard.measure.tsg_transfers import TransferCapture, TransferRecorder
 from tcpwizard.measure.url_far_end import UrlFar
-from tcpwizard.report import FarEndInfo, Report, TargetInfo, exit_code_for
+from tcpwizard.outcome import Outcome, exit_code
+from tcpwizard.report import FarEndInfo, Report, TargetInfo, severities
 
 Stage = Literal["audit", "peer", "probe", "transfer", "diagnose", "done"]
 Direction = Literal["up", "down", "both"]
@@ -193,22 +195,19 @@ def _app_fixes(
     return tuple(dict.fromkeys(fixes))
 
 
-def check_exit_code(
+def verdict_outcome(
     diag: Diagnosis, local: HostAudit, peer: HostAudit | None, measured: bool = True
-) -> ExitCode:
-    """Healthy path: OK. A named limit: WARNING, or CRITICAL when half or more of the tuned
-    throughput is missing. Nothing measured: the audit's worst finding (a prediction is
-    never OK)."""
+) -> Outcome:
+    """What a diagnosis says, for its exit code: the verdict's limit and wizard gap, and
+    both audits' findings for when no limit is named (a prediction is never OK)."""
     v = diag.verdict
-    if v.limiting_factor == "path-capacity":
-        return ExitCode.OK
-    gap = v.wizard_gap
-    if v.limiting_factor == "unknown" or gap.current_mbps is None or not gap.tuned_mbps:
-        if v.limiting_factor != "unknown":
-            return ExitCode.WARNING
-        return max(exit_code_for(local, peer), ExitCode.OK if measured else ExitCode.WARNING)
-    missing = 1.0 - gap.current_mbps / gap.tuned_mbps
-    return ExitCode.CRITICAL if missing >= 0.5 else ExitCode.WARNING
+    return Outcome(
+        limits=(v.limiting_factor,),
+        current_mbps=v.wizard_gap.current_mbps,
+        tuned_mbps=v.wizard_gap.tuned_mbps,
+        findings=severities(local, peer),
+        unmeasured=not measured,
+    )
 
 
 def choose_far_end(req: CheckRequest, address: str, ctx: Context) -> tuple[FarEnd, list[str]]:
@@ -293,11 +292,7 @@ def with_hops(report: Report, hops: PathHops, adv: PathAdvice) -> Report:
     """The hops section, its fixes beside the check's, and the worse exit code of the two
     (a PMTU black hole is critical whatever the transfers said)."""
     fixes = tuple(dict.fromkeys(report.fixes + tuple(x for f in adv.findings for x in f.fixes)))
-    code = report.exit_code
-    if adv.exit_code in (ExitCode.WARNING, ExitCode.CRITICAL) and adv.exit_code > code:
-        code = adv.exit_code
-    if code == ExitCode.UNKNOWN and adv.exit_code == ExitCode.CRITICAL:
-        code = ExitCode.CRITICAL  # the transfers failed, and the hops say why
+    code = exit_code(Outcome(given=report.exit_code, parts=(exit_code(path_outcome(hops, adv)),)))
     return dataclasses.replace(report, hops=hops, hops_advice=adv, fixes=fixes, exit_code=code)
 
 
@@ -568,10 +563,9 @@ def _diagnose(run: _Run, stage: StageFn) -> Report:
     )
     diag = diagnose(evidence)
     measured = evidence.measured
-    if run.error or (not measured and not req.allow_predicted):
-        code = ExitCode.UNKNOWN
-    else:
-        code = check_exit_code(diag, local, peer, measured)
+    incomplete = bool(run.error) or (not measured and not req.allow_predicted)
+    outcome = verdict_outcome(diag, local, peer, measured)
+    code = exit_code(dataclasses.replace(outcome, incomplete=incomplete))
     if not measured and not run.error:
         notes.insert(0, f"not measured: {_why_unmeasured(run)}")
     report = Report(

@@ -6,13 +6,16 @@ import argparse
 import ipaddress
 from collections.abc import Callable
 
-from tcpwizard.advice.capture import CaptureReport, judge_capture
+from tcpwizard.advice.capture import judge_capture
 from tcpwizard.advice.conns import DEFAULT_RATE_BPS
 from tcpwizard.checks.sysctl import SysctlReader
+from tcpwizard.commands._output import emit
 from tcpwizard.conns_report import SYSCTLS
 from tcpwizard.context import Context
+from tcpwizard.documents import CaptureDocument
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
 from tcpwizard.measure.capture import CaptureError, CaptureSummary, read_capture
+from tcpwizard.output import registry
 from tcpwizard.units import parse_rate
 
 
@@ -41,14 +44,6 @@ def local_addresses() -> Callable[[str], bool]:
     return is_local
 
 
-def capture_exit_code(report: CaptureReport) -> ExitCode:
-    """0: the path is the limit; 1: a named limit; 3: nothing to judge."""
-    if report.diagnosis is None:
-        return ExitCode.UNKNOWN
-    factor = report.diagnosis.verdict.limiting_factor
-    return ExitCode.OK if factor == "path-capacity" else ExitCode.WARNING
-
-
 def _only_host(summary: CaptureSummary, host: str | None) -> CaptureSummary:
     if not host:
         return summary
@@ -59,8 +54,8 @@ def _only_host(summary: CaptureSummary, host: str | None) -> CaptureSummary:
 
 
 def run_pcap(args: argparse.Namespace, ctx: Context) -> int:
-    if args.format not in ("text", "json"):
-        raise UsageError("check --pcap prints text or json")
+    if args.format not in registry.names_for("capture"):
+        raise UsageError("check --pcap prints " + " or ".join(registry.names_for("capture")))
     if args.host and "://" in args.host:
         raise UsageError("check --pcap takes a host address to pick its flows, not a URL")
     rate = parse_rate(args.bandwidth) if args.bandwidth else DEFAULT_RATE_BPS
@@ -74,13 +69,4 @@ def run_pcap(args: argparse.Namespace, ctx: Context) -> int:
     reader = SysctlReader(ctx.sysctl_root)
     sysctls = {k: v for k in SYSCTLS if (v := reader.read_optional(k)) is not None}
     report = judge_capture(summary, local_addresses(), sysctls, rate)
-    code = capture_exit_code(report)
-    if args.format == "json":
-        from tcpwizard.output import capture_json
-
-        capture_json.render(report, code, ctx.stdout)
-    else:
-        from tcpwizard.output import capture_text
-
-        capture_text.render(report, ctx.stdout)
-    return int(code)
+    return emit(CaptureDocument.of(report), args, ctx)

@@ -12,6 +12,7 @@ import os
 import tempfile
 from collections.abc import Callable
 
+from tcpwizard.commands._output import machine
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import TcpWizardError
 from tcpwizard.measure.ssh import NoPython, resolved_host, split_destination, ssh_serve
@@ -59,7 +60,7 @@ def run_over_ssh(args: argparse.Namespace, ctx: Context, check: Check) -> int:
     except NoPython as exc:
         ctx.progress(f"tcpwizard: {exc}; checking without a far end (a prediction)")
     except TcpWizardError as exc:
-        if args.format == "text":
+        if not machine(args.format):
             raise
         from tcpwizard.commands.check import _machine_error
 

@@ -9,6 +9,7 @@ from typing import Literal, TextIO
 
 from tcpwizard.advice.diagnose import steady_mbps
 from tcpwizard.checks import audit
+from tcpwizard.commands._output import emit, machine
 from tcpwizard.commands._path_hint import bdp_from_args
 from tcpwizard.commands._plot import plot_capture, plotting
 from tcpwizard.commands._secret import secret_from_args
@@ -22,8 +23,7 @@ from tcpwizard.measure.far_end import IPERF3_PORT, SERVE_PORT, FarEndChoice
 from tcpwizard.measure.pathprobe import PathOptions
 from tcpwizard.measure.transfer import TransferOptions, run_transfer
 from tcpwizard.measure.url_far_end import is_url, parse_url
-from tcpwizard.output import render_report
-from tcpwizard.output.nagios import Threshold
+from tcpwizard.outcome import Outcome, Threshold, exit_code
 from tcpwizard.report import Report, local_report
 from tcpwizard.run import CheckRequest, Event, run_check
 from tcpwizard.units import parse_duration, parse_size
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         report = local_report(audit(ctx, None, bdp_from_args(args.rtt, args.bandwidth)))
     else:
         req = request_from_args(args, ctx)
-        watch = args.format == "text" and ctx.stderr.isatty()
+        watch = not machine(args.format) and ctx.stderr.isatty()
         log = _StageLog(ctx.stderr, watch)
         try:
             with plotting(args, ctx, req.host):
@@ -150,33 +150,33 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 else:
                     report = run_check(req, ctx, log)
         except TcpWizardError as exc:
-            if args.format == "text":
+            if not machine(args.format):
                 raise
             return _machine_error(args, ctx, exc)
         if getattr(args, "try_streams", False):
             report = _try_streams(report, args, ctx)
-    color = False if args.no_color else ctx.color
-    if args.fix and args.format != "text":
+    if args.fix and machine(args.format):
         # Fix first (its plan/result goes to stderr), so the document's exit_code is the
         # process's own.
-        fixed = _apply_report_fixes(report, args, ctx)
-        report = dataclasses.replace(report, exit_code=ExitCode(max(report.exit_code, fixed)))
-    code = render_report(report, args.format, ctx.stdout, color, args.warning, args.critical)
+        fixed = ExitCode(_apply_report_fixes(report, args, ctx))
+        with_fixes = exit_code(Outcome(given=report.exit_code, parts=(fixed,)))
+        report = dataclasses.replace(report, exit_code=with_fixes)
+    code = emit(report, args, ctx)
     _record(report, args, ctx)
-    if args.fix and args.format != "text":
-        return max(code, int(report.exit_code))
-    if args.fix:
-        # The report owns stdout in machine formats: the plan/result then goes to stderr.
-        fixed = apply_fixes(
-            [f for f in report.fixes if f.host in ("local", "both")],
-            ctx,
-            args.yes,
-            "text",
-            out=ctx.stdout if args.format == "text" else ctx.stderr,
+    if args.fix and not machine(args.format):
+        # In text the plan/result follows the report on stdout.
+        fixed = ExitCode(
+            apply_fixes(
+                [f for f in report.fixes if f.host in ("local", "both")],
+                ctx,
+                args.yes,
+                "text",
+                out=ctx.stdout,
+            )
         )
         if any(f.host == "peer" for f in report.fixes):
             ctx.progress("tcpwizard: the peer's fixes must be applied on the peer")
-        code = max(code, fixed)
+        code = int(exit_code(Outcome(given=ExitCode(code), parts=(fixed,))))
     return code
 
 
@@ -192,7 +192,7 @@ def _try_streams(report: Report, args: argparse.Namespace, ctx: Context) -> Repo
     n = min(int(fix.value), ENGINE_MAX_STREAMS)
     modes = report.transfer.modes if report.transfer else ()
     single = next((m for m in modes if m.mode == "autotune" and m.direction == direction), None)
-    if args.format == "text":
+    if not machine(args.format):
         ctx.progress(f"--try-streams: {n} streams {direction}")
     opts = TransferOptions(
         modes=("autotune",),
@@ -228,6 +228,7 @@ def _try_streams(report: Report, args: argparse.Namespace, ctx: Context) -> Repo
 
 
 def _apply_report_fixes(report: Report, args: argparse.Namespace, ctx: Context) -> int:
+    """Machine formats: the report owns stdout, so the plan/result goes to stderr."""
     fixed = apply_fixes(
         [f for f in report.fixes if f.host in ("local", "both")],
         ctx,
@@ -242,9 +243,12 @@ def _apply_report_fixes(report: Report, args: argparse.Namespace, ctx: Context) 
 
 def _machine_error(args: argparse.Namespace, ctx: Context, exc: TcpWizardError) -> int:
     """Monitoring formats stay parseable on failure: a valid document with exit_code 3."""
-    from tcpwizard.output.errors import error_document
+    from tcpwizard.documents import ErrorDocument
+    from tcpwizard.output import registry
 
-    print(f"tcpwizard: error: {exc}", file=ctx.stderr)
-    code = ExitCode.UNKNOWN if exc.exit_code != ExitCode.USAGE else ExitCode.USAGE
-    ctx.stdout.write(error_document(args.format, args.host, args.port, str(exc), code))
+    usage = exc.exit_code == ExitCode.USAGE
+    code = exit_code(Outcome(given=ExitCode.USAGE) if usage else Outcome(incomplete=True))
+    doc = ErrorDocument(args.host, args.port, str(exc), code, f"tcpwizard: error: {exc}")
+    registry.get("text").render(doc, ctx.stderr)
+    registry.get(args.format).render(doc, ctx.stdout)
     return int(code)

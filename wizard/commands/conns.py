@@ -14,19 +14,17 @@ CLEAR = "\x1b[H\x1b[2J"
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from tcpwizard.advice.conns import DEFAULT_RATE_BPS
+    from tcpwizard.commands._output import emit, machine
     from tcpwizard.conns_report import ConnFilter, connections_report
-    from tcpwizard.output import conns_json, conns_text
 
     interval = parse_duration(args.interval, default_unit="s")
     if not 0.2 <= interval <= 60:
         raise UsageError("--interval must be between 0.2s and 60s")
-    if args.format not in ("text", "json"):
-        raise UsageError("conns prints text or json")
     flt = ConnFilter(args.port, args.address, args.process, args.busy)
     flt.network()  # a bad --address fails before the first interval
     rate = parse_rate(args.bandwidth) if args.bandwidth else DEFAULT_RATE_BPS
     rounds = args.count if args.watch else 1
-    code = ExitCode.OK
+    code = int(ExitCode.OK)
     done = 0
     try:
         while rounds == 0 or done < rounds:
@@ -34,20 +32,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 report = connections_report(flt, interval, ctx.sysctl_root, rate)
             except ConnsUnavailable as exc:
                 raise ConnsFailed(str(exc)) from None
-            if args.format == "json":
-                conns_json.render(report, ctx.stdout, lines=args.watch)
-            else:
+            if not machine(args.format):
                 if args.watch and ctx.stdout.isatty():
                     ctx.stdout.write(CLEAR)
                 elif done:
                     ctx.stdout.write("\n")
-                conns_text.render(report, ctx.stdout)
-            code = report.exit_code
+            code = emit(report, args, ctx)
             done += 1
     except KeyboardInterrupt:
         if not done:
             raise
-    return int(code)
+    return code
 
 
 class ConnsFailed(UsageError):

@@ -18,6 +18,7 @@ from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
 from tcpwizard.exporter import Exporter, Target, load_targets, serve_exporter
 from tcpwizard.measure.hostlock import HostLock, ask_serve
+from tcpwizard.outcome import Outcome, exit_code
 from tcpwizard.output.errors import error_report
 from tcpwizard.units import parse_duration
 
@@ -25,6 +26,8 @@ MIN_INTERVAL_S = 10.0
 # What serve's refusal says when a check ran into a far end busy with another measurement.
 BUSY_NOTE = "server busy"
 JITTER_S = 1.0
+# A target's check that could not run (an error, or its hosts stayed busy).
+FAILED = exit_code(Outcome(incomplete=True))
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ def check_target(
             req = CheckRequest(t.host, port, secret=secret, quick=quick, direction=direction)
             return dict(report_json(run_check(req, ctx)))
         except TcpWizardError as exc:
-            return dict(error_report(t.host, port, str(exc), ExitCode.UNKNOWN))
+            return dict(error_report(t.host, port, str(exc), FAILED))
 
     def taking_turns(t: Target, port: int, turns: Turns) -> dict[str, Any]:
         waits = 0
@@ -102,7 +105,7 @@ def check_target(
             left = give_up - time.monotonic()
             if left <= 0:
                 msg = f"{who} stayed busy with other measurements for {turns.patience_s:.0f} s"
-                doc = dict(error_report(t.host, port, msg, ExitCode.UNKNOWN))
+                doc = dict(error_report(t.host, port, msg, FAILED))
                 ran = False
                 break
             # A little jitter: two exporters refused by each other's host must not come back

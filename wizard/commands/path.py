@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from tcpwizard.advice.path_advice import path_advice
+from tcpwizard.commands._output import emit, machine
 from tcpwizard.context import Context
-from tcpwizard.exitcodes import UsageError
+from tcpwizard.documents import PathDocument
 from tcpwizard.measure.pathprobe import PathOptions, trace
 from tcpwizard.units import parse_duration
 
@@ -28,19 +28,9 @@ def options_from_args(args: argparse.Namespace) -> PathOptions:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.output import path_json, path_text
-
-    if args.format not in ("text", "json"):
-        raise UsageError("path prints text or json")
     opts = options_from_args(args)
     opts.validate()
-    if args.format == "text":
+    if not machine(args.format):
         ctx.progress(f"probing the hops to {args.host} (at most {opts.max_time_s:g} s)")
     hops = trace(args.host, opts)
-    adv = path_advice(hops)
-    if args.format == "json":
-        doc = path_json.path_json(hops, adv)
-        print(json.dumps(doc, indent=2, allow_nan=False), file=ctx.stdout)
-    else:
-        path_text.render(hops, adv, ctx.stdout)
-    return int(adv.exit_code)
+    return emit(PathDocument.of(hops, path_advice(hops)), args, ctx)

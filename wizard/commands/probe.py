@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from tcpwizard.advice import guard
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.checks.audit import audit
+from tcpwizard.checks.model import HostAudit
+from tcpwizard.commands._output import emit, machine
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
+from tcpwizard.documents import ProbeDocument
 from tcpwizard.exitcodes import UsageError
 from tcpwizard.measure import spec
-from tcpwizard.measure.model import CapacityEstimate, PathEstimate
+from tcpwizard.measure.model import PathEstimate
 from tcpwizard.measure.probe import probe
-from tcpwizard.output.json_format import report_json
+from tcpwizard.outcome import exit_code
 from tcpwizard.report import Report, TargetInfo
-from tcpwizard.run import check_exit_code, measured_target
-from tcpwizard.units import format_bytes, parse_duration
+from tcpwizard.run import measured_target, verdict_outcome
+from tcpwizard.units import parse_duration
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -27,8 +29,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             f"--budget must be between {spec.MIN_PROBE_BUDGET_S:g}s "
             f"and {spec.MAX_PROBE_BUDGET_S:g}s"
         )
-    if args.format not in ("text", "json"):
-        raise UsageError(f"probe supports --format text or json, not {args.format}")
     secret = secret_from_args(args.secret_file, ctx)
     est = probe(
         args.host,
@@ -36,32 +36,25 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         secret=secret,
         tcp_port=args.tcp_port,
         budget_s=budget,
-        progress=ctx.progress if args.format == "text" else None,
+        progress=None if machine(args.format) else ctx.progress,
     )
     report = probe_report(args.host, est, ctx)
-    if args.format == "json":
-        print(json.dumps(report_json(report), indent=2, allow_nan=False), file=ctx.stdout)
-    else:
-        v = report.verdict
-        print(render_text(args.host, est), file=ctx.stdout)
-        print(
-            f"  Verdict    {v.limiting_factor} (predicted for this host, no test transfer;"
-            f" `tcpwizard check` measures it)\n             {v.explanation}",
-            file=ctx.stdout,
-        )
-    return int(report.exit_code)
+    return emit(ProbeDocument(args.host, est, report), args, ctx)
 
 
 def probe_report(host: str, est: PathEstimate, ctx: Context) -> Report:
     """The full JSON contract for a probe-only run: this host judged against the measured
     path, and the verdict that allows (a prediction: no transfer ran)."""
-    target = measured_target(est, None)
-    local = audit(ctx, est.address, target)
+    return judged_probe(host, est, audit(ctx, est.address, measured_target(est, None)))
+
+
+def judged_probe(host: str, est: PathEstimate, local: HostAudit) -> Report:
+    """This host's audit judged against the probed path (a prediction: no transfer)."""
     iface = local.interface
     bounds = guard.bounds_for(iface.speed_mbps if iface else None, iface.mtu if iface else None)
     est = guard.guard_path(est, bounds) or est
     diag = diagnose(Evidence(local, None, est, None, local_fixes=local.fixes))
-    code = check_exit_code(diag, local, None)
+    code = exit_code(verdict_outcome(diag, local, None))
     return Report(
         host=local,
         verdict=diag.verdict,
@@ -71,36 +64,3 @@ def probe_report(host: str, est: PathEstimate, ctx: Context) -> Report:
         path=est,
         notes=local.notes + est.notes,
     )
-
-
-def _cap_line(cap: CapacityEstimate, direction: str) -> str:
-    line = f"{cap.mbps:.1f} Mbit/s {direction} ({cap.method}, confidence {cap.confidence:.1f})"
-    if cap.limited_by:
-        line += f"\n             limited by {cap.limited_by}: {cap.note}"
-    elif cap.note:
-        line += f"\n             {cap.note}"
-    return line
-
-
-def render_text(host: str, est: PathEstimate) -> str:
-    r = est.rtt
-    how = "tcpwizard serve" if est.peer else "peerless probes"
-    lines = [
-        f"Path to {host} ({est.address}) via {how}",
-        f"  RTT        min {r.min:.3f}  p50 {r.p50:.3f}  p95 {r.p95:.3f}  mean {r.mean:.3f}"
-        f"  mdev {r.mdev:.3f}  max {r.max:.3f} ms",
-        f"             loss {r.loss_pct:.1f}%, jitter {r.jitter:.3f} ms"
-        f" ({r.method}, {r.samples} replies)",
-    ]
-    if est.capacity:
-        lines.append("  Capacity   " + _cap_line(est.capacity, "up"))
-    else:
-        lines.append("  Capacity   not measured")
-    if est.capacity_down:
-        lines.append("             " + _cap_line(est.capacity_down, "down"))
-    if est.bdp_bytes is not None:
-        bdp = est.bdp_bytes
-        lines.append(f"  BDP        {format_bytes(bdp)} ({bdp} bytes = capacity x min RTT)")
-    lines.extend(f"  note: {n}" for n in est.notes)
-    lines.append(f"  took {est.duration_s:.2f} s")
-    return "\n".join(lines)

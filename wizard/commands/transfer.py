@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from typing import get_args
 
-from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.advice import guard
+from tcpwizard.commands._output import emit, machine
 from tcpwizard.commands._plot import plotting
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
-from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
+from tcpwizard.documents import TransferDocument
+from tcpwizard.exitcodes import PermissionRequired, UsageError
 from tcpwizard.measure import spec
-from tcpwizard.measure.model import Mode, ModeResult, TransferResult
+from tcpwizard.measure.model import Mode, TransferResult
 from tcpwizard.measure.transfer import TransferHooks, TransferOptions, run_transfer, static_request
-from tcpwizard.output.measure_json import transfer_json
-from tcpwizard.report import SCHEMA_VERSION
-from tcpwizard.units import format_bytes, parse_duration, parse_rate, parse_size
+from tcpwizard.units import parse_duration, parse_rate, parse_size
 
 
 def parse_modes(text: str | None) -> tuple[Mode, ...]:
@@ -93,8 +91,6 @@ def _static_from_probe(args: argparse.Namespace, secret: bytes | None, ctx: Cont
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    if args.format not in ("text", "json"):
-        raise UsageError(f"transfer supports --format text or json, not {args.format}")
     opts = options_from_args(args, ctx)
     secret = secret_from_args(args.secret_file, ctx)
     if "static" in opts.modes and opts.static_request is None:
@@ -104,72 +100,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             opts = replace(opts, modes=tuple(m for m in opts.modes if m != "static"))
         else:
             opts = replace(opts, static_request=bdp)
-    if args.format == "text":
-        from tcpwizard.output.transfer_progress import ProgressDisplay
-
-        with (
-            plotting(args, ctx, args.host),
-            ProgressDisplay(ctx.stderr, enabled=not args.no_color) as display,
-        ):
-            result = run_transfer(
-                args.host, args.port, opts, TransferHooks(progress=display), secret=secret
-            )
-        result = _guarded(result)
-        print(render_text(args.host, result), file=ctx.stdout)
-    else:
-        with plotting(args, ctx, args.host):
+    with plotting(args, ctx, args.host):
+        if machine(args.format):
             result = run_transfer(args.host, args.port, opts, secret=secret)
-        result = _guarded(result)
-        doc = {
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": TOOL_NAME, "version": __version__},
-            "target": {"host": args.host, "port": args.port},
-            "transfer": transfer_json(result),
-        }
-        print(json.dumps(doc, indent=2, allow_nan=False), file=ctx.stdout)
-    # Partial results were printed; a mode that could not finish makes the run "unknown".
-    if any(m.error for m in result.modes):
-        return int(ExitCode.UNKNOWN)
-    return int(ExitCode.OK)
+        else:
+            from tcpwizard.output.transfer_progress import ProgressDisplay
+
+            with ProgressDisplay(ctx.stderr, enabled=not args.no_color) as display:
+                hooks = TransferHooks(progress=display)
+                result = run_transfer(args.host, args.port, opts, hooks, secret=secret)
+    return emit(TransferDocument.of(args.host, args.port, _guarded(result)), args, ctx)
 
 
 def _guarded(result: TransferResult) -> TransferResult:
     """Rates within the configured line rate, when one is known (advice/guard.py)."""
     return guard.guard_transfer(result, guard.bounds_for(None, None)) or result
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def render_text(host: str, result: TransferResult) -> str:
-    lines = [
-        f"Test transfers with {host} ({result.streams} stream"
-        f"{'s' if result.streams > 1 else ''}; congestion control local "
-        f"{result.local_congestion_control or '?'}, peer {result.peer_congestion_control or '?'})",
-        f"  {'mode':<16}{'dir':<5}{'Mbit/s':>10}{'max buffer':>12}{'Mbit/s/MB':>11}"
-        f"{'retrans':>9}{'rwnd-lim':>10}{'sndbuf-lim':>11}",
-    ]
-    for m in result.modes:
-        lines.append(_row(m))
-    for m in result.modes:
-        for note in m.notes:
-            if "autotuning was off" in note:
-                continue
-            lines.append(f"  note ({m.mode} {m.direction}): {note}")
-        if m.error:
-            lines.append(f"  error ({m.mode} {m.direction}): {m.error}")
-    if any(not m.rcv_autotuning for m in result.modes):
-        lines.append(
-            "  note: every mode but autotune sets SO_RCVBUF, which turns kernel autotuning off"
-            " for that socket"
-        )
-    return "\n".join(lines)
-
-
-def _row(m: ModeResult) -> str:
-    return (
-        f"  {m.mode:<16}{m.direction:<5}{m.throughput_mbps:>10.1f}"
-        f"{format_bytes(m.max_buffer_bytes):>12}{m.mbps_per_mb:>11.1f}"
-        f"{m.retransmits:>9}{_pct(m.rwnd_limited):>10}{_pct(m.sndbuf_limited):>11}"
-    )

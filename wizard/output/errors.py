@@ -1,5 +1,6 @@
 """A run that failed (unreachable host, refused auth, no serve...) still gives monitoring a
-valid document: JSON with `exit_code` 3 and the message, `tcpwizard_up 0`, an UNKNOWN line."""
+valid document: JSON with `exit_code` 3 and the message, `tcpwizard_up 0`, an UNKNOWN line
+(the formats render `documents.ErrorDocument` from this report)."""
 
 from __future__ import annotations
 
@@ -39,20 +40,3 @@ def error_report(
         "error": message,
         "exit_code": int(code),
     }
-
-
-def error_document(
-    fmt: str, host: str | None, port: int | None, message: str, code: ExitCode
-) -> str:
-    doc = error_report(host, port, message, code)
-    if fmt == "prometheus":
-        from tcpwizard.output.prometheus import render_prometheus
-
-        return render_prometheus(doc)
-    if fmt == "nagios":
-        from tcpwizard.output.nagios import nagios_status
-
-        return nagios_status(doc)[1] + "\n"
-    import json
-
-    return json.dumps(doc, indent=2) + "\n"

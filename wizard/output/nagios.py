@@ -11,37 +11,16 @@ The worst of the report's own exit code and the thresholds wins.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, TextIO
 
-from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.exitcodes import ExitCode
+from tcpwizard.outcome import Outcome, Threshold, Thresholds, exit_code
 from tcpwizard.output import hostload_out
 from tcpwizard.report import Report
-from tcpwizard.units import parse_percent, parse_rate
+
+__all__ = ["Threshold", "nagios_status", "render"]
 
 STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
-
-
-@dataclass(frozen=True)
-class Threshold:
-    kind: str  # "rate" (bit/s floor) or "gap" (fraction ceiling)
-    value: float
-
-    @classmethod
-    def parse(cls, text: str) -> Threshold:
-        if text.lower().startswith("gap:"):
-            return cls("gap", parse_percent(text[4:]))
-        try:
-            return cls("rate", parse_rate(text))
-        except UsageError:
-            raise UsageError(
-                f"threshold {text!r}: use a rate (100mbit) or a gap share (gap:50%)"
-            ) from None
-
-    def breached(self, current_mbps: float | None, gap: float | None) -> bool:
-        if self.kind == "rate":
-            return current_mbps is not None and current_mbps * 1e6 < self.value
-        return gap is not None and gap >= self.value
 
 
 def _num(v: Any) -> float | None:
@@ -62,14 +41,11 @@ def nagios_status(
     current, tuned = _num(gap.get("current_mbps")), _num(gap.get("tuned_mbps"))
     gap_share = (tuned - current) / tuned if current is not None and tuned else None
     code = report.get("exit_code")
-    status = ExitCode(code) if code in (0, 1, 2, 3) else ExitCode.UNKNOWN
-    warn_t = Threshold.parse(warning) if warning else None
-    crit_t = Threshold.parse(critical) if critical else None
-    if status != ExitCode.UNKNOWN:
-        if crit_t and crit_t.breached(current, gap_share):
-            status = ExitCode.CRITICAL
-        elif warn_t and warn_t.breached(current, gap_share) and status < ExitCode.WARNING:
-            status = ExitCode.WARNING
+    # The plugin range: a code outside it (a usage error's 64) shows as UNKNOWN.
+    given = ExitCode(code) if code in (0, 1, 2, 3) else ExitCode.UNKNOWN
+    thresholds = Thresholds.parse(warning, critical)
+    warn_t, crit_t = thresholds.warning, thresholds.critical
+    status = exit_code(Outcome(given=given, current_mbps=current, tuned_mbps=tuned), thresholds)
 
     target = report.get("target")
     host = target.get("host") if isinstance(target, Mapping) else None
@@ -156,9 +132,7 @@ def _findings_summary(report: Mapping[str, Any]) -> str:
 
 def render(
     report: Report, stream: TextIO, warning: str | None = None, critical: str | None = None
-) -> ExitCode:
+) -> None:
     from tcpwizard.output.json_format import report_json
 
-    code, line = nagios_status(report_json(report), warning, critical)
-    stream.write(line + "\n")
-    return code
+    stream.write(nagios_status(report_json(report), warning, critical)[1] + "\n")
