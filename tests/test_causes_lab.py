@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.bench_causes import RENO, _env, check_run, ping_run
 from tcpwizard.lab import Lab
-from tcpwizard.lab.bench_causes import RENO, _env, check_run, ping_run
 from tcpwizard.lab.netns import stop
 from tcpwizard.lab.serving import iperf3_serving, serving, tcpwizard_argv
 from tcpwizard.lab.spec import HopSpec, LabSpec
