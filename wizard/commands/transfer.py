@@ -9,7 +9,7 @@ from typing import get_args
 
 from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.advice import guard
-from tcpwizard.commands._plot import plotting
+from tcpwizard.commands._plot import plot_ready, plotting
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
@@ -96,6 +96,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.format not in ("text", "json"):
         raise UsageError(f"transfer supports --format text or json, not {args.format}")
     opts = options_from_args(args, ctx)
+    plot_ready(args)  # before the static mode's probe
     secret = secret_from_args(args.secret_file, ctx)
     if "static" in opts.modes and opts.static_request is None:
         bdp = _static_from_probe(args, secret, ctx)
