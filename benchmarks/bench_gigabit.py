@@ -2,7 +2,7 @@
 200 Mbit/s - 1 Gbit/s.
 
 Each case builds one lab, starts `serve` in host b and runs `check` from host a `runs` times
-(through lab.checkrun, which adds the capacity the verdict used: probe and transfers
+(through benchmarks/checkrun.py, which adds the capacity the verdict used: probe and transfers
 combined). A run is right when the verdict names the expected factor and host. Capacity is
 judged against the configured rate (IP packets, as the probes count them): within 10 %,
 never above 1.5x. The delay line is a Python process that needs most of a core at 1 Gbit/s
