@@ -56,6 +56,11 @@ man: install
 wheel: install
 	$(BIN)/python -m build --outdir dist .
 
+# The benchmarks, from this checkout (benchmarks/, not in the wheel), e.g.
+# `sudo make bench ARGS='paper --quick'`; `make bench` alone lists them.
+bench: install
+	$(BIN)/python -m benchmarks $(or $(ARGS),--help)
+
 schema: install
 	$(BIN)/python -m tcpwizard.output.schema_files docs
 

@@ -5,7 +5,7 @@
 #    source ~/.local/share/bash_completion/tcpwizard
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
-_shtab_tcpwizard_lab_subparsers=(up status exec down demo bench)
+_shtab_tcpwizard_lab_subparsers=(up status exec down demo)
 _shtab_tcpwizard_subparsers=(check conns calc probe path transfer serve fix lab exporter history tui)
 
 _shtab_tcpwizard_check_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color --hops --hops-method --hops-count --hops-interval --hops-max-time --plot --try-streams --avail --iperf3-port --allow-predicted --quick --fix --yes --warning --critical --no-history --pcap --ssh --ssh-option)
@@ -21,7 +21,6 @@ _shtab_tcpwizard_lab_status_option_strings=(-h --help)
 _shtab_tcpwizard_lab_exec_option_strings=(-h --help --name)
 _shtab_tcpwizard_lab_down_option_strings=(-h --help --name --all)
 _shtab_tcpwizard_lab_demo_option_strings=(-h --help)
-_shtab_tcpwizard_lab_bench_option_strings=(-h --help --calibrate --probes --transfer --paper --drs-targets --scenarios --far-ends --causes --only --rtt --quick --out)
 _shtab_tcpwizard_lab_option_strings=(-h --help)
 _shtab_tcpwizard_exporter_option_strings=(-h --help --listen --max-clients --targets --mesh --self --lock --interval --quick --direction --secret-file --no-history)
 _shtab_tcpwizard_history_option_strings=(-h --help --since --db --no-plot --buffer --format --json --no-color)
@@ -44,7 +43,7 @@ _shtab_tcpwizard_fix___for_choices=(local peer)
 _shtab_tcpwizard_fix___format_choices=(text json)
 _shtab_tcpwizard_lab_up___backend_choices=(auto netem delayline)
 _shtab_tcpwizard_lab_exec_pos_0_choices=(a b)
-_shtab_tcpwizard_lab_pos_0_choices=(up status exec down demo bench)
+_shtab_tcpwizard_lab_pos_0_choices=(up status exec down demo)
 _shtab_tcpwizard_exporter___direction_choices=(up down both)
 _shtab_tcpwizard_history___format_choices=(text json)
 _shtab_tcpwizard_pos_0_choices=(check conns calc probe path transfer serve fix lab exporter history tui)
@@ -112,17 +111,6 @@ _shtab_tcpwizard_lab_down___help_nargs=0
 _shtab_tcpwizard_lab_down___all_nargs=0
 _shtab_tcpwizard_lab_demo__h_nargs=0
 _shtab_tcpwizard_lab_demo___help_nargs=0
-_shtab_tcpwizard_lab_bench__h_nargs=0
-_shtab_tcpwizard_lab_bench___help_nargs=0
-_shtab_tcpwizard_lab_bench___calibrate_nargs=0
-_shtab_tcpwizard_lab_bench___probes_nargs=0
-_shtab_tcpwizard_lab_bench___transfer_nargs=0
-_shtab_tcpwizard_lab_bench___paper_nargs=0
-_shtab_tcpwizard_lab_bench___drs_targets_nargs=0
-_shtab_tcpwizard_lab_bench___scenarios_nargs=0
-_shtab_tcpwizard_lab_bench___far_ends_nargs=0
-_shtab_tcpwizard_lab_bench___causes_nargs=0
-_shtab_tcpwizard_lab_bench___quick_nargs=0
 _shtab_tcpwizard_lab_pos_0_nargs=A...
 _shtab_tcpwizard_lab__h_nargs=0
 _shtab_tcpwizard_lab___help_nargs=0

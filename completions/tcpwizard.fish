@@ -50,8 +50,8 @@ function _shtab_tcpwizard_using
   test "$_shtab_tcpwizard_cmdpath" = "$argv"
 end
 
-set -g _shtab_tcpwizard_commands check conns calc probe path transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' 'lab bench' exporter history tui
-set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hop --hops --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --middlebox --modes --mtu --name --only --out --pcap --plan --plot --policer --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
+set -g _shtab_tcpwizard_commands check conns calc probe path transfer serve fix lab 'lab up' 'lab status' 'lab exec' 'lab down' 'lab demo' exporter history tui
+set -g _shtab_tcpwizard_opts_with_value --address --backend --bandwidth --bind --budget --bytes --count --critical --db --direction --duration --for --format --hop --hops --hops-count --hops-interval --hops-max-time --hops-method --interval --iperf3-port --jitter --listen --lock --loss --max-bytes --max-clients --max-duration --max-hops --max-time --mesh --method --middlebox --modes --mtu --name --pcap --plan --plot --policer --port --process --queue --rate --reverse --rtt --secret-file --self --since --ssh-option --streams --sysctl --targets --tcp-port --timeout --warning
 
 complete -c tcpwizard -e
 complete -c tcpwizard -f
@@ -204,20 +204,6 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using lab down' -l name -x -d name
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab down' -l all -d 'remove every tcpwizard lab'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab; and test $_shtab_tcpwizard_npos -eq 0' -a demo -d 'build a lab with a mistuned host and run check across it'
 complete -c tcpwizard -n '_shtab_tcpwizard_using lab demo' -s h -l help -d 'show this help message and exit'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab; and test $_shtab_tcpwizard_npos -eq 0' -a bench -d 'accuracy and performance benchmarks on the lab'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -s h -l help -d 'show this help message and exit'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l calibrate -d 'the emulator against its truth'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l probes -d 'RTT and capacity probe accuracy'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l transfer -d 'transfer modes against iperf3'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l paper -d 'the seed papers'"'"' experiment matrix'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l drs-targets -d 'DRS against autotune, every run reported'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l scenarios -d 'misconfigurations: verdict, fix, re-measure'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l far-ends -d 'check against iperf3 -s beside iperf3 -c'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l causes -d 'a policer and a bloated queue at two rates and RTTs: verdict, rate, RTT vs ping'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l only -x -d 'only these scenarios (--paper: tunings; --causes: cases)'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l rtt -x -d '--paper, --drs-targets: only these delays, e.g. 25ms'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l quick -d 'a smaller matrix'
-complete -c tcpwizard -n '_shtab_tcpwizard_using lab bench' -l out -x -d 'folder for tables and plots'
 complete -c tcpwizard -n '_shtab_tcpwizard_using; and test $_shtab_tcpwizard_npos -eq 0' -a exporter -d 'serve Prometheus /metrics for a list of targets'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -s h -l help -d 'show this help message and exit'
 complete -c tcpwizard -n '_shtab_tcpwizard_using exporter' -l listen -x -d 'ADDR:PORT for /metrics'

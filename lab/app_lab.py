@@ -2,7 +2,7 @@
 (Debian's iperf3 under a cgroup CPU quota) and OpenSSH's own window (Debian's sshd started
 in a lab host with throwaway keys, and the real scp/sftp client in the other).
 
-Shared by the application lab tests and `python -m tcpwizard.lab.bench_application`.
+Shared by the application lab tests and `python -m benchmarks application`.
 Nothing of this machine's ssh configuration is read or changed; every process started here
 is stopped, and every cgroup removed, also on failure.
 """

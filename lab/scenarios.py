@@ -2,7 +2,8 @@
 from host a against `serve` on host b, checks the verdict names that cause and the right
 host, applies the printed fix with `tcpwizard fix` on that host, and re-measures.
 
-Shared by the end-to-end tests (which assert) and `lab bench --scenarios` (which tabulates).
+Shared by the end-to-end tests (which assert) and `python -m benchmarks scenarios` (which
+tabulates).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import shutil
 
 import pytest
 
+from benchmarks.bench_application import EXPECTED, Outcome, Timing, run_once, spec_for
 from tcpwizard.lab.app_lab import ssh_missing
-from tcpwizard.lab.bench_application import EXPECTED, Outcome, Timing, run_once, spec_for
 from tests.lab_fixtures import LabFactory
 
 pytestmark = [

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tcpwizard.lab.bench_transfer import (
+from benchmarks.bench_transfer import (
     BenchRow,
     drs_needs_force,
     force_overprovisioned,
@@ -141,7 +141,7 @@ def _run(mode: Any, mbps: float, secs: float, retr: int, peak: int, steady: int)
 
 
 def test_drs_targets_judge_every_run_and_compare_equal_spans() -> None:
-    from tcpwizard.lab.bench_drs_targets import Pair, render_path
+    from benchmarks.bench_drs_targets import Pair, render_path
 
     bdp = 1_250_000  # 100 ms x 100 Mbit/s
     good = Pair(
@@ -172,7 +172,7 @@ def test_drs_targets_judge_every_run_and_compare_equal_spans() -> None:
 
 
 def test_megabits_at_interpolates_the_samples() -> None:
-    from tcpwizard.lab.bench_transfer import delivered_points, megabits_at
+    from benchmarks.bench_transfer import delivered_points, megabits_at
 
     pts = delivered_points([{"t_s": 1.0, "goodput_mbps": 10.0}, {"t_s": 2.0, "goodput_mbps": 30.0}])
     assert pts == [(0.0, 0.0), (1.0, 10.0), (2.0, 40.0)]

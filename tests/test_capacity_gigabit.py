@@ -135,7 +135,7 @@ def test_mini_trains_squeezed_after_the_bottleneck_are_not_used() -> None:
 
 
 def test_bench_probes_judges_gigabit_rows_by_ten_percent_and_never_one_and_a_half() -> None:
-    from tcpwizard.lab import bench_probes as bp
+    from benchmarks import bench_probes as bp
 
     case = bp.Case(0.020, 1e9, "gigabit")
     good = bp.Run(20.1, 960.0, 930.0, "coalescing", 1.0)

@@ -1,7 +1,7 @@
 """A policer and a bloated queue made with kernel parts (nftables' token bucket, a deep
 drop-tail buffer) and `check` across them from host a to serve on host b: the verdict, the
 host to fix, the policed rate, and the RTT under load against `ping` beside a transfer.
-Each check is judged on the majority of its tries (lab/bench_causes.py runs 10 of each at
+Each check is judged on the majority of its tries (benchmarks/bench_causes.py runs 10 of each at
 two rates and two RTTs: docs/bench-causes.md)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.bench_causes import RENO, _env, check_run, ping_run
 from tcpwizard.lab import Lab
-from tcpwizard.lab.bench_causes import RENO, _env, check_run, ping_run
 from tcpwizard.lab.netns import stop
 from tcpwizard.lab.serving import iperf3_serving, serving, tcpwizard_argv
 from tcpwizard.lab.spec import HopSpec, LabSpec

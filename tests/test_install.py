@@ -1,7 +1,9 @@
 """Installing like a Python tool: the man page is generated and current, the wheel builds with
 the standard front end (`python -m build`, sdist then wheel from it), holds every module of
-the source tree and the data files, and installed into a fresh venv it runs: `--version`,
-`check --json` valid against the committed schema, the man page where man finds it.
+the source tree and the data files but no bench (benchmarks/ stays in the checkout), needs
+matplotlib only for its `plot` extra, and installed into a fresh venv it runs: every module
+imports without matplotlib, `--version`, `check --json` valid against the committed schema,
+the man page where man finds it.
 
 No network: the build uses this venv's setuptools (--no-isolation) and the fresh venv takes
 the wheel with --no-deps; its third-party dependencies come from this venv through a .pth
@@ -11,6 +13,7 @@ tcpwizard itself can only come from the wheel)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +45,9 @@ PACKAGE_DIRS = {
     "advice": "tcpwizard/advice",
     "lab": "tcpwizard/lab",
 }
+# The checkout's benchmarks/ stays out of the wheel: by its package, and by any of its
+# modules that might be copied back into the product's tree.
+BENCH_MODULES = re.compile(r"^benchmarks/|/(bench_\w+|paper_\w+|checkrun|windowtest)\.py$")
 NOT_SOURCES = (".venv", "build", "dist", ".git", "*.egg-info", "__pycache__", "*_cache", "results")
 
 
@@ -107,9 +113,36 @@ def test_wheel_holds_every_module_and_the_data_files(built: dict[str, Path]) -> 
             assert whl.read(data + installed) == committed.read_bytes(), installed
     missing = sorted(_source_modules() - names)
     assert missing == [], "add the new package to [tool.setuptools] packages in pyproject.toml"
+    assert sorted(n for n in names if BENCH_MODULES.search(n)) == []
     with tarfile.open(built["sdist"]) as sdist:
         members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
     assert {"man/tcpwizard.1", "completions/_tcpwizard", "README.md"} <= members
+
+
+@pytest.mark.slow
+def test_wheel_requires_matplotlib_only_for_the_plot_extra(built: dict[str, Path]) -> None:
+    with zipfile.ZipFile(built["wheel"]) as whl:
+        meta = whl.read(f"tcpwizard-{__version__}.dist-info/METADATA").decode()
+    requires = [line.split(":", 1)[1].strip() for line in meta.splitlines()
+                if line.startswith("Requires-Dist:")]  # fmt: skip
+    plotting = [r for r in requires if r.lower().startswith("matplotlib")]
+    assert plotting, "the plot extra names matplotlib"
+    assert all("extra ==" in r for r in plotting), plotting
+    assert "Provides-Extra: plot" in meta.splitlines()
+
+
+# Every module of the installed product imports with matplotlib absent (None in sys.modules
+# fails its import as a missing package does): only --plot needs it, and says so.
+IMPORT_ALL_WITHOUT_MATPLOTLIB = """
+import importlib, pkgutil, sys
+sys.modules["matplotlib"] = None
+import tcpwizard
+names = [m.name for m in pkgutil.walk_packages(tcpwizard.__path__, "tcpwizard.")
+         if not m.name.endswith("__main__")]
+for name in names:
+    importlib.import_module(name)
+print(len(names))
+"""
 
 
 @pytest.mark.slow
@@ -152,6 +185,19 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(built: dict[str, Path]) -> No
         check=True,
     ).stdout.strip()
     assert where.startswith(purelib), f"tcpwizard came from {where}, not from the wheel"
+    imported = subprocess.run(
+        [python, "-c", IMPORT_ALL_WITHOUT_MATPLOTLIB],
+        capture_output=True,
+        text=True,
+        cwd=built["tmp"],  # not the checkout: its benchmarks/ must not be on the path
+        timeout=60,
+    )
+    assert imported.returncode == 0, imported.stderr[-2000:]
+    assert int(imported.stdout) > 100
+    bench = subprocess.run(
+        [python, "-c", "import benchmarks"], capture_output=True, cwd=built["tmp"], timeout=30
+    )
+    assert bench.returncode != 0, "the wheel installed the benchmarks"
     env = {"PATH": f"{venv / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(built["tmp"])}
     check = subprocess.run(
         [tool, "check", "--json", "--no-history"],

@@ -136,9 +136,10 @@ def test_lab_without_root_exits_77(
         assert err.startswith("tcpwizard: error:") and "root" in err and "\n" not in err
 
 
-def test_lab_bench_needs_a_choice(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["lab", "bench"]) == ExitCode.USAGE
-    assert "one of the arguments" in capsys.readouterr().err
+def test_the_benches_are_not_a_lab_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """They run from a checkout (`python -m benchmarks`, tests/test_benchmarks_cli.py)."""
+    assert main(["lab", "bench", "--paper"]) == ExitCode.USAGE
+    assert "invalid choice: 'bench'" in capsys.readouterr().err
 
 
 def test_lab_exec_needs_a_command() -> None:

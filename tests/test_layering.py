@@ -62,6 +62,12 @@ PLANTED = {
         "\nfrom tcpwizard.measure import model\n",
     ),
     "lab-free-of-tui": ("tcpwizard.lab.planted", "lab/planted.py", "import textual\n"),
+    # The checkout's benchmarks/ is found from the root, where lint-imports runs.
+    "product-free-of-benches": (
+        "tcpwizard.lab.planted",
+        "lab/planted.py",
+        "def f():\n    from benchmarks import bench_paper\n",
+    ),
 }
 
 

@@ -1,4 +1,4 @@
-"""`lab bench --paper`: matrix planning, resume, table and plots on synthetic results."""
+"""`python -m benchmarks paper`: matrix planning, resume, table and plots on synthetic results."""
 
 from __future__ import annotations
 
@@ -11,16 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tcpwizard.context import Context
-from tcpwizard.exitcodes import UsageError
-from tcpwizard.lab.bench_paper import (
+from benchmarks.bench_paper import (
     _needs_work,
     budget_lines,
     iperf3_args,
     run_from_mode,
     run_plan,
 )
-from tcpwizard.lab.paper_matrix import (
+from benchmarks.paper_matrix import (
     TUNING_BY_NAME,
     Cell,
     Plan,
@@ -28,9 +26,11 @@ from tcpwizard.lab.paper_matrix import (
     make_plan,
     window_reference_mbps,
 )
-from tcpwizard.lab.paper_plots import figure_pixels, write_plots
-from tcpwizard.lab.paper_results import ResultStore, Run, steady_goodput
-from tcpwizard.lab.paper_table import check_cell, markdown, summary_line
+from benchmarks.paper_plots import figure_pixels, write_plots
+from benchmarks.paper_results import ResultStore, Run, steady_goodput
+from benchmarks.paper_table import check_cell, markdown, summary_line
+from tcpwizard.context import Context
+from tcpwizard.exitcodes import UsageError
 from tcpwizard.measure.model import ModeResult, TransferSample
 from tcpwizard.output.measure_json import mode_json
 
@@ -175,7 +175,7 @@ def test_checks_repeatability_and_window(tmp_path: Path) -> None:
 def test_drs_table_compares_with_the_better_autotune_and_every_other_buffer(
     tmp_path: Path,
 ) -> None:
-    from tcpwizard.lab.paper_table import drs_table
+    from benchmarks.paper_table import drs_table
 
     store, plan = _full_store(tmp_path)  # every tuning but untuned: 90 - streams, 1 MB
     cell = Cell("drs", 100.0, 1)

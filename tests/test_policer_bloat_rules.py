@@ -1,6 +1,6 @@
 """The policer and bufferbloat rules, and the RTT-under-load figures, on synthetic transfers
 built from what the causes do (a flat plateau with no queue and bursty losses; a standing
-queue of several BDPs) — the lab tests and `lab bench --causes` run them on real paths."""
+queue of several BDPs) — the lab tests and `python -m benchmarks causes` run them on real paths."""
 
 from __future__ import annotations
 

@@ -279,7 +279,7 @@ def test_probe_cli_json_over_loopback() -> None:
 
 
 def test_bench_summary_applies_the_criteria() -> None:
-    from tcpwizard.lab import bench_probes as bp
+    from benchmarks import bench_probes as bp
 
     good = bp.Run(50.1, 100.0, 99.0, None, 0.7)
     off = bp.Run(50.1, 112.0, 99.0, None, 0.7)

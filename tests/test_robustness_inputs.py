@@ -92,7 +92,6 @@ def test_named_argument_cases(argv: list[str], needle: str, tmp_path: Path) -> N
         (["up", "--name", "../../etc"], "argument --name: lab name '../../etc'"),
         (["exec", "--name", "../x", "a", "--", "true"], "argument --name: lab name"),
         (["down", "--name", "a b"], "argument --name: lab name"),
-        (["bench", "--paper", "--rtt", "0"], "argument --rtt: must be a finite positive"),
     ],
 )
 def test_named_lab_option_cases(

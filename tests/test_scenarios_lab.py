@@ -1,7 +1,7 @@
 """The misconfiguration suite over the emulated WAN (real kernel TCP, real sysctls in the lab's
 namespaces): for each known cause the verdict names the right factor and host, and applying
 the printed fix with `tcpwizard fix` on that host brings the path to >= 80 % of its rate.
-Results of the same runner as a table: docs/scenarios.md (`lab bench --scenarios`)."""
+Results of the same runner as a table: docs/scenarios.md (`python -m benchmarks scenarios`)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import socket
 import struct
+import sys
 from pathlib import Path
 
+import pytest
+
+from tcpwizard.exitcodes import ExitCode
+from tcpwizard.main import main
 from tcpwizard.measure.tsg import series_from_capture
 from tcpwizard.output.tsg_plot import plot_all
 
@@ -84,3 +89,35 @@ def test_plot_writes_png_and_svg(tmp_path: Path) -> None:
     assert Path(files[0]).read_bytes()[:4] == b"\x89PNG"
     svg = Path(files[1]).read_text()
     assert "receive window edge" in svg and "retransmission" in svg and "tsg-01-up-" in files[0]
+
+
+@pytest.fixture
+def no_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    """matplotlib is the `plot` extra: a wheel installed without it (None in sys.modules
+    makes its import fail as a missing package's does)."""
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+
+
+def test_plot_without_matplotlib_is_one_line_before_the_capture_is_read(
+    tmp_path: Path, no_matplotlib: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pcap = tmp_path / "flow.pcap"
+    synthetic(pcap)
+    out = tmp_path / "out"
+    assert main(["check", "--pcap", str(pcap), "--plot", str(out)]) == ExitCode.UNKNOWN
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    assert captured.err.startswith("tcpwizard: error: --plot needs matplotlib")
+    assert "tcpwizard[plot]" in captured.err and captured.err.count("\n") == 1
+
+
+def test_transfer_plot_without_matplotlib_fails_before_any_connection(
+    tmp_path: Path, no_matplotlib: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Port 9 of a TEST-NET-1 address: were anything tried, it would fail differently.
+    argv = ["transfer", "192.0.2.1", "--port", "9", "--plot", str(tmp_path), "--json"]
+    assert main(argv) == ExitCode.UNKNOWN
+    err = capsys.readouterr().err
+    assert err.startswith("tcpwizard: error: --plot needs matplotlib") and err.count("\n") == 1

@@ -497,41 +497,6 @@ def _add_lab(sub: argparse._SubParsersAction[Parser]) -> None:
     down.add_argument("--name", type=_lab_flag("name"), default="tw")
     down.add_argument("--all", action="store_true", help="remove every tcpwizard lab")
     lab.add_parser("demo", help="build a lab with a mistuned host and run check across it")
-    bench = lab.add_parser("bench", help="accuracy and performance benchmarks on the lab")
-    what = bench.add_mutually_exclusive_group(required=True)
-    what.add_argument("--calibrate", action="store_true", help="the emulator against its truth")
-    what.add_argument("--probes", action="store_true", help="RTT and capacity probe accuracy")
-    what.add_argument("--transfer", action="store_true", help="transfer modes against iperf3")
-    what.add_argument("--paper", action="store_true", help="the seed papers' experiment matrix")
-    what.add_argument(
-        "--drs-targets", action="store_true", help="DRS against autotune, every run reported"
-    )
-    what.add_argument(
-        "--scenarios", action="store_true", help="misconfigurations: verdict, fix, re-measure"
-    )
-    what.add_argument(
-        "--far-ends", action="store_true", help="check against iperf3 -s beside iperf3 -c"
-    )
-    what.add_argument(
-        "--causes",
-        action="store_true",
-        help="a policer and a bloated queue at two rates and RTTs: verdict, rate, RTT vs ping",
-    )
-    bench.add_argument(
-        "--only",
-        action="append",
-        metavar="NAME",
-        help="only these scenarios (--paper: tunings; --causes: cases)",
-    )
-    bench.add_argument(
-        "--rtt",
-        type=argtypes.duration("ms"),
-        action="append",
-        metavar="TIME",
-        help="--paper, --drs-targets: only these delays, e.g. 25ms",
-    )
-    bench.add_argument("--quick", action="store_true", help="a smaller matrix")
-    bench.add_argument("--out", default="results", help="folder for tables and plots")
 
 
 def _add_tui(sub: argparse._SubParsersAction[Parser]) -> None:

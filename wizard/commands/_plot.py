@@ -25,12 +25,22 @@ def _address(host: str) -> str:
 def plot_capture(pcap: str, out_dir: str, ctx: Context, remote: str | None = None) -> int:
     """Draw every data-carrying flow of `pcap`; returns how many."""
     from tcpwizard.measure.tsg import series_from_capture
-    from tcpwizard.output.tsg_plot import plot_all
+    from tcpwizard.output.tsg_plot import plot_all, require_matplotlib
 
+    require_matplotlib()
     series = series_from_capture(pcap)
     written = plot_all(series, out_dir, remote)
     ctx.progress(f"time-sequence graphs: {len(series)} flows, {len(written)} files in {out_dir}")
     return len(series)
+
+
+def plot_ready(args: argparse.Namespace) -> None:
+    """With --plot, the graphs can be drawn (matplotlib, the `plot` extra): said before any
+    measurement, not after it."""
+    if getattr(args, "plot", None):
+        from tcpwizard.output.tsg_plot import require_matplotlib
+
+        require_matplotlib()
 
 
 @contextlib.contextmanager
@@ -42,6 +52,7 @@ def plotting(args: argparse.Namespace, ctx: Context, host: str) -> Iterator[None
         return
     from tcpwizard.measure.tsg import TcpdumpCapture
 
+    plot_ready(args)
     remote = _address(host)
     tmp = tempfile.mkdtemp(prefix="tcpwizard-plot-")
     pcap = os.path.join(tmp, "run.pcap")

@@ -11,7 +11,7 @@ from tcpwizard.advice.diagnose import steady_mbps
 from tcpwizard.checks import audit
 from tcpwizard.commands._output import emit, machine
 from tcpwizard.commands._path_hint import bdp_from_args
-from tcpwizard.commands._plot import plot_capture, plotting
+from tcpwizard.commands._plot import plot_capture, plot_ready, plotting
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.commands.fix import apply_fixes
 from tcpwizard.commands.transfer import parse_modes, parse_transfer_duration
@@ -116,6 +116,7 @@ def _record(report: Report, args: argparse.Namespace, ctx: Context) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    plot_ready(args)  # before a capture is read, a far end started over SSH, or a check
     if getattr(args, "pcap", None):  # a capture file instead of a live path
         from tcpwizard.commands._pcap import run_pcap
 

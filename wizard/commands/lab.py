@@ -1,4 +1,5 @@
-"""`tcpwizard lab up|status|exec|down|bench`: the emulated WAN as a user command."""
+"""`tcpwizard lab up|status|exec|down|demo`: the emulated WAN as a user command. The
+benchmarks that drive it live apart, in the checkout's benchmarks/ (never in the wheel)."""
 
 from __future__ import annotations
 
@@ -159,99 +160,12 @@ def _demo(args: argparse.Namespace, ctx: Context) -> int:
     return run_demo(ctx)
 
 
-def _bench(args: argparse.Namespace, ctx: Context) -> int:
-    for flag, runner in BENCHES.items():
-        if getattr(args, flag, False):
-            return runner(args, ctx)
-    raise UsageError("lab bench: choose one of --" + ", --".join(BENCHES))
-
-
-def _bench_calibrate(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.lab.bench_calibrate import run_calibrate
-
-    require_root()
-    return run_calibrate(quick=args.quick, out_dir=args.out, ctx=ctx)
-
-
-def _bench_probes(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.lab.bench_probes import run_bench
-
-    require_root()
-    return run_bench(
-        args.quick,
-        args.out,
-        stdout=ctx.stdout,
-        progress=ctx.progress,
-        only=tuple(args.only or ()),
-    )
-
-
-def _bench_paper(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.lab.bench_paper import run_paper
-
-    require_root()
-    rtts = tuple(parse_duration(r) * 1e3 for r in args.rtt or ())
-    return run_paper(args.quick, args.out, ctx, rtts_ms=rtts, tunings=tuple(args.only or ()))
-
-
-def _bench_transfer(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.lab.bench_transfer import run_bench_cli
-
-    require_root()
-    return run_bench_cli(args.quick, args.out, ctx)
-
-
-def _bench_drs_targets(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.lab.bench_drs_targets import run as run_drs_targets
-
-    require_root()
-    rtts = tuple(parse_duration(r) * 1e3 for r in args.rtt or ())
-    text = run_drs_targets(args.out, 1 if args.quick else 3, rtts, say=ctx.progress)
-    print(text, file=ctx.stdout)
-    ctx.progress(f"wrote {args.out}/bench-drs-targets.md and .json")
-    return int(ExitCode.OK)
-
-
-def _bench_scenarios(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.lab.bench_scenarios import run_scenarios
-
-    require_root()
-    return run_scenarios(args.out, tuple(args.only or ()), ctx, quick=args.quick)
-
-
-def _bench_far_ends(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.lab.bench_far_ends import run_far_ends
-
-    require_root()
-    return run_far_ends(args.out, args.quick, ctx)
-
-
-def _bench_causes(args: argparse.Namespace, ctx: Context) -> int:
-    from tcpwizard.lab.bench_causes import run_causes
-
-    require_root()
-    return run_causes(args.out, tuple(args.only or ()), ctx, quick=args.quick)
-
-
-# Other benchmarks plug in here: flag name (as in cli.py) -> runner.
-BENCHES: dict[str, Callable[[argparse.Namespace, Context], int]] = {
-    "calibrate": _bench_calibrate,
-    "probes": _bench_probes,
-    "transfer": _bench_transfer,
-    "paper": _bench_paper,
-    "drs_targets": _bench_drs_targets,
-    "scenarios": _bench_scenarios,
-    "far_ends": _bench_far_ends,
-    "causes": _bench_causes,
-}
-
 COMMANDS: dict[str, Callable[[argparse.Namespace, Context], int]] = {
     "up": _up,
     "status": _status,
     "exec": _exec,
     "down": _down,
     "demo": _demo,
-    "bench": _bench,
 }
 
 

@@ -8,7 +8,7 @@ from typing import get_args
 
 from tcpwizard.advice import guard
 from tcpwizard.commands._output import emit, machine
-from tcpwizard.commands._plot import plotting
+from tcpwizard.commands._plot import plot_ready, plotting
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.documents import TransferDocument
@@ -92,6 +92,7 @@ def _static_from_probe(args: argparse.Namespace, secret: bytes | None, ctx: Cont
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     opts = options_from_args(args, ctx)
+    plot_ready(args)  # before the static mode's probe
     secret = secret_from_args(args.secret_file, ctx)
     if "static" in opts.modes and opts.static_request is None:
         bdp = _static_from_probe(args, secret, ctx)

@@ -9,9 +9,22 @@ from __future__ import annotations
 import os
 import re
 
+from tcpwizard.exitcodes import Unavailable
 from tcpwizard.measure.tsg import TsgSeries
 
 MB = 1e6
+
+
+def require_matplotlib() -> None:
+    """matplotlib is the tool's `plot` extra, not a dependency: its absence is said before a
+    run is captured, in one line, not after it."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise Unavailable(
+            "--plot needs matplotlib (pip install 'tcpwizard[plot]'; "
+            "pipx: pipx inject tcpwizard matplotlib)"
+        ) from None
 
 
 def _name(i: int, s: TsgSeries, direction: str) -> str:

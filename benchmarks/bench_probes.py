@@ -1,4 +1,4 @@
-"""`tcpwizard lab bench --probes`: probe accuracy and time on the emulated WAN.
+"""`python -m benchmarks probes`: probe accuracy and time on the emulated WAN.
 
 Each case builds a lab (through the factory it is given, so this module does not depend on
 how labs are built), runs `tcpwizard serve` in host b and `tcpwizard probe --json` in host a
@@ -428,7 +428,7 @@ def run_bench(
     runs: int = 5,
     only: Sequence[str] = (),
 ) -> int:
-    """The `tcpwizard lab bench --probes` command: the matrix, a summary and a Markdown
+    """The `python -m benchmarks probes` command: the matrix, a summary and a Markdown
     table on stdout and in OUT/bench-probes.md, every run in OUT/bench-probes.json
     (`--only gigabit`: the gigabit rows alone, in OUT/bench-probes-gigabit.*).
     0 when the summary meets the criteria, 1 (warning) otherwise."""
@@ -441,7 +441,7 @@ def run_bench(
     summ = summarize(rows)
     table = summary_markdown(summ) + "\n" + markdown(rows)
     header = (
-        "# Probe accuracy (`tcpwizard lab bench --probes`)\n\n"
+        "# Probe accuracy (`python -m benchmarks probes`)\n\n"
         f"{started}; kernel {platform.release()}, {os.cpu_count()} CPUs, load average "
         f"{load:.2f} at start; {runs} runs per case ({GIGABIT_RUNS} per gigabit case)"
         f"{'; --quick' if quick else ''}. "

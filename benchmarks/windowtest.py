@@ -1,8 +1,8 @@
 """A fixed-receive-window transfer: the receiver sets SO_RCVBUF before listen (so the window
 is fixed at the SYN and autotuning is off), the sender just sends. Run inside lab hosts:
 
-    python -m tcpwizard.lab.windowtest recv --bind ADDR --rcvbuf 65536 --seconds 6
-    python -m tcpwizard.lab.windowtest send --to ADDR --seconds 6
+    python benchmarks/windowtest.py recv --bind ADDR --rcvbuf 65536 --seconds 6
+    python benchmarks/windowtest.py send --to ADDR --seconds 6
 
 The receiver prints JSON: steady-state goodput (after --warmup) and what the kernel granted.
 The sender prints the largest peer window it saw (tcpi_snd_wnd from TCP_INFO): the window
@@ -78,7 +78,7 @@ def send(to: str, seconds: float) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="tcpwizard.lab.windowtest")
+    p = argparse.ArgumentParser(prog="benchmarks/windowtest.py")
     sub = p.add_subparsers(dest="role", required=True)
     r = sub.add_parser("recv")
     r.add_argument("--bind", required=True)

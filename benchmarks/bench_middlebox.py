@@ -5,9 +5,9 @@ not hold these transfers back: the clamp named in the handshake's evidence and n
 blamed; for the control without a device: anything but `middlebox`).
 Output: docs/bench-middlebox.md.
 
-    python -m tcpwizard.lab.bench_middlebox run KIND RATES_MBIT RTTS_MS RUNS OUT.jsonl
+    python -m benchmarks middlebox run KIND RATES_MBIT RTTS_MS RUNS OUT.jsonl
       (e.g. run window 50,100 40,100 10 out.jsonl)
-    python -m tcpwizard.lab.bench_middlebox table OUT.jsonl docs/bench-middlebox.md
+    python -m benchmarks middlebox table OUT.jsonl docs/bench-middlebox.md
 
 `run` measures the rows of one kind (about a minute each, so a lab lock is held briefly);
 `table` writes what the rows measured.
@@ -139,7 +139,7 @@ def main(argv: list[str]) -> int:
             rows = [json.loads(line) for line in f if line.strip()]
         text, right, total = table(rows)
         doc = [
-            "# Middlebox bench (`python -m tcpwizard.lab.bench_middlebox`)",
+            "# Middlebox bench (`python -m benchmarks middlebox`)",
             "",
             f"{rows[0]['started'] if rows else ''}; kernel {platform.release()}, "
             f"{os.cpu_count()} CPUs. Each row builds a two-host lab whose wire rewrites every "

@@ -1,9 +1,9 @@
 """Benchmarks of `tcpwizard path`, the available bandwidth and the time-sequence graphs on
 the lab (tables for docs/path.md, not timed tests):
 
-    python -m tcpwizard.lab.bench_path hops      # hop naming over 20 varied topologies
-    python -m tcpwizard.lab.bench_path avail     # available bandwidth at 3 cross-traffic loads
-    python -m tcpwizard.lab.bench_path tsg       # graphs of a capture of a 1 GB transfer
+    python -m benchmarks path hops      # hop naming over 20 varied topologies
+    python -m benchmarks path avail     # available bandwidth at 3 cross-traffic loads
+    python -m benchmarks path tsg       # graphs of a capture of a 1 GB transfer
 
 Each prints a markdown table on stdout. Needs root, iperf3 and tcpdump.
 """
@@ -184,7 +184,7 @@ def main(argv: list[str]) -> int:
         "tsg": bench_tsg,
     }
     if what not in benches:
-        print("usage: python -m tcpwizard.lab.bench_path hops|avail|tsg", file=sys.stderr)
+        print("usage: python -m benchmarks path hops|avail|tsg", file=sys.stderr)
         return 64
     print(benches[what]())
     return 0

@@ -1,14 +1,14 @@
-"""Writes the outputs of `lab bench --paper`: bench-paper.md, the JSON (already kept by the
+"""Writes the outputs of `python -m benchmarks paper`: bench-paper.md, the JSON (already kept by the
 ResultStore) and the PNG plots under img/."""
 
 from __future__ import annotations
 
 import os
 
-from tcpwizard.lab.paper_matrix import Plan
-from tcpwizard.lab.paper_plots import write_plots
-from tcpwizard.lab.paper_results import ResultStore
-from tcpwizard.lab.paper_table import checks, markdown, text_table
+from benchmarks.paper_matrix import Plan
+from benchmarks.paper_plots import write_plots
+from benchmarks.paper_results import ResultStore
+from benchmarks.paper_table import checks, markdown, text_table
 
 NOTES = """\
 ## How to read it

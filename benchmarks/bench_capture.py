@@ -3,7 +3,7 @@ on a veth pair between two throwaway namespaces during an iperf3 upload, until t
 holds SIZE bytes; then read_capture + the verdict, timed. Namespaces, processes and the file
 are removed afterwards, also on failure.
 
-    python -m tcpwizard.lab.bench_capture [--size 1GB] [--keep FILE]
+    python -m benchmarks capture [--size 1GB] [--keep FILE]
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ def take_capture(path: str, size: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks capture", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--size", default="1GB")
     parser.add_argument("--keep", help="keep the capture here (default: removed)")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""`tcpwizard lab bench --far-ends`: `check` against a stock `iperf3 -s`, mode by mode and both
+"""`python -m benchmarks far-ends`: `check` against a stock `iperf3 -s`, mode by mode and both
 ways, beside iperf3's own client with the same window setting on the same path (the
 reference nobody here wrote). Writes docs/bench-far-ends.md."""
 
@@ -113,7 +113,7 @@ def run_far_ends(out_dir: str, quick: bool, ctx: Context) -> int:
     good = sum(abs(r.ratio - 1) <= TOLERANCE for r in rows)
     load = os.getloadavg()[0]
     doc = [
-        "# `check` against a stock iperf3 server (`tcpwizard lab bench --far-ends`)",
+        "# `check` against a stock iperf3 server (`python -m benchmarks far-ends`)",
         "",
         f"{started}; kernel {platform.release()}, {os.cpu_count()} CPUs, load average "
         f"{load:.1f} at the end; Debian iperf3; {time.monotonic() - t0:.0f} s in all.",

@@ -1,8 +1,8 @@
-"""`tcpwizard lab bench --scenarios --only gigabit`: verdict right-rate and capacity at
+"""`python -m benchmarks scenarios --only gigabit`: verdict right-rate and capacity at
 200 Mbit/s - 1 Gbit/s.
 
 Each case builds one lab, starts `serve` in host b and runs `check` from host a `runs` times
-(through lab.checkrun, which adds the capacity the verdict used: probe and transfers
+(through benchmarks/checkrun.py, which adds the capacity the verdict used: probe and transfers
 combined). A run is right when the verdict names the expected factor and host. Capacity is
 judged against the configured rate (IP packets, as the probes count them): within 10 %,
 never above 1.5x. The delay line is a Python process that needs most of a core at 1 Gbit/s
@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 import uuid
 from collections import Counter
@@ -24,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks import script_argv
 from tcpwizard.exitcodes import UsageError
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.serving import serving
@@ -150,7 +150,7 @@ def run_case(case: GigaCase, runs: int, make_lab: Callable[[LabSpec], Lab]) -> G
 
 
 def _check_once(lab: Lab) -> GigaRun:
-    argv = [sys.executable, "-m", "tcpwizard.lab.checkrun", lab.addr_b]
+    argv = [*script_argv("checkrun"), lab.addr_b]
     out = lab.run("a", argv, capture_output=True, text=True, timeout=180)
     try:
         doc = json.loads(out.stdout)
@@ -269,7 +269,7 @@ def run_gigabit(
     text = summary(rows) + "\n" + markdown(rows)
     print(text, file=stdout)
     doc = [
-        "# Verdicts at 200 Mbit/s - 1 Gbit/s (`tcpwizard lab bench --scenarios --only gigabit`)",
+        "# Verdicts at 200 Mbit/s - 1 Gbit/s (`python -m benchmarks scenarios --only gigabit`)",
         "",
         f"{started}; kernel {platform.release()}, {os.cpu_count()} CPUs; load average "
         f"{load0[0]:.2f} / {load0[1]:.2f} / {load0[2]:.2f} at start; {runs} `check` runs per "

@@ -1,4 +1,4 @@
-"""`tcpwizard lab bench --calibrate`: the emulator measured against its configuration with
+"""`python -m benchmarks calibrate`: the emulator measured against its configuration with
 tools nobody here wrote (ping, iperf3), plus the window/RTT law with a fixed receive buffer.
 
 Every row is one lab built for it and removed after. A failing row is re-run (up to
@@ -12,7 +12,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import IO, cast
 
+from benchmarks import script_argv
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.lab.lab import DELAYLINE_MAX_RATE_BPS, Lab
@@ -117,7 +117,7 @@ def row_unshaped(seconds: float) -> Row:
 
 def row_window(seconds: float, rcvbuf: int = 65536, rtt_s: float = 0.050) -> Row:
     with _lab(LabSpec.symmetric(100e6, rtt_s)) as lab:
-        base = [sys.executable, "-m", "tcpwizard.lab.windowtest"]
+        base = script_argv("windowtest")
         recv = lab.popen(
             "b",
             [*base, "recv", "--bind", lab.addr_b, "--rcvbuf", str(rcvbuf), "--seconds",
@@ -258,7 +258,7 @@ def run_calibrate(quick: bool, out_dir: str, ctx: Context) -> int:
     rows = [_attempt(make, ctx.progress) for make in plan(quick)]
     iperf = subprocess.run(["iperf3", "--version"], capture_output=True, text=True, check=False)
     header = [
-        "# Lab calibration (`tcpwizard lab bench --calibrate`)",
+        "# Lab calibration (`python -m benchmarks calibrate`)",
         "",
         f"{started}; kernel {platform.release()}, {cpus} CPUs, load average {load:.2f} at "
         f"start; backend delayline; {iperf.stdout.splitlines()[0] if iperf.stdout else 'iperf3'}"

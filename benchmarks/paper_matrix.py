@@ -1,4 +1,4 @@
-"""The experiment matrix of the seed papers, planned for the lab (`lab bench --paper`).
+"""The experiment matrix of the seed papers, planned for the lab (`python -m benchmarks paper`).
 
 Weigle & Feng 2002 §3: tuning x delay {0.5, 25, 50, 100} ms x parallel streams {1, 2, 4, 8},
 128 MB per run. Engelhart, Gardner & Feng §5 add the drsFTP variants: stock 64 KB buffers,

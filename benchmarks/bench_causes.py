@@ -1,4 +1,4 @@
-"""`tcpwizard lab bench --causes`: causes outside the hosts' settings, each made for real in
+"""`python -m benchmarks causes`: causes outside the hosts' settings, each made for real in
 the lab, at two rates and two RTTs; `check` judged on every run (verdict and host), the
 policer's measured rate against the configured one, and the RTT under load against a `ping`
 run beside a transfer.
@@ -312,7 +312,7 @@ def run_causes(out_dir: str, only: tuple[str, ...], ctx: Context, quick: bool = 
     text = table(ordered)
     print(text, file=ctx.stdout)
     doc = [
-        "# Causes beyond the hosts' settings (`tcpwizard lab bench --causes`)",
+        "# Causes beyond the hosts' settings (`python -m benchmarks causes`)",
         "",
         f"Kernel {platform.release()}, {os.cpu_count()} CPUs. Each case: a fresh lab, "
         "`tcpwizard serve` on b, then `tcpwizard check B --json --direction up --modes autotune` "

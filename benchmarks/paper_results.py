@@ -1,4 +1,4 @@
-"""Results of `lab bench --paper`: per-cell repetitions, kept in one JSON file that is
+"""Results of `python -m benchmarks paper`: per-cell repetitions, kept in one JSON file that is
 rewritten after every run, so an interrupted benchmark resumes where it stopped."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from benchmarks.paper_matrix import Cell, Plan
 from tcpwizard.exitcodes import UsageError
-from tcpwizard.lab.paper_matrix import Cell, Plan
 
 SCHEMA = 1
 MAX_TRACE_POINTS = 200  # a 128 MB untuned run samples ~1600 times; the plot needs fewer

@@ -1,4 +1,4 @@
-"""`lab bench --transfer`: every transfer mode against iperf3 on an emulated path.
+"""`python -m benchmarks transfer`: every transfer mode against iperf3 on an emulated path.
 
 Runs `tcpwizard transfer` on host a against `tcpwizard serve` on host b, both directions,
 then iperf3 with the equivalent buffer setting on the same path in the same run (`-w` for
@@ -410,7 +410,7 @@ def loopback_vs_iperf3(seconds: float = 3.0) -> tuple[float, float]:
 def run_bench_transfer(
     quick: bool, out_dir: str, progress: Callable[[str], None] | None = None
 ) -> str:
-    """The whole `lab bench --transfer`: loopback against iperf3; every mode both ways
+    """The whole `python -m benchmarks transfer`: loopback against iperf3; every mode both ways
     against iperf3 on the paper's and two of the DRS targets' paths; DRS against autotune
     on all four targets' paths, 3 s and 8 s tests, every run; the matrix 50/100/200 ms x
     100/200/500 Mbit/s with each mode's time to 90 %; and (full run) the paper's modes x
@@ -423,7 +423,7 @@ def run_bench_transfer(
     modes: Sequence[Mode] = ALL_MODES
     run_id = uuid.uuid4().hex[:6]
     parts = [
-        "# Transfer modes against iperf3 (`tcpwizard lab bench --transfer`)",
+        "# Transfer modes against iperf3 (`python -m benchmarks transfer`)",
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; kernel {platform.release()}, "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; "
@@ -466,7 +466,7 @@ def run_bench_transfer(
                 parts += ["## The paper's experiment in miniature", "", _matrix(matrix), ""]
     # DRS against autotune on the targets' paths, 3 s and 8 s tests, every run reported. As
     # an unprivileged check runs them: DRS within rmem_max, autotune within tcp_rmem max.
-    from tcpwizard.lab import bench_drs_targets as drs_targets  # it imports this module
+    from benchmarks import bench_drs_targets as drs_targets  # it imports this module
 
     say("DRS against autotune on the targets' paths, 3 s and 8 s, every run ...")
     parts += drs_targets.header()
@@ -580,9 +580,9 @@ def _matrix(rows: Sequence[BenchRow]) -> str:
 
 
 def run_bench_cli(quick: bool, out_dir: str, ctx: Context) -> int:
-    """For `tcpwizard lab bench --transfer` (BENCHES in wizard/commands/lab.py)."""
+    """For `python -m benchmarks transfer` (MATRIX in benchmarks/cli.py)."""
     if os.geteuid() != 0:
-        raise PermissionRequired("lab bench --transfer needs root (network namespaces)")
+        raise PermissionRequired("the transfer bench needs root (network namespaces)")
     text = run_bench_transfer(quick, out_dir, progress=ctx.progress)
     print(text, file=ctx.stdout)
     ctx.progress(f"wrote {os.path.join(out_dir, 'bench-transfer.md')}")

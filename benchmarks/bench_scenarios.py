@@ -1,4 +1,4 @@
-"""`tcpwizard lab bench --scenarios`: the misconfiguration suite as a results table."""
+"""`python -m benchmarks scenarios`: the misconfiguration suite as a results table."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _make_lab(spec: LabSpec) -> Lab:
 
 def run_scenarios(out_dir: str, only: tuple[str, ...], ctx: Context, quick: bool = False) -> int:
     if any(o.startswith("gigabit") for o in only):
-        from tcpwizard.lab.bench_gigabit import run_gigabit
+        from benchmarks.bench_gigabit import run_gigabit
 
         return run_gigabit(only, out_dir, quick, stdout=ctx.stdout, progress=ctx.progress)
     unknown = set(only) - {s.name for s in SCENARIOS}
@@ -35,7 +35,7 @@ def run_scenarios(out_dir: str, only: tuple[str, ...], ctx: Context, quick: bool
     ok = sum(r.verdict_ok for r in results)
     fixed = sum(r.fixed_ok for r in results)
     doc = [
-        "# Misconfiguration scenarios (`tcpwizard lab bench --scenarios`)",
+        "# Misconfiguration scenarios (`python -m benchmarks scenarios`)",
         "",
         f"{started}; kernel {platform.release()}, {os.cpu_count()} CPUs; lab "
         f"{RATE / 1e6:g} Mbit/s x {RTT * 1e3:g} ms; {time.monotonic() - t0:.0f} s in all.",

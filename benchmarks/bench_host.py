@@ -1,4 +1,4 @@
-"""Causes inside a host, measured: `python -m tcpwizard.lab.bench_host` (docs/bench-host.md).
+"""Causes inside a host, measured: `python -m benchmarks host` (docs/bench-host.md).
 
 Per lab configuration (rate x RTT) and cause, `tcpwizard check B --json` runs N times from
 host a against serve on host b, and the table counts the runs whose verdict and host are
@@ -124,7 +124,7 @@ HEADER = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tcpwizard.lab.bench_host")
+    p = argparse.ArgumentParser(prog="python -m benchmarks host")
     p.add_argument("--rate", type=float, default=100.0, help="Mbit/s")
     p.add_argument("--rtt", type=float, default=50.0, help="ms")
     p.add_argument("--runs", type=int, default=10)

@@ -1,5 +1,5 @@
-"""DRS against autotune on the DRS targets' paths, every run reported (`lab bench
---drs-targets`, also a section of `lab bench --transfer`).
+"""DRS against autotune on the DRS targets' paths, every run reported (`python -m
+benchmarks drs-targets`, also a section of `python -m benchmarks transfer`).
 
 Per path (60 ms x 80, 100 ms x 100, 180 ms x 200 and 300 ms x 100 Mbit/s), per test length
 (3 s and 8 s), per round and direction: both modes' goodput, DRS / autotune, their time to
@@ -31,14 +31,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tcpwizard.exitcodes import ExitCode
-from tcpwizard.lab.bench_transfer import (
+from benchmarks.bench_transfer import (
     BIG_BUFFERS,
     TCP_GOODPUT_SHARE,
     BenchRow,
     bench_transfer,
     megabits_at,
 )
+from tcpwizard.exitcodes import ExitCode
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.spec import LabSpec
 
@@ -201,7 +201,7 @@ def header() -> list[str]:
     return [
         "## DRS against autotune on the targets' paths, every run",
         "",
-        f"`tcpwizard lab bench --drs-targets`; kernel {platform.release()}, {os.cpu_count()} "
+        f"`python -m benchmarks drs-targets`; kernel {platform.release()}, {os.cpu_count()} "
         "CPUs; both hosts tcp_rmem/tcp_wmem max 16 MB (net.core.rmem_max is the host's); "
         "the transfer is given the path's RTT and rate, as a probe gives them to `check`. "
         "Each run: autotune then DRS, both ways (up: a -> b, down: b -> a). DRS / autotune is "
@@ -285,12 +285,12 @@ def run(
             json.dump(results, f)
     text = render_all(results)
     with open(os.path.join(out_dir, TABLE_NAME), "w") as f:
-        f.write(f"# DRS targets (`tcpwizard lab bench --drs-targets`)\n\n{text}\n")
+        f.write(f"# DRS targets (`python -m benchmarks drs-targets`)\n\n{text}\n")
     return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tcpwizard.lab.bench_drs_targets")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_drs_targets")
     parser.add_argument("--rounds", type=int, default=ROUNDS, choices=range(1, 21), metavar="1-20")
     parser.add_argument("--rtt", type=float, action="append", metavar="MS", default=[])
     parser.add_argument("--out", default="results")

@@ -7,7 +7,7 @@ hosts and by `check --pcap` on a capture taken in host a during the same transfe
 - scp, sftp: Debian's OpenSSH (sshd in b, keys made for the run) uploads a sparse file from a
   on a path whose bandwidth-delay product exceeds SSH's 2 MB channel window.
 
-    python -m tcpwizard.lab.bench_application [--runs 3] [--rates 200M,300M]
+    python -m benchmarks application [--runs 3] [--rates 200M,300M]
         [--rtts 150ms,250ms] [--scenarios reader-far,reader-near,scp,sftp]
 
 Each run prints one line; the table at the end counts, per scenario and view, the runs whose
@@ -273,7 +273,7 @@ def _fmt(view: tuple[str | None, str | None] | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tcpwizard.lab.bench_application")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks application")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rates", default="200M,300M")
     ap.add_argument("--rtts", default="150ms,250ms")

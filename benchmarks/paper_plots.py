@@ -1,4 +1,4 @@
-"""PNG plots of `lab bench --paper` in the papers' shapes (matplotlib, Agg: no display).
+"""PNG plots of `python -m benchmarks paper` in the papers' shapes (matplotlib, Agg: no display).
 
 - throughput against parallel streams, one panel per delay (Weigle & Feng, Figures 2-10);
 - receive buffer over time for DRS (Engelhart et al., Figure 6), kernel autotuning beside;
@@ -19,8 +19,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from tcpwizard.lab.paper_matrix import Cell, Plan
-from tcpwizard.lab.paper_results import ResultStore
+from benchmarks.paper_matrix import Cell, Plan
+from benchmarks.paper_results import ResultStore
 
 DPI = 80  # small PNGs (they are committed under docs/img)
 PANEL_IN = (3.6, 3.2)  # one delay's panel, inches

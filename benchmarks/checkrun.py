@@ -2,7 +2,7 @@
 the capacity the verdict used per direction (probe and transfers combined) beside the probe's
 own estimates, and every mode's rate.
 
-`python -m tcpwizard.lab.checkrun HOST [--quick]`. The JSON report of `check --json` carries
+`python benchmarks/checkrun.py HOST [--quick]`. The JSON report of `check --json` carries
 the probe's capacity but not the combined one, which is what a right-rate bench must judge.
 """
 

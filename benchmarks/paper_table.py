@@ -1,11 +1,11 @@
-"""Tables of `lab bench --paper` (Markdown and text) and the acceptance checks."""
+"""Tables of `python -m benchmarks paper` (Markdown and text) and the acceptance checks."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from tcpwizard.lab.paper_matrix import (
+from benchmarks.paper_matrix import (
     TUNING_BY_NAME,
     UNTUNED_WINDOW_BYTES,
     Cell,
@@ -13,7 +13,7 @@ from tcpwizard.lab.paper_matrix import (
     goodput_cap_mbps,
     window_reference_mbps,
 )
-from tcpwizard.lab.paper_results import CellResult, ResultStore
+from benchmarks.paper_results import CellResult, ResultStore
 from tcpwizard.units import format_bytes
 
 TOLERANCE = 0.10  # repetitions within 10 % of their median; untuned within 10 % of W/RTT
@@ -230,7 +230,7 @@ def markdown(plan: Plan, store: ResultStore, notes: str) -> str:
     meta = store.meta
     length = plan.length_text() + (" (`--quick`)" if plan.quick else "")
     head = [
-        "# Reproducing the papers (`tcpwizard lab bench --paper`)",
+        "# Reproducing the papers (`python -m benchmarks paper`)",
         "",
         f"{meta.get('finished', '?')}; kernel {meta.get('kernel', '?')}, "
         f"{meta.get('cpus', '?')} CPUs, load average {meta.get('load_at_start', '?')} at start; "

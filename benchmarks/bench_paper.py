@@ -1,4 +1,4 @@
-"""`tcpwizard lab bench --paper`: the seed papers' experiment matrix on the lab.
+"""`python -m benchmarks paper`: the seed papers' experiment matrix on the lab.
 
 For each delay and limits setting a fresh lab runs `tcpwizard serve` on host b; host a runs
 `tcpwizard transfer` (all the group's modes in one call) once per repetition, then iperf3
@@ -17,11 +17,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from tcpwizard.context import Context
-from tcpwizard.exitcodes import ExitCode, UsageError
-from tcpwizard.lab.lab import Lab
-from tcpwizard.lab.netns import LabError
-from tcpwizard.lab.paper_matrix import (
+from benchmarks.paper_matrix import (
     DEFAULT_LIMITS,
     RAISED_LIMITS,
     TUNING_BY_NAME,
@@ -33,7 +29,11 @@ from tcpwizard.lab.paper_matrix import (
     make_plan,
     queue_bytes,
 )
-from tcpwizard.lab.paper_results import ResultStore, Run, steady_goodput, warmup_s
+from benchmarks.paper_results import ResultStore, Run, steady_goodput, warmup_s
+from tcpwizard.context import Context
+from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.lab.lab import Lab
+from tcpwizard.lab.netns import LabError
 from tcpwizard.lab.serving import SERVE_PORT, serving, tcpwizard_argv
 from tcpwizard.lab.spec import LabSpec
 from tcpwizard.lab.tools import iperf3_tcp
@@ -208,7 +208,7 @@ def run_paper(
 
 def run_plan(plan: Plan, out_dir: str, ctx: Context) -> int:
     """Measure what `out_dir`'s results file lacks, then write the table and plots."""
-    from tcpwizard.lab.paper_report import write_outputs  # matplotlib: load only when used
+    from benchmarks.paper_report import write_outputs  # matplotlib: load only when used
 
     store = ResultStore.open(os.path.join(out_dir, RESULTS_NAME), plan)
     for line in budget_lines(plan, store):
