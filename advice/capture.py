@@ -38,6 +38,12 @@ QUEUE_RTT = 1.2  # median RTT (second half) over the minimum: a queue at the bot
 IDLE_SHARE = 0.3  # of the time with nothing in flight and the window open
 LATE_EPISODES = 2  # loss episodes in the second half that make losses ongoing
 UNSCALED = 65535
+# Of the bytes acknowledged, the share acknowledged while the receiver's right edge stood
+# still. A reader that keeps up frees what arrives before the next ACK leaves, so the edge
+# moves with nearly every ACK (healthy and small-buffer lab captures: 0.00); a reader that
+# runs now and then leaves the edge still between its reads (nearly all). Half is the
+# midpoint: most of the data then waited for the reader.
+STILL_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,22 @@ def judge_direction(
         return CaptureDiagnosis(d, v, (), snd, rcv)
     if (mb := capture_verdict(d, ev)) is not None:
         return CaptureDiagnosis(d, mb[0], (mb[1],), snd, rcv)
+    if d.window_full_share >= FULL_SHARE and d.edge_still_share >= STILL_SHARE:
+        ev.append(
+            f"the window was full in {d.window_full_share:.0%} of the round trips, and "
+            f"{d.edge_still_share:.0%} of the data was acknowledged without the receiver's "
+            "right edge moving: it arrived and stayed unread"
+        )
+        v = _verdict(
+            "application",
+            0.7,
+            rcv,
+            f"the receiving application ({d.receiver}) does not read fast enough: the data "
+            "it leaves unread holds its window shut, not the size of its buffer",
+            ev,
+            d,
+        )
+        return CaptureDiagnosis(d, v, (), snd, rcv)
     if d.window_full_share >= FULL_SHARE:
         unscaled = d.max_window <= UNSCALED
         if unscaled and d.scaling is False:

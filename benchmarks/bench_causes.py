@@ -318,7 +318,7 @@ def run_causes(out_dir: str, only: tuple[str, ...], ctx: Context, quick: bool = 
         "`tcpwizard serve` on b, then `tcpwizard check B --json --direction up --modes autotune` "
         "from a, 10 runs; *right* counts runs whose verdict and host to fix are the expected "
         "ones (policer@path, bufferbloat@path). *measured rate* is the autotune transfer's "
-        "plateau (median goodput of its second half, IP layer) against the configured "
+        "plateau (bytes delivered over its second half, IP layer) against the configured "
         "policer. RTT under load: the sender's smoothed RTT over the transfer's second half "
         "(median, p90) against the probe's idle RTT; RPM = 60 / median. *load vs ping*: "
         f"three {TRANSFER_S:g} s transfers with `ping -i {PING_INTERVAL_S}` beside them, the "

@@ -90,6 +90,12 @@ class FlowDirection:
     # line rate) and the 90th percentile of the RTT in the second half (under load).
     peak_mbps: float = 0.0
     rtt_p90_ms: float | None = None
+    # Where the capture was taken: the share of the round trip between the capture point
+    # and the receiver (1 at the sender, 0 at the receiver; None without timestamps).
+    downstream_share: float | None = None
+    # Of the bytes acknowledged, the share acknowledged without the receiver's right edge
+    # (ack + window) moving: data that arrived and stayed unread.
+    edge_still_share: float = 0.0
 
     @property
     def seconds(self) -> float:
@@ -309,6 +315,20 @@ class _Half:
     acked: list[tuple[float, int]] = field(default_factory=list)
     delivered: int = 0  # acknowledged plus selectively acknowledged bytes
     sacked: list[tuple[int, int]] = field(default_factory=list)  # merged blocks above snd_una
+    # The receiver's right edge (ack + window offered) and how much of the acknowledged data
+    # it acknowledged without moving that edge (its application left the data unread).
+    right_edge: int = 0
+    edges: deque[tuple[float, int]] = field(default_factory=deque)  # (t, new right edge)
+    acked_total: int = 0
+    acked_edge_still: int = 0
+    # TSvals of the receiver's ACKs as they passed the capture point, and the time until the
+    # sender's data echoed each: the round trip on the sender's side of the capture point.
+    ack_tsvals: dict[int, float] = field(default_factory=dict)
+    echoes: list[tuple[float, int]] = field(default_factory=list)  # (t, µs)
+    echo_min_us: int = 0
+    # Silences in the data longer than a round trip (past the round trip): the sender had
+    # nothing to send, as seen from any capture point.
+    gap_idle_s: float = 0.0
     mss: int = 0
     # What the other side (the receiver of this direction) says in its ACKs.
     rwin_raw: int | None = None
@@ -369,6 +389,20 @@ def _on_segment(flow: _Flow, seg: Segment) -> None:
             other.delivered = max(other.delivered, _sacked(other, ack, seg.options))
             if not other.acked or seg.t - other.acked[-1][0] >= SERIES_STEP_S:
                 other.acked.append((seg.t, other.delivered))
+        right = ack + window
+        if ack > other.snd_una:
+            other.acked_total += ack - other.snd_una
+            if right <= other.right_edge:
+                other.acked_edge_still += ack - other.snd_una
+        if right > other.right_edge:
+            other.edges.append((seg.t, right))
+            if len(other.edges) > 4 * MAX_SAMPLES:
+                other.edges.popleft()
+        other.right_edge = max(other.right_edge, right)
+        if (ts := timestamps(seg.options)) is not None:
+            other.ack_tsvals.setdefault(ts[0], seg.t)
+            if len(other.ack_tsvals) > MAX_SAMPLES:
+                del other.ack_tsvals[next(iter(other.ack_tsvals))]
         if ack > other.snd_una:
             other.snd_una = ack
             sample = None
@@ -389,6 +423,14 @@ def _on_segment(flow: _Flow, seg: Segment) -> None:
         me.snd_max = me.snd_una = 0
     start = me.rel(seg.seq)
     end = start + seg.payload
+    if (ts := timestamps(seg.options)) is not None and (sent := me.ack_tsvals.pop(ts[1], None)):
+        echo = round((seg.t - sent) * 1e6)
+        me.echoes.append((seg.t, echo))
+        me.echo_min_us = min(me.echo_min_us or echo, echo)
+        _thin(me.echoes)
+    if me.first_t is not None:
+        round_trip = (max(me.rtt_min_us, me.echo_min_us) or 100_000) / 1e6
+        me.gap_idle_s += max(0.0, seg.t - me.last_t - round_trip)
     me.data_packets += 1
     me.mss = max(me.mss, seg.payload)
     me.first_t = seg.t if me.first_t is None else me.first_t
@@ -415,7 +457,10 @@ def _on_segment(flow: _Flow, seg: Segment) -> None:
     if me.rwin_raw is not None:
         me.windows.append((seg.t, me.rwin_raw))
         _thin(me.windows)
-        if inflight + 2 * me.mss >= me.rwin_raw:
+        # Data that reaches the right edge the sender knew filled the window offered; at the
+        # sender's side this is in flight + 2 MSS >= the window, and it holds wherever the
+        # capture was taken (at the receiver, in flight there is only its ACK delay).
+        if end + 2 * me.mss >= _edge_known(me, seg.t):
             me.round_full = True
     me.sends.append((seg.t, inflight))
     _thin(me.sends)
@@ -426,27 +471,40 @@ def _on_segment(flow: _Flow, seg: Segment) -> None:
 MAX_SACK_RANGES = 256  # a scoreboard this fragmented is kept to its newest ranges
 
 
-def sack_blocks(options: bytes) -> list[tuple[int, int]]:
-    """The SACK blocks (left, right edge, raw sequence numbers) of a segment's options."""
-    out: list[tuple[int, int]] = []
+def _option(options: bytes, want: int) -> bytes | None:
+    """The body of the first option of kind `want`, None without one (or a malformed walk)."""
     i = 0
     while i < len(options):
         kind = options[i]
         if kind == 0:
-            break
+            return None
         if kind == 1:
             i += 1
             continue
         if i + 1 >= len(options) or options[i + 1] < 2:
-            break
+            return None
         length = options[i + 1]
-        if kind == 5:
-            body = options[i + 2 : i + length]
-            for k in range(0, len(body) - 7, 8):
-                left, right = struct.unpack_from("!II", body, k)
-                out.append((left, right))
+        if kind == want:
+            return options[i + 2 : i + length]
         i += length
-    return out
+    return None
+
+
+def sack_blocks(options: bytes) -> list[tuple[int, int]]:
+    """The SACK blocks (left, right edge, raw sequence numbers) of a segment's options."""
+    body = _option(options, 5) if options else None
+    if not body:
+        return []
+    return [struct.unpack_from("!II", body, k) for k in range(0, len(body) - 7, 8)]
+
+
+def timestamps(options: bytes) -> tuple[int, int] | None:
+    """(TSval, TSecr) of a segment's timestamps option, None without it."""
+    body = _option(options, 8) if options else None
+    if body is None or len(body) != 8:
+        return None
+    val, ecr = struct.unpack("!II", body)
+    return val, ecr
 
 
 def _sacked(h: _Half, ack: int, options: bytes) -> int:
@@ -503,14 +561,48 @@ def _episodes(times: list[float], gap: float) -> list[float]:
     return out
 
 
+def _path_rtts(h: _Half) -> tuple[list[tuple[float, int]], float | None]:
+    """The path's round trips (t, µs) and the share of the round trip that lies between the
+    capture point and the receiver (1: captured at the sender, 0: at the receiver; None
+    without timestamps). Data-to-ACK times cover the receiver's side of the capture point,
+    timestamp echoes (the receiver's TSval, then the sender's data echoing it) the
+    sender's side; the side with the longer minimum carries the path's delay and its
+    queue, the other side's minimum is added to it. At the receiver, data-to-ACK is only
+    its ACK delay: read alone it shows no path and a "queue" of delayed ACKs."""
+    if not h.rtts:
+        return [], None
+    down_min = min(v for _, v in h.rtts)
+    if not h.echoes:
+        return h.rtts, None
+    up_min = min(v for _, v in h.echoes)
+    share = down_min / (down_min + up_min) if down_min + up_min > 0 else None
+    if up_min > down_min:
+        return [(t, v + down_min) for t, v in h.echoes], share
+    return [(t, v + up_min) for t, v in h.rtts], share
+
+
+def _edge_known(h: _Half, now: float) -> int:
+    """The receiver's right edge as the sender knew it when it sent what passes now: the
+    latest advertised at least the sender's side of the round trip (the echo time) ago.
+    At the sender that is the latest; at the receiver, the one a round trip back."""
+    cutoff = now - h.echo_min_us / 1e6
+    edges = h.edges
+    while len(edges) >= 2 and edges[1][0] <= cutoff:
+        edges.popleft()
+    if not edges or edges[0][0] > cutoff:
+        return h.right_edge if h.echo_min_us == 0 else 1 << 62
+    return edges[0][1]
+
+
 def _direction(flow: _Flow, h: _Half, end_t: float) -> FlowDirection:
     rcv = flow.halves[(h.dst, h.dport)]
     first = h.first_t or 0.0
     span = max(1e-9, h.last_t - first)
     mid = first + span / 2
-    rtt_us = [v for _, v in h.rtts]
+    rtts, downstream = _path_rtts(h)
+    rtt_us = [v for _, v in rtts]
     rtt_min = min(rtt_us) / 1e3 if rtt_us else None
-    late_rtts = _second_half(h.rtts, mid) if h.rtts else []
+    late_rtts = _second_half(rtts, mid) if rtts else []
     rtt_p50 = _median(late_rtts)
     gap = (rtt_min or 100.0) / 1e3
     episodes = _episodes(h.loss_times, gap)
@@ -553,9 +645,15 @@ def _direction(flow: _Flow, h: _Half, end_t: float) -> FlowDirection:
         window_full_share=(h.full_rounds + h.round_full) / h.rounds if h.rounds else 0.0,
         zero_windows=h.zero_windows,
         zero_window_s=zero_s,
-        idle_share=min(1.0, h.idle_s / span),
+        # At the receiver's side of the path every ACK leaves nothing in flight there: the
+        # sender's idle time is then read from silences in its data.
+        idle_share=min(
+            1.0, (h.idle_s if downstream is None or downstream >= 0.5 else h.gap_idle_s) / span
+        ),
         peak_mbps=peak_mbps(delivered),
         rtt_p90_ms=percentile(late_rtts, 0.9) / 1e3 if late_rtts else None,
+        downstream_share=downstream,
+        edge_still_share=h.acked_edge_still / h.acked_total if h.acked_total else 0.0,
     )
 
 

@@ -186,6 +186,10 @@ def test_rules() -> None:
     assert _factor(free) == ("sender-buffer", "local")
     assert _factor(dataclasses.replace(free, rtt_p50_ms=80.0)) == ("path-capacity", None)
     assert _factor(dataclasses.replace(free, idle_share=0.6)) == ("application", "local")
+    # The window full and most data acknowledged with the right edge still: unread data,
+    # the reader; with the edge moving it is the buffer's size.
+    assert _factor(flow(edge_still_share=0.9)) == ("application", "peer")
+    assert _factor(flow(edge_still_share=0.1)) == ("receiver-window", "peer")
     # The median near the minimum but a queue at times (p90 +10 ms at 50 ms): the sender had
     # more than the BDP in flight, so its buffer is not the limit.
     at_times = dataclasses.replace(free, rtt_p50_ms=52.0, rtt_p90_ms=60.5)
@@ -292,3 +296,64 @@ def test_delivered_rate_counts_sacked_bytes_so_a_recovery_is_no_burst(tmp_path: 
     d = read_capture(str(path)).directions[0]
     assert d.retransmits == 1
     assert 0.9 * line <= d.peak_mbps <= 1.05 * line, (d.peak_mbps, line)
+
+
+def receiver_side_capture(path: Path, reader_keeps_up: bool, rounds: int = 40) -> None:
+    """Taken at B, the receiver: A fills the window B offers once per RTT_S; B acks each
+    segment 50 µs after it arrives (its TSval counting up), and A's next round echoes those
+    TSvals. A reader that keeps up frees each segment at once (B's right edge moves with
+    every ACK); one that does not leaves the edge where it was until it reads, once a round."""
+    pkts = []
+    t = 1000.0
+
+    def add(p: IP, when: float) -> None:
+        p.time = when
+        pkts.append(p)
+
+    opts_a = [("MSS", 1460), ("SAckOK", b""), ("Timestamp", (1, 0)), ("WScale", 7)]
+    add(IP(src=A, dst=B) / TCP(sport=40000, dport=5201, flags="S", seq=999, options=opts_a), t)
+    opts_b = [("MSS", 1460), ("SAckOK", b""), ("Timestamp", (1, 1)), ("WScale", 2)]
+    syn_ack = TCP(sport=5201, dport=40000, flags="SA", seq=4999, ack=1000, options=opts_b)
+    add(IP(src=B, dst=A) / syn_ack, t + 50e-6)
+    t += RTT_S
+    seq, tsval, n = 1000, 2, WINDOW // MSS
+    echo = [1] * n
+    for _ in range(rounds):
+        edge = seq + WINDOW  # B's right edge as this round begins
+        for i in range(n):
+            at = t + i * 1e-4
+            ts = [("Timestamp", (100, echo[i]))]
+            data = TCP(sport=40000, dport=5201, flags="PA", seq=seq, ack=5000, options=ts)
+            add(IP(src=A, dst=B) / (data / (b"x" * MSS)), at)
+            seq += MSS
+            right = seq + WINDOW if reader_keeps_up else edge
+            ack = TCP(sport=5201, dport=40000, flags="A", seq=5000, ack=seq,
+                      window=(right - seq) >> 2, options=[("Timestamp", (tsval, 100))])  # fmt: skip
+            add(IP(src=B, dst=A) / ack, at + 50e-6)
+            echo[i] = tsval
+            tsval += 1
+        t += RTT_S
+    with PcapWriter(str(path), linktype=101, sync=True) as w:
+        for p in pkts:
+            w.write(p)
+
+
+@pytest.mark.parametrize(
+    ("keeps_up", "factor"), [(True, "receiver-window"), (False, "application")]
+)
+def test_a_capture_at_the_receiver_sees_the_path_and_its_reader(
+    tmp_path: Path, keeps_up: bool, factor: str
+) -> None:
+    """At the receiver, data-to-ACK is only B's ACK delay: the round trip comes from A's
+    data echoing B's timestamps, the sender's idle time from silences in the data, and a
+    full window from data reaching B's right edge."""
+    path = tmp_path / "at-b.pcap"
+    receiver_side_capture(path, keeps_up)
+    d = read_capture(str(path)).directions[0]
+    assert d.rtt_min_ms == pytest.approx(RTT_S * 1e3, rel=0.02)
+    assert d.downstream_share is not None and d.downstream_share < 0.01
+    assert d.idle_share < 0.1
+    assert d.window_full_share >= 0.9
+    assert (d.edge_still_share >= 0.9) == (not keeps_up)
+    v = judge_direction(d, lambda a: a == B).verdict
+    assert (v.limiting_factor, v.host_to_fix) == (factor, "local")
