@@ -183,12 +183,17 @@ class SideReport:
     # This host's CPU and drops over the transfer (measure/hostload.py); optional on the
     # wire: an older peer neither sends nor reads it.
     host_load: HostLoad | None = None
+    # A timed sender: when it stopped writing (seconds since its start). What its send
+    # buffer still held was delivered after that; optional on the wire.
+    write_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         rows = thin(self.samples, 240)
         extra: dict[str, Any] = {}
         if self.host_load is not None:
             extra["host_load"] = self.host_load.to_json()
+        if self.write_s is not None:
+            extra["write_s"] = self.write_s
         return {
             **extra,
             "role": self.role,
@@ -244,6 +249,10 @@ class SideReport:
             )
             if obj.get("host_load") is not None:
                 rep.host_load = HostLoad.from_json(obj["host_load"])
+            if obj.get("write_s") is not None:
+                rep.write_s = float(obj["write_s"])
+                if not math.isfinite(rep.write_s) or rep.write_s < 0:
+                    raise ValueError("bad write_s")
             for row in obj["samples"]:
                 t, b, rb, sb, bw, rtt, ti = row
                 rep.samples.append(
@@ -327,6 +336,7 @@ class _Stream:
     first: float | None = None
     end: float | None = None
     last_data: float | None = None  # receiver: when the last byte arrived (EOF may lag it)
+    wrote_until: float | None = None  # sender: when it stopped writing new data
     error: str | None = None
 
 
@@ -464,6 +474,7 @@ def run_sender(
                     continue
                 watch.moved()
                 st.count += n
+            st.wrote_until = clock()
             drain_end = max(clock(), limit_t) + MAX_DRAIN_S
             if end == "drain":
                 _wait_acked(sock, watch, clock, drain_end, stop)
@@ -530,6 +541,9 @@ def run_sender(
     report.samples.append(_sample(streams, clock() - start, tcp_info=True))
     ends = [s.end for s in streams if s.end is not None]
     report.seconds = (max(ends) if ends else clock()) - start
+    wrote = [s.wrote_until for s in streams if s.wrote_until is not None]
+    if nbytes is None and wrote:
+        report.write_s = max(wrote) - start
     report.final_tcp_info = [ti for s in streams if (ti := _safe_tcp_info(s.sock))]
     return _finish(report, streams, plan, echo_errors)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import socket
 import threading
 import time
@@ -138,6 +140,8 @@ def test_duration_is_respected_and_sampled(make_link: Callable[[int, BufferPlan]
     assert all(s.rcvbuf == 2 * 2 * 65536 for s in rcv.samples)
     assert not rcv.rcv_autotuning
     assert all(s.tcp_info is not None for s in snd.samples)
+    # A timed sender says when it stopped writing; what its buffers held came after.
+    assert snd.write_s is not None and 0.55 <= snd.write_s <= snd.seconds
     res = merge("untuned", "down", 2, snd, rcv)
     assert res.throughput_mbps > 50
     assert res.max_buffer_bytes == 4 * 65536
@@ -240,3 +244,27 @@ def test_merge_without_receiver_report_keeps_partial_results() -> None:
     assert res.bytes == 1_000_000 and res.throughput_mbps == pytest.approx(8.0)
     assert [round(s.goodput_mbps, 3) for s in res.samples] == [6.4, 9.6]
     assert any("receiver's report was lost" in n for n in res.notes)
+
+
+def test_timed_goodput_is_what_arrived_while_the_sender_wrote() -> None:
+    """iperf3's convention: bytes delivered by the time the sender stopped writing, over
+    that time; the send buffer's drain after it is not the test's. A fixed byte count (no
+    write_s) keeps bytes over the receiver's span."""
+    from tcpwizard.measure.model import TransferSample
+
+    snd = engine.SideReport("sender", 1, bytes=4_000_000, seconds=4.0, write_s=3.0)
+    # 1 MB/s for 3 s, then a 1 MB send buffer drains in 0.25 s and the receiver is done.
+    rows = [(t / 4, round(t / 4 * 1e6)) for t in range(1, 13)] + [(3.25, 4_000_000)]
+    rcv = engine.SideReport("receiver", 1, bytes=4_000_000, seconds=3.25)
+    rcv.samples = [engine.SideSample(t, b, 0, 0, None, None, None, delivered=b) for t, b in rows]
+    res = merge("autotune", "up", 1, snd, rcv)
+    assert abs(res.throughput_mbps - 8.0) < 1e-6  # 3 MB in 3 s, not 4 MB in 3.25 s
+    assert isinstance(res.samples[0], TransferSample)
+    fixed = merge("autotune", "up", 1, dataclasses.replace(snd, write_s=None), rcv)
+    assert abs(fixed.throughput_mbps - 4e6 * 8 / 3.25 / 1e6) < 1e-6
+    # On the wire, the figure is optional both ways.
+    back = engine.SideReport.from_json(snd.to_json())
+    assert back.write_s == 3.0
+    legacy = snd.to_json()
+    del legacy["write_s"]
+    assert engine.SideReport.from_json(legacy).write_s is None
