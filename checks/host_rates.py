@@ -46,7 +46,7 @@ class HostCheck(Check):
             "info",
             f"{what} not available here{reason}",
             "-",
-            f"Not judged: {what} cannot be read on this host{reason}.",
+            f"Not judged: {what} not available here{reason}.",
         )
 
     def egress(self, env: AuditEnv) -> InterfaceInfo | Finding:

@@ -69,6 +69,8 @@ class InterfaceMtu(_InterfaceCheck):
 QUEUE_PACKET_BITS = (1500 + 38) * 8
 QUEUE_DRAIN_S = 10000 * QUEUE_PACKET_BITS / 10e9
 DEFAULT_TXQUEUELEN = 1000
+# Root qdiscs that bound their queue with their own packet limit, not txqueuelen.
+OWN_LIMIT_QDISCS = ("fq", "fq_codel", "cake")
 
 
 def queue_needed(rate_bps: float) -> int:
@@ -88,14 +90,15 @@ class InterfaceQueue(_InterfaceCheck):
     )
     severity_rule = (
         "info below 12.3 ms of the target rate (at least 1000 packets); warn below 100 "
-        "packets or a tenth of it; ignored without a queue"
+        "packets or a tenth of it; ignored without a queue or under fq, fq_codel, cake"
     )
 
     def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding:
         observed = f"{iface.name} txqueuelen {iface.txqueuelen}, qdisc {iface.qdisc or '?'}"
         need = queue_needed(env.target.rate_bps)
         expected = f">= {need}"
-        if iface.is_loopback or iface.qdisc == "noqueue" or iface.txqueuelen >= need:
+        own_limit = iface.qdisc in OWN_LIMIT_QDISCS
+        if iface.is_loopback or own_limit or iface.qdisc == "noqueue" or iface.txqueuelen >= need:
             return self.finding("ok", observed, expected, "The transmit queue is long enough.")
         low = iface.txqueuelen < 100 or iface.txqueuelen < need // 10
         severity: Severity = "warn" if low else "info"
@@ -106,7 +109,7 @@ class InterfaceQueue(_InterfaceCheck):
             expected,
             f"A {iface.txqueuelen}-packet transmit queue drains in {drain * 1000:.2g} ms at "
             f"{format_rate(env.target.rate_bps)} and overflows in bursts; each overflow "
-            "halves the congestion window like a loss (fq and fq_codel keep their own limits).",
+            "halves the congestion window like a loss.",
             (
                 self.other_fix(
                     "txqueuelen",

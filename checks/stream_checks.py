@@ -135,7 +135,7 @@ class StreamsForTarget(HostCheck):
             severity,
             observed,
             expected,
-            "; ".join(problems).capitalize() + "." + note,
+            _sentence("; ".join(problems)) + note,
             tuple(fixes),
         )
 
@@ -157,7 +157,7 @@ class StreamsForTarget(HostCheck):
             new_pressure = min(new_pressure, new_hi)
         value = f"{lo} {new_pressure} {new_hi}"
         return (
-            f"tcp_mem's pressure value ({format_bytes(pressure * page)}) is below the "
+            f"the pressure value of tcp_mem ({format_bytes(pressure * page)}) is below the "
             f"{format_bytes(need)} that {n} stream{'s' if n > 1 else ''} at full buffers hold: "
             "the kernel trims every socket's buffer before the streams reach the target",
             self.fix("net.ipv4.tcp_mem", value),

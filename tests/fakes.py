@@ -118,7 +118,9 @@ def tc_fq(maxrate_bytes: int | None = 125_000_000, kind: str = "fq") -> str:
 
 # A two-socket host (CPUs 0-7 on node 0, 8-15 on node 1) whose NIC eth0 sits on node 0, with
 # its IRQs and this process on node 0, the performance governor and SMT off.
-def host_values(ifname: str = "eth0", **changes: str | None) -> dict[str, str]:
+def host_values(
+    ifname: str = "eth0", changes: Mapping[str, str | None] | None = None
+) -> dict[str, str]:
     base: dict[str, str | None] = {
         f"cmd:tc -j qdisc show dev {ifname}": tc_fq(),
         f"cmd:ethtool -g {ifname}": RINGS_TUNED,
@@ -139,9 +141,9 @@ def host_values(ifname: str = "eth0", **changes: str | None) -> dict[str, str]:
         "affinity": "0-7",
         "flow_bps": "30000000000",
     }
-    base.update(changes)
+    base.update(changes or {})
     return {k: v for k, v in base.items() if v is not None}
 
 
-def host(**changes: str | None) -> RecordedHost:
-    return RecordedHost(host_values(**changes))
+def host(changes: Mapping[str, str | None] | None = None) -> RecordedHost:
+    return RecordedHost(host_values("eth0", changes))

@@ -228,8 +228,8 @@ def test_bbr_without_fq_suggests_fq(tmp_path: Path) -> None:
     [
         ({"mtu": 1400}, "interface_mtu", "info"),
         ({"mtu": 1200}, "interface_mtu", "warn"),
-        ({"txqueuelen": 10}, "interface_txqueuelen", "warn"),
-        ({"txqueuelen": 500}, "interface_txqueuelen", "info"),
+        ({"txqueuelen": 10, "qdisc": "pfifo_fast"}, "interface_txqueuelen", "warn"),
+        ({"txqueuelen": 500, "qdisc": "pfifo_fast"}, "interface_txqueuelen", "info"),
         ({"duplex": "half"}, "interface_link", "warn"),
         ({"speed_mbps": 100}, "interface_link", "warn"),
         ({"speed_mbps": None}, "interface_link", "info"),
@@ -241,7 +241,10 @@ def test_interface_checks(
     tmp_path: Path, changes: dict[str, object], check: str, severity: str
 ) -> None:
     a = run(tmp_path, net=network(interface(**changes)))
-    assert problems(a) == {check: severity}
+    expected = {check: severity}
+    if changes.get("qdisc") == "pfifo_fast":  # txqueuelen bounds pfifo_fast, not fq
+        expected["pacing_qdisc"] = "info"  # and BBR then runs without fq
+    assert problems(a) == expected
 
 
 def test_route_window_clamp_is_critical_with_a_route_fix(tmp_path: Path) -> None:
