@@ -100,6 +100,9 @@ class FqPacing(HostCheck):
             rates = q.maxrates_bps if q is not None else ()
             if not needs or not maxrate:
                 return self.finding("ok", observed, expected, "Every flow is paced by fq.")
+            if q is None:  # fq, but whether it has a maxrate cannot be read here
+                why = env.host.why(f"cmd:tc -j qdisc show dev {iface.name}")
+                return self.unavailable(f"{iface.name}'s fq maxrate", why)
             if rates and all(r is not None and r <= flow * 1.001 for r in rates):
                 return self.finding(
                     "ok", observed, expected, "fq paces each flow within its share."
