@@ -14,7 +14,7 @@ from tcpwizard.checks.host_rates import (
 )
 from tcpwizard.checks.hostread import format_cpulist
 from tcpwizard.checks.model import Finding, Severity
-from tcpwizard.checks.nicfacts import Numa, governors, read_numa
+from tcpwizard.checks.nicfacts import Numa, governors, online_cpus, read_numa
 from tcpwizard.units import format_rate
 
 
@@ -38,6 +38,9 @@ class _NumaCheck(HostCheck):
         if numa is None:
             why = env.host.why(f"file:/sys/class/net/{iface.name}/device/numa_node")
             return iface.name, None, self.unavailable(f"{iface.name}'s NUMA node", why)
+        if numa.nodes is None:
+            why = env.host.why("ls:/sys/devices/system/node")
+            return iface.name, None, self.unavailable("the NUMA topology", why)
         if numa.nodes <= 1:
             return (
                 iface.name,
@@ -159,6 +162,9 @@ class CpuGovernor(HostCheck):
 
     def evaluate(self, env: AuditEnv) -> Finding:
         found = governors(env.host)
+        if online_cpus(env.host) is None:
+            why = env.host.why("file:/sys/devices/system/cpu/online")
+            return self.unavailable("the online CPUs", why)
         if found is None:
             return self.unavailable(
                 "cpufreq", "no CPU has a scaling_governor (a VM, or no cpufreq driver)"

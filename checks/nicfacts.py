@@ -152,7 +152,7 @@ def parse_qdiscs(text: str) -> QdiscInfo | None:
 class Numa:
     node: int | None  # the NIC's node; None: the device says none (-1) or cannot tell
     node_cpus: frozenset[int] | None
-    nodes: int  # NUMA nodes on the host (1 when /sys/devices/system/node is absent)
+    nodes: int | None  # NUMA nodes on the host (None: /sys/devices/system/node unreadable)
     irqs: tuple[tuple[int, frozenset[int]], ...]  # (IRQ, CPUs it may run on)
     irq_missing: str  # why the IRQs could not be read ("" when they could)
 
@@ -161,7 +161,7 @@ def read_numa(host: HostReader, ifname: str) -> Numa | None:
     """None when the interface has no device (veth, lo, tun) or no NUMA information."""
     raw = host.file(f"/sys/class/net/{ifname}/device/numa_node")
     nodes = host.listdir("/sys/devices/system/node")
-    count = len([n for n in nodes or () if re.fullmatch(r"node\d+", n)]) or 1
+    count = None if nodes is None else len([n for n in nodes if re.fullmatch(r"node\d+", n)])
     if raw is None or not raw.lstrip("-").isdigit():
         return None
     node = int(raw)

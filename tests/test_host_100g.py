@@ -4,6 +4,7 @@ item with its fix, low rates do not warn, and what cannot be read is "not availa
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
@@ -250,3 +251,78 @@ def test_live_reader_records_files_commands_and_reasons(tmp_path: Path) -> None:
     assert replay.why("cmd:ethtool -a eth9") == "netlink error: Operation not supported"
     assert "does not exist" in replay.why("file:/proc/irq/5/smp_affinity_list")
     assert stat.S_ISDIR((sys_root).stat().st_mode)
+
+
+def test_far_end_host_facts_survive_the_wire(tmp_path: Path) -> None:
+    from tcpwizard.checks.facts import HostFacts, audit_facts, facts_from_json, facts_json
+
+    values = tuned()
+    direct = run(tmp_path, values)
+    facts = HostFacts(
+        direct.sysctls,
+        network(interface(mtu=9000, speed_mbps=100_000, txqueuelen=10000)),
+        256 * GIB,
+        4096,
+        None,
+        tuple(sorted(values.items())),
+    )
+    back = facts_from_json(json.loads(json.dumps(facts_json(facts))))
+    assert dict(back.host_values) == values  # ethtool's lines and tabs intact
+    replayed = audit_facts(back, T100G, streams=8)
+    assert [(f.id, f.severity, f.observed) for f in replayed.findings] == [
+        (f.id, f.severity, f.observed) for f in direct.findings
+    ]
+    # A far end that predates these checks: every item says why it is not judged.
+    old = facts_from_json({k: v for k, v in facts_json(facts).items() if k != "host"})
+    rings = next(f for f in audit_facts(old, T100G, streams=8).findings if f.id == "nic_rings")
+    assert rings.severity == "info" and "not reported by the far end" in rings.observed
+
+
+def test_this_machines_own_egress_interface(tmp_path: Path) -> None:
+    """The live reader on this machine's real NIC: what ethtool answers is parsed, what it
+    refuses is 'not available here' with ethtool's own words."""
+    from tcpwizard.checks.netinfo import gather_network
+
+    net = gather_network(None)
+    if net.interface is None or net.interface.is_loopback:
+        pytest.skip(f"no egress interface here: {net.interface_missing_reason}")
+    name = net.interface.name
+    reader = HostReader()
+    a = audit(
+        SysctlReader("/proc/sys"),
+        None,
+        BdpTarget(0.1, 1e9, "flags"),
+        network=net,
+        ram_bytes=8 * GIB,
+        page_size=4096,
+        host=reader,
+    )
+    found = {f.id: f for f in a.findings}
+    for check, option in (
+        ("nic_rings", "-g"),
+        ("nic_coalescing", "-c"),
+        ("nic_flow_control", "-a"),
+    ):
+        answered = reader.command("ethtool", option, name) is not None
+        assert ("not available here" in found[check].observed) != answered, found[check]
+        if not answered:
+            assert reader.why(f"cmd:ethtool {option} {name}") in found[check].observed
+    assert "flow_bps" not in reader.values  # 1 Gbit/s per flow: no loopback flow is timed
+
+
+@pytest.mark.parametrize(
+    ("changes", "severity", "says"),
+    [
+        ({"ls:/sys/devices/system/node": "node0 online possible"}, "ok", "One NUMA node"),
+        ({"ls:/sys/devices/system/node": None}, "info", "NUMA topology not available here"),
+        ({"file:/sys/class/net/eth0/device/numa_node": "-1"}, "info", "reports none"),
+        ({"file:/sys/devices/system/cpu/online": None}, "info", "online CPUs not available"),
+    ],
+)
+def test_numa_and_cpus_never_guessed(
+    tmp_path: Path, changes: dict[str, str | None], severity: str, says: str
+) -> None:
+    found = {f.id: f for f in run(tmp_path, host_values("eth0", changes)).findings}
+    check = "cpu_governor" if "file:/sys/devices/system/cpu/online" in changes else "irq_numa"
+    assert found[check].severity == severity
+    assert says in found[check].observed + found[check].message
