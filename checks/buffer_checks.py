@@ -52,7 +52,7 @@ def _ceiling_text(space: int, receive: bool, env: AuditEnv, direction: str) -> t
 def _limit_note(env: AuditEnv, recommended: int, need: int) -> str:
     if recommended >= need:
         return ""
-    streams = env.streams * -(-need // max(recommended, 1))
+    streams = -(-need * env.streams // max(recommended, 1))  # the path's need, split evenly
     return (
         f" Even the largest safe value ({format_bytes(recommended)}: at most RAM/16 and 1 GiB, "
         "within the kernel's cap of 2 GiB - 1 per socket, an int) cannot reach the target "

@@ -141,7 +141,8 @@ class FqPacing(HostCheck):
             f"the {format_rate(nic or 0)} NIC sends each flow in bursts faster than the "
             f"{format_rate(env.target.rate_bps)} path; a shallow buffer on the way drops them"
             if needs
-            else "TCP then paces with its own timer, at more CPU per packet"
+            else "bursts leave at line rate (only BBR paces without it, by its own timer at "
+            "more CPU per packet)"
         )
         return self.finding(
             severity, observed, expected, f"The egress is not paced by fq: {reason}.", tuple(fixes)
@@ -260,8 +261,8 @@ class NicRings(HostCheck):
                 observed,
                 expected,
                 f"At {format_rate(flow)} per flow one softirq time limit ({budget} us) brings "
-                f"{need} packets; the {', '.join(n for n, _, _ in short)} ring holds fewer "
-                "and can grow.",
+                f"{need} packets; the {' and '.join(n for n, _, _ in short)} "
+                f"ring{'s hold' if len(short) > 1 else ' holds'} fewer and can grow.",
                 (self.command_fix("rings", settings, f"ethtool -G {iface.name} {settings}"),),
             )
         if rings.rx is not None and rings.rx < need:
