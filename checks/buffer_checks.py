@@ -7,11 +7,11 @@ from __future__ import annotations
 from tcpwizard.checks.base import SECTION5, TIERNEY, AuditEnv, Check, ratio_severity
 from tcpwizard.checks.model import Finding, Fix, Severity
 from tcpwizard.checks.window import (
-    buffer_cap,
+    advised_buffer,
     granted_buffer,
     mbps,
-    recommended_buffer,
     send_window_from_space,
+    socket_buffer_cap,
     space_for_window,
     typical_send_window,
     typical_window_from_space,
@@ -54,8 +54,8 @@ def _limit_note(env: AuditEnv, recommended: int, need: int) -> str:
         return ""
     streams = -(-need * env.streams // max(recommended, 1))  # the path's need, split evenly
     return (
-        f" Even the largest safe value ({format_bytes(recommended)}: at most RAM/16 and 1 GiB, "
-        "within the kernel's cap of 2 GiB - 1 per socket, an int) cannot reach the target "
+        f" Even the largest safe value ({format_bytes(recommended)}: at most RAM/16 and the "
+        "kernel's cap of 2 GiB - 1 per socket, an int) cannot reach the target "
         f"with {env.streams} connection{'s' if env.streams > 1 else ''}: use at least "
         f"{streams} parallel streams (--streams {streams}) or a larger MTU."
     )
@@ -78,8 +78,8 @@ class _VectorBufferCheck(Check):
         lo, default, hi = env.ints(key, 3)
         observed = f"{lo} {default} {hi}"
         need = self.needed_space(env)
-        recommended = max(recommended_buffer(env.per_stream, env.ram_bytes), need)
-        recommended = min(recommended, max(buffer_cap(env.ram_bytes), hi))
+        recommended = max(advised_buffer(env.per_stream, env.ram_bytes), need)
+        recommended = min(recommended, max(socket_buffer_cap(env.ram_bytes), hi))
         expected = f"max >= {need} ({format_bytes(need)} for {env.describe_target()})"
         if not lo <= default <= hi:
             fixed = f"{min(lo, 4096)} {max(min(default, hi), lo)} {max(hi, recommended)}"
@@ -158,7 +158,7 @@ class _CoreMaxCheck(Check):
         )
         if severity == "ok":
             return self.finding("ok", str(core_max), expected, message)
-        recommended = max(core_max, recommended_buffer(env.per_stream, env.ram_bytes))
+        recommended = max(core_max, advised_buffer(env.per_stream, env.ram_bytes))
         fixes: tuple[Fix, ...] = (self.fix(key, str(recommended)),)
         note = " (A global setting: change it in the initial network namespace.)"
         return self.finding(severity, str(core_max), expected, message + note, fixes)

@@ -10,7 +10,7 @@ from tcpwizard.checks.base import SECTION5, AuditEnv, Check
 from tcpwizard.checks.host_rates import ESNET_LINUX, FLOW_PLACEMENT_BPS, HostCheck
 from tcpwizard.checks.model import BdpTarget, Finding, Fix, Severity
 from tcpwizard.checks.nicfacts import online_cpus
-from tcpwizard.checks.window import KERNEL_INT_MAX, buffer_cap, space_for_window
+from tcpwizard.checks.window import KERNEL_INT_MAX, socket_buffer_cap, space_for_window
 from tcpwizard.units import format_bytes, format_rate
 
 MAX_ADVISED_STREAMS = 128  # bounds the search; far beyond any --streams (1-16)
@@ -56,7 +56,7 @@ class StreamsForTarget(HostCheck):
         flow = env.host.flow_bps() if t.rate_bps / n >= FLOW_PLACEMENT_BPS else None
         cpus = online_cpus(env.host)
         rcv, snd = _stream_need(env, n)
-        cap = min(buffer_cap(env.ram_bytes), KERNEL_INT_MAX)
+        cap = socket_buffer_cap(env.ram_bytes)
         # Streams the buffers need: each socket's share within the advised per-socket cap.
         by_buffers = next(
             (k for k in range(1, MAX_ADVISED_STREAMS + 1) if max(_stream_need(env, k)) <= cap),
@@ -86,7 +86,7 @@ class StreamsForTarget(HostCheck):
         elif max(rcv, snd) > cap:
             problems.append(
                 f"one stream's share needs {format_bytes(max(rcv, snd))} of buffer, more than "
-                f"the {format_bytes(cap)} advised per socket (RAM/16, 1 GiB): use at least "
+                f"the {format_bytes(cap)} advised per socket (RAM/16): use at least "
                 f"{by_buffers} parallel streams"
             )
         if flow and t.rate_bps / n > flow:

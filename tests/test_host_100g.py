@@ -326,3 +326,17 @@ def test_numa_and_cpus_never_guessed(
     check = "cpu_governor" if "file:/sys/devices/system/cpu/online" in changes else "irq_numa"
     assert found[check].severity == severity
     assert says in found[check].observed + found[check].message
+
+
+def test_buffers_up_to_the_int_cap_where_ram_allows(tmp_path: Path) -> None:
+    """2 streams at 100 Gbit/s x 100 ms: 625 MB windows, 1.25 GB buffers each, past 1 GiB:
+    the fix is the kernel's cap itself (2 GiB - 1; 2 GiB would be refused), RAM permitting."""
+    small = {"net.ipv4.tcp_rmem": "4096 131072 6291456", "net.core.rmem_max": "212992"}
+    a = run(tmp_path, tuned(), streams=2, sysctls=small)
+    f = by_id(a)
+    assert f["tcp_rmem"][1] == ('sysctl -w net.ipv4.tcp_rmem="4096 131072 2147483647"',)
+    assert f["rmem_max"][1] == ("sysctl -w net.core.rmem_max=2147483647",)
+    assert "parallel streams" not in f["tcp_rmem"][2]
+    # One stream would need 2.5 GB: past the cap, so 2 streams at least.
+    one = by_id(run(tmp_path / "one", tuned(), streams=1, sysctls=small))
+    assert "use at least 2 parallel streams (--streams 2)" in one["tcp_rmem"][2]
