@@ -129,4 +129,5 @@ def audit(
         ram_bytes=env.ram_bytes,
         notes=tuple(notes),
         host_facts=tuple(sorted(host.values.items())),
+        streams=env.streams,
     )
