@@ -331,7 +331,10 @@ def test_numa_and_cpus_never_guessed(
 def test_buffers_up_to_the_int_cap_where_ram_allows(tmp_path: Path) -> None:
     """2 streams at 100 Gbit/s x 100 ms: 625 MB windows, 1.25 GB buffers each, past 1 GiB:
     the fix is the kernel's cap itself (2 GiB - 1; 2 GiB would be refused), RAM permitting."""
-    small = {"net.ipv4.tcp_rmem": "4096 131072 6291456", "net.core.rmem_max": "212992"}
+    small: dict[str, str | None] = {
+        "net.ipv4.tcp_rmem": "4096 131072 6291456",
+        "net.core.rmem_max": "212992",
+    }
     a = run(tmp_path, tuned(), streams=2, sysctls=small)
     f = by_id(a)
     assert f["tcp_rmem"][1] == ('sysctl -w net.ipv4.tcp_rmem="4096 131072 2147483647"',)
@@ -340,3 +343,24 @@ def test_buffers_up_to_the_int_cap_where_ram_allows(tmp_path: Path) -> None:
     # One stream would need 2.5 GB: past the cap, so 2 streams at least.
     one = by_id(run(tmp_path / "one", tuned(), streams=1, sysctls=small))
     assert "use at least 2 parallel streams (--streams 2)" in one["tcp_rmem"][2]
+
+
+def test_facts_captured_from_a_real_virtio_nic(tmp_path: Path) -> None:
+    """ethtool 6.1 and tc as they answered for this project's VM NIC (virtio_net, Linux
+    6.18; tests/data/host-facts-virtio-net.json, from `check --json`'s host_facts): rings of
+    256 at their maximum, one interrupt per packet, no pause support, offloads on."""
+    captured = json.loads((Path(__file__).parent / "data/host-facts-virtio-net.json").read_text())
+    a = run(
+        tmp_path, captured, target=BdpTarget(0.05, 10e9, "flags"), streams=1, mtu=1400,
+        qdisc="pfifo_fast", speed_mbps=None,
+    )  # fmt: skip
+    f = {x.id: x for x in a.findings}
+    assert f["nic_rings"].severity == "info"  # at its maximum: nothing to grow
+    assert f["nic_rings"].observed == "eth0 rx 256/256 tx 256/256 (current/maximum)"
+    assert f["nic_coalescing"].severity == "warn"
+    assert f["nic_coalescing"].observed == "eth0 adaptive-rx off, rx-usecs 0, rx-frames 1"
+    assert "not available here: netlink error: Operation not supported" in (
+        f["nic_flow_control"].observed
+    )
+    assert f["nic_offloads"].severity == "ok"
+    assert f["fq_pacing"].observed.startswith("eth0: pfifo_fast; NIC speed unknown")
