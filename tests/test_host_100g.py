@@ -364,3 +364,23 @@ def test_facts_captured_from_a_real_virtio_nic(tmp_path: Path) -> None:
     )
     assert f["nic_offloads"].severity == "ok"
     assert f["fq_pacing"].observed.startswith("eth0: pfifo_fast; NIC speed unknown")
+
+
+def test_every_format_carries_the_streams_and_the_findings(tmp_path: Path) -> None:
+    import io
+
+    from tcpwizard.output import render_report
+    from tcpwizard.report import local_report
+
+    report = local_report(run(tmp_path, host_values("eth0", {"flow_bps": "20000000000"})))
+    out = {}
+    for fmt in ("text", "json", "prometheus", "nagios"):
+        buf = io.StringIO()
+        render_report(report, fmt, buf, False, None, None)
+        out[fmt] = buf.getvalue()
+    assert "in 8 streams" in out["text"] and "streams_for_target" in out["text"]
+    doc = json.loads(out["json"])
+    assert doc["host"]["streams"] == 8 and doc["host"]["host_facts"]["flow_bps"]
+    assert any(f["id"] == "nic_rings" for f in doc["host"]["findings"])
+    assert "streams_for_target" in out["prometheus"]
+    assert out["nagios"].startswith("TCPWIZARD OK")  # a tuned host: 5 cores of 16 for 8 streams

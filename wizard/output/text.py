@@ -91,9 +91,10 @@ def render(report: Report, stream: TextIO, color: bool | None = None) -> None:
         con.print(f"target: {report.target.host}{addr}")
     if audit.target:
         t = audit.target
+        streams = f", in {audit.streams} streams" if audit.streams > 1 else ""
         con.print(
             f"judged against: {format_rate(t.rate_bps)} x {t.rtt_s * 1000:g} ms RTT, "
-            f"BDP {format_bytes(t.bdp_bytes)} ({t.source})"
+            f"BDP {format_bytes(t.bdp_bytes)} ({t.source}){streams}"
         )
     if audit.interface:
         i = audit.interface
