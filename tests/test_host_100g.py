@@ -384,3 +384,17 @@ def test_every_format_carries_the_streams_and_the_findings(tmp_path: Path) -> No
     assert any(f["id"] == "nic_rings" for f in doc["host"]["findings"])
     assert "streams_for_target" in out["prometheus"]
     assert out["nagios"].startswith("TCPWIZARD OK")  # a tuned host: 5 cores of 16 for 8 streams
+
+
+def test_fix_plan_lists_link_and_nic_steps_as_manual(tmp_path: Path) -> None:
+    from tcpwizard.advice.apply import make_plan
+    from tcpwizard.checks.model import Fix
+
+    steps = [
+        Fix("a", "other", "local", "mtu", "9000", "ip link set dev eth0 mtu 9000"),
+        Fix("b", "other", "local", "rings", "rx 8192", "ethtool -G eth0 rx 8192"),
+        Fix("c", "other", "local", "tcp_metrics", "", "ip tcp_metrics flush all"),
+    ]
+    plan = make_plan(steps, str(make_tree(tmp_path / "sys")), str(tmp_path / "conf"))
+    assert [m.id for m in plan.manual] == ["a", "b"]
+    assert [r.argv for r in plan.routes] == [("ip", "tcp_metrics", "flush", "all")]
