@@ -104,6 +104,8 @@ def test_a_real_veth_is_judged_fixed_and_judged_again(veth: tuple[str, str]) -> 
     assert queue["severity"] == "warn"
     assert f"ip link set dev {dev} txqueuelen 10000" in queue["commands"]
     assert found["fq_pacing"]["observed"].startswith(f"{dev}: pfifo")
+    # 5 Gbit/s per stream: one real loopback flow was timed in the namespace.
+    assert "one loopback flow" in found["streams_for_target"]["observed"]
     for item in ("nic_rings", "nic_coalescing", "nic_flow_control", "irq_numa"):
         assert found[item]["severity"] == "info"
         assert "not available here" in found[item]["observed"], found[item]
