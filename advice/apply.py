@@ -204,7 +204,8 @@ def make_plan(
         elif fix.kind == "route":
             cmd, current = route_command(fix)
             routes.append(RouteChange(fix.id, cmd.family, cmd.prefix, current[""], tuple(cmd.argv)))
-        elif fix.kind == "other" and fix.command.startswith("ip "):
+        elif fix.kind == "other" and "tcp_metrics" in fix.command.split()[1:3]:
+            # Only `ip tcp_metrics` runs here; link, ethtool and tc steps stay manual.
             routes.append(RouteChange(fix.id, "", "", None, tuple(metrics_command(fix))))
         else:
             manual.append(fix)

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import os
 
-from tcpwizard.checks import behaviour_checks, buffer_checks, interface_checks, protocol_checks
+from tcpwizard.checks import (
+    behaviour_checks,
+    buffer_checks,
+    cpu_checks,
+    interface_checks,
+    nic_checks,
+    protocol_checks,
+    stream_checks,
+)
 from tcpwizard.checks.base import AuditEnv, Check
+from tcpwizard.checks.hostread import HostReader, RecordedHost
 from tcpwizard.checks.model import BdpTarget, HostAudit
 from tcpwizard.checks.netinfo import NetworkFacts, gather_network
 from tcpwizard.checks.sysctl import SysctlReader
@@ -18,6 +27,9 @@ CHECKS: tuple[Check, ...] = (
     + buffer_checks.CHECKS
     + behaviour_checks.CHECKS
     + interface_checks.CHECKS
+    + nic_checks.CHECKS
+    + cpu_checks.CHECKS
+    + stream_checks.CHECKS
 )
 
 # Read first, so a tree without TCP at all fails with one clear error before any check runs.
@@ -48,21 +60,27 @@ def audit(
     network: NetworkFacts | None = None,
     ram_bytes: int | None = None,
     page_size: int | None = None,
+    host: HostReader | None = None,
+    streams: int = 1,
 ) -> HostAudit:
     """Audit the kernel behind `source` (a Context's sysctl_root, or a reader).
 
     target: an address (already resolved) whose route, interface and cached metrics to
     audit; None audits the default route. bdp: the path to judge buffers against
     (DEFAULT_TARGET when None). network/ram_bytes/page_size: facts to use instead of
-    reading the live system (tests, or a peer's report).
+    reading the live system (tests, or a peer's report). host: the NIC/CPU facts; None reads
+    them live when the network facts are live too, and else has none (a replay says "not
+    available here"). streams: how many parallel streams are to fill the target.
 
     Raises SysctlError (exit 3) when an essential entry is missing or unreadable."""
     if isinstance(source, Context):
         reader = SysctlReader(source.sysctl_root)
-        sys_root = source.sys_root
+        sys_root, proc_root = source.sys_root, source.proc_root
     else:
         reader = source
-        sys_root = "/sys"
+        sys_root, proc_root = "/sys", "/proc"
+    if host is None:
+        host = HostReader(sys_root, proc_root) if network is None else RecordedHost()
     for key in ESSENTIAL_KEYS:
         reader.read(key)
     env = AuditEnv(
@@ -72,6 +90,8 @@ def audit(
         ram_bytes=ram_bytes if ram_bytes is not None else total_ram_bytes(),
         page_size=page_size or os.sysconf("SC_PAGE_SIZE"),
         target_address=target,
+        host=host,
+        streams=max(1, streams),
     )
     findings = tuple(check.evaluate(env) for check in CHECKS)
     rmem = env.ints("net.ipv4.tcp_rmem", 3)
@@ -108,4 +128,6 @@ def audit(
         target_address=target,
         ram_bytes=env.ram_bytes,
         notes=tuple(notes),
+        host_facts=tuple(sorted(host.values.items())),
+        streams=env.streams,
     )

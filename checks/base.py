@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from tcpwizard.checks.hostread import HostReader, RecordedHost
 from tcpwizard.checks.model import SEVERITY_ORDER, BdpTarget, Finding, Fix, Severity
 from tcpwizard.checks.netinfo import NetworkFacts
 from tcpwizard.checks.sysctl import SysctlReader
@@ -30,6 +31,9 @@ class AuditEnv:
     page_size: int
     target_address: str | None = None
     read_values: dict[str, str] = field(default_factory=dict)
+    # Facts beyond sysctls (NIC, IRQs, CPUs); a RecordedHost replays a far end's.
+    host: HostReader = field(default_factory=RecordedHost)
+    streams: int = 1  # parallel streams the target is to be filled with (--streams)
 
     def text(self, key: str) -> str:
         if key not in self.read_values:
@@ -65,13 +69,26 @@ class AuditEnv:
         value = self.optional("net.ipv4.tcp_adv_win_scale")
         return int(value) if value and value.lstrip("-").isdigit() else 1
 
+    @property
+    def per_stream(self) -> BdpTarget:
+        """Each of the N streams' share of the target: what one socket must carry."""
+        t = self.target
+        return t if self.streams <= 1 else BdpTarget(t.rtt_s, t.rate_bps / self.streams, t.source)
+
     def describe_target(self) -> str:
         t = self.target
         origin = {"flags": "given", "default": "default", "measured": "measured"}[t.source]
-        return (
+        text = (
             f"{format_rate(t.rate_bps)} x {t.rtt_s * 1000:g} ms "
             f"(BDP {format_bytes(t.bdp_bytes)}, {origin})"
         )
+        if self.streams > 1:
+            s = self.per_stream
+            text += (
+                f" in {self.streams} streams of {format_rate(s.rate_bps)} "
+                f"(BDP {format_bytes(s.bdp_bytes)} each)"
+            )
+        return text
 
 
 def cap_severity(severity: Severity, cap: Severity) -> Severity:

@@ -7,11 +7,11 @@ from __future__ import annotations
 from tcpwizard.checks.base import SECTION5, TIERNEY, AuditEnv, Check, ratio_severity
 from tcpwizard.checks.model import Finding, Fix, Severity
 from tcpwizard.checks.window import (
-    buffer_cap,
+    advised_buffer,
     granted_buffer,
     mbps,
-    recommended_buffer,
     send_window_from_space,
+    socket_buffer_cap,
     space_for_window,
     typical_send_window,
     typical_window_from_space,
@@ -33,28 +33,31 @@ def _ceiling_text(space: int, receive: bool, env: AuditEnv, direction: str) -> t
         hi = typical_window_from_space(space, env.kernel, env.adv_win_scale)
     else:
         lo, hi = send_window_from_space(space), typical_send_window(space)
-    rate_lo, rate_hi = mbps(lo, env.target.rtt_s), mbps(hi, env.target.rtt_s)
-    target = env.target.rate_bps
+    rate_lo, rate_hi = mbps(lo, env.per_stream.rtt_s), mbps(hi, env.per_stream.rtt_s)
+    target = env.per_stream.rate_bps
     ratio = rate_lo * 1e6 / target
     if hi <= lo:
         span = f"{format_bytes(lo)} in flight, so one connection {direction} at most "
-        span += f"{format_rate(rate_lo * 1e6)} at {env.target.rtt_s * 1000:g} ms ({ratio:.0%}"
+        span += f"{format_rate(rate_lo * 1e6)} at {env.per_stream.rtt_s * 1000:g} ms ({ratio:.0%}"
     else:
         span = (
             f"{format_bytes(lo)} to {format_bytes(hi)} in flight, so one connection "
             f"{direction} {format_rate(rate_lo * 1e6)} to {format_rate(rate_hi * 1e6)} at "
-            f"{env.target.rtt_s * 1000:g} ms ({ratio:.0%} to {rate_hi * 1e6 / target:.0%}"
+            f"{env.per_stream.rtt_s * 1000:g} ms ({ratio:.0%} to {rate_hi * 1e6 / target:.0%}"
         )
-    return ratio, f"{span} of the {format_rate(target)} target)"
+    share = " per-stream" if env.streams > 1 else ""
+    return ratio, f"{span} of the {format_rate(target)}{share} target)"
 
 
 def _limit_note(env: AuditEnv, recommended: int, need: int) -> str:
     if recommended >= need:
         return ""
+    streams = -(-need * env.streams // max(recommended, 1))  # the path's need, split evenly
     return (
-        f" Even the largest safe value ({format_bytes(recommended)}: at most RAM/16 and 1 GiB, "
-        "within what the kernel accepts) cannot reach the target with one connection: use "
-        "parallel streams or a larger MTU."
+        f" Even the largest safe value ({format_bytes(recommended)}: at most RAM/16 and the "
+        "kernel's cap of 2 GiB - 1 per socket, an int) cannot reach the target "
+        f"with {env.streams} connection{'s' if env.streams > 1 else ''}: use at least "
+        f"{streams} parallel streams (--streams {streams}) or a larger MTU."
     )
 
 
@@ -65,7 +68,7 @@ class _VectorBufferCheck(Check):
     receive: bool
 
     def needed_space(self, env: AuditEnv) -> int:
-        bdp = env.target.bdp_bytes
+        bdp = env.per_stream.bdp_bytes
         if self.receive:
             return space_for_window(bdp, env.kernel, env.adv_win_scale)
         return 2 * bdp
@@ -75,8 +78,8 @@ class _VectorBufferCheck(Check):
         lo, default, hi = env.ints(key, 3)
         observed = f"{lo} {default} {hi}"
         need = self.needed_space(env)
-        recommended = max(recommended_buffer(env.target, env.ram_bytes), need)
-        recommended = min(recommended, max(buffer_cap(env.ram_bytes), hi))
+        recommended = max(advised_buffer(env.per_stream, env.ram_bytes), need)
+        recommended = min(recommended, max(socket_buffer_cap(env.ram_bytes), hi))
         expected = f"max >= {need} ({format_bytes(need)} for {env.describe_target()})"
         if not lo <= default <= hi:
             fixed = f"{min(lo, 4096)} {max(min(default, hi), lo)} {max(hi, recommended)}"
@@ -89,7 +92,7 @@ class _VectorBufferCheck(Check):
                 (self.fix(key, fixed),),
             )
         ratio, ceiling = _ceiling_text(hi, self.receive, env, self.direction)
-        severity = ratio_severity(ratio, env.target)
+        severity = ratio_severity(ratio, env.per_stream)
         if severity == "ok":
             return self.finding(
                 "ok", observed, expected, f"Autotuning may grow to {format_bytes(hi)}: {ceiling}."
@@ -139,7 +142,7 @@ class _CoreMaxCheck(Check):
         key = self.keys[0]
         core_max = env.integer(key)
         granted = granted_buffer(core_max, core_max)
-        bdp = env.target.bdp_bytes
+        bdp = env.per_stream.bdp_bytes
         if self.receive:
             need_request = (space_for_window(bdp, env.kernel, env.adv_win_scale) + 1) // 2
         else:
@@ -147,7 +150,7 @@ class _CoreMaxCheck(Check):
         ratio, ceiling = _ceiling_text(granted, self.receive, env, self.direction)
         # Only applications that size their own buffers hit this limit: never critical,
         # and only informative for a target we merely assumed.
-        severity: Severity = ratio_severity(ratio, env.target, cap="warn", default_cap="info")
+        severity: Severity = ratio_severity(ratio, env.per_stream, cap="warn", default_cap="info")
         expected = f">= {need_request} ({format_bytes(need_request)} for {env.describe_target()})"
         message = (
             f"An application that sets SO_{'RCV' if self.receive else 'SND'}BUF gets at most "
@@ -155,7 +158,7 @@ class _CoreMaxCheck(Check):
         )
         if severity == "ok":
             return self.finding("ok", str(core_max), expected, message)
-        recommended = max(core_max, recommended_buffer(env.target, env.ram_bytes))
+        recommended = max(core_max, advised_buffer(env.per_stream, env.ram_bytes))
         fixes: tuple[Fix, ...] = (self.fix(key, str(recommended)),)
         note = " (A global setting: change it in the initial network namespace.)"
         return self.finding(severity, str(core_max), expected, message + note, fixes)
@@ -200,7 +203,7 @@ class ModerateRcvbuf(Check):
             return self.finding("ok", "1 (on)", "1 (on)", "Receive autotuning is on.")
         default = env.ints("net.ipv4.tcp_rmem", 3)[1]
         ratio, ceiling = _ceiling_text(default, True, env, "receives")
-        severity = ratio_severity(ratio, env.target)
+        severity = ratio_severity(ratio, env.per_stream)
         if severity == "ok":
             severity = "warn"
         return self.finding(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Union
 
 from tcpwizard.checks.audit import audit, total_ram_bytes
+from tcpwizard.checks.hostread import HostReader, RecordedHost
 from tcpwizard.checks.model import BdpTarget, Fix, HostAudit, HostRole, InterfaceInfo, RouteInfo
 from tcpwizard.checks.netinfo import NetworkFacts, gather_network
 from tcpwizard.checks.sysctl import SysctlMissing, SysctlReader
@@ -51,6 +52,8 @@ class HostFacts:
     ram_bytes: int
     page_size: int
     target_address: str | None  # the address the facts' route/metrics were looked up for
+    # NIC/CPU facts (checks/hostread.py keys); empty from far ends that predate them.
+    host_values: tuple[tuple[str, str], ...] = ()
 
 
 def gather_facts(sysctl_root: str, target: str | None, sys_root: str = "/sys") -> HostFacts:
@@ -58,14 +61,21 @@ def gather_facts(sysctl_root: str, target: str | None, sys_root: str = "/sys") -
     ram = total_ram_bytes()
     page = os.sysconf("SC_PAGE_SIZE")
     recorded = audit(
-        SysctlReader(sysctl_root), target, network=network, ram_bytes=ram, page_size=page
+        SysctlReader(sysctl_root),
+        target,
+        network=network,
+        ram_bytes=ram,
+        page_size=page,
+        host=HostReader(sys_root),
     )
-    return HostFacts(recorded.sysctls, network, ram, page, target)
+    return HostFacts(recorded.sysctls, network, ram, page, target, recorded.host_facts)
 
 
-def audit_facts(facts: HostFacts, bdp: BdpTarget | None, role: HostRole = "peer") -> HostAudit:
-    """The audit of the host the facts came from, judged against `bdp`; its fixes are
-    addressed to `role` (the far end's fixes must say `peer`)."""
+def audit_facts(
+    facts: HostFacts, bdp: BdpTarget | None, role: HostRole = "peer", streams: int = 1
+) -> HostAudit:
+    """The audit of the host the facts came from, judged against `bdp` and `streams`; its
+    fixes are addressed to `role` (the far end's fixes must say `peer`)."""
     result = audit(
         MappingReader(dict(facts.sysctls)),
         facts.target_address,
@@ -73,6 +83,8 @@ def audit_facts(facts: HostFacts, bdp: BdpTarget | None, role: HostRole = "peer"
         network=facts.network,
         ram_bytes=facts.ram_bytes,
         page_size=facts.page_size,
+        host=RecordedHost(dict(facts.host_values), "not reported by the far end"),
+        streams=streams,
     )
     if role == "local":
         return result
@@ -94,6 +106,7 @@ def facts_json(facts: HostFacts) -> dict[str, Any]:
         "ram_bytes": facts.ram_bytes,
         "page_size": facts.page_size,
         "target_address": facts.target_address,
+        "host": dict(facts.host_values),
     }
 
 
@@ -107,6 +120,7 @@ class FactsError(ValueError):
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MAX_TEXT = 4096
+MAX_HOST_FACTS = 5000  # a 256-CPU host with as many NIC IRQs stays well below
 MAX_INT = 2**63
 
 
@@ -115,6 +129,19 @@ def clean_text(value: Any, what: str) -> str:
     if not isinstance(value, str) or len(value) > MAX_TEXT:
         raise FactsError(f"{what}: expected text of at most {MAX_TEXT} characters")
     return _CONTROL.sub("?", value)
+
+
+_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+MAX_FACT_TEXT = 1 << 16  # `tc -j qdisc` of a 64-queue NIC runs to ~16 KB
+
+
+def _clean_fact(value: Any, key: str) -> str:
+    """A host fact's text (program output keeps its lines and tabs), safe to print."""
+    if not isinstance(value, str) or len(value) > MAX_FACT_TEXT:
+        raise FactsError(
+            f"host fact {key[:60]}: expected text of at most {MAX_FACT_TEXT} characters"
+        )
+    return _CONTROL_BUT_LINES.sub("?", value)
 
 
 def _typed(value: Any, hint: Any, what: str) -> Any:
@@ -190,10 +217,15 @@ def facts_from_json(data: Any) -> HostFacts:
     target = data.get("target_address")
     if target is not None:
         target = clean_text(target, "target_address")
+    host_raw = data.get("host", {})
+    if not isinstance(host_raw, dict) or len(host_raw) > MAX_HOST_FACTS:
+        raise FactsError("host facts must map names to strings")
+    host = {clean_text(k, "host fact name"): _clean_fact(v, k) for k, v in host_raw.items()}
     return HostFacts(
         tuple(sorted(sysctls.items())),
         network,
         ram,
         page,
         target if isinstance(target, str) else None,
+        tuple(sorted(host.items())),
     )

@@ -128,6 +128,9 @@ class HostAudit:
     target_address: str | None = None
     ram_bytes: int | None = None
     notes: tuple[str, ...] = ()
+    # NIC/CPU facts the 100G checks read (checks/hostread.py keys), for a far end's replay.
+    host_facts: tuple[tuple[str, str], ...] = ()
+    streams: int = 1  # the parallel streams the target was judged for (--streams)
 
     def sysctl(self, key: str) -> str | None:
         return dict(self.sysctls).get(key)

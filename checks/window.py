@@ -123,6 +123,24 @@ def recommended_buffer(target: BdpTarget, ram_bytes: int | None) -> int:
     return min(need, buffer_cap(ram_bytes))
 
 
+def socket_buffer_cap(ram_bytes: int | None) -> int:
+    """The largest buffer the audit advises for one socket: the kernel's int cap, and at
+    most RAM/16 (without a RAM figure, the 1 GiB of every other recommendation)."""
+    if ram_bytes is None or ram_bytes <= 0:
+        return MAX_RECOMMENDED_BUFFER
+    return min(KERNEL_INT_MAX, ram_bytes // RAM_FRACTION_PER_SOCKET)
+
+
+def advised_buffer(target: BdpTarget, ram_bytes: int | None) -> int:
+    """recommended_buffer up to the kernel's int cap: 2 x BDP rounded up to a power of two;
+    past 1 GiB the next power of two is over the cap, so the cap itself (2 GiB - 1, the
+    value ESnet's 100G hosts use), where RAM/16 allows."""
+    need = next_power_of_two(2 * max(target.bdp_bytes, 1))
+    if need > MAX_RECOMMENDED_BUFFER:
+        need = KERNEL_INT_MAX
+    return min(need, socket_buffer_cap(ram_bytes))
+
+
 def buffer_cap(ram_bytes: int | None) -> int:
     if ram_bytes is None or ram_bytes <= 0:
         return MAX_RECOMMENDED_BUFFER

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from tcpwizard.checks.hostread import RecordedHost
 from tcpwizard.checks.model import InterfaceInfo, RouteInfo
 from tcpwizard.checks.netinfo import NetworkFacts
 from tcpwizard.checks.tcp_metrics import MetricsEntry
@@ -73,3 +74,76 @@ def network(
     iface: InterfaceInfo | None = None, metrics: tuple[MetricsEntry, ...] = ()
 ) -> NetworkFacts:
     return NetworkFacts(iface if iface is not None else interface(), "", metrics)
+
+
+# ethtool 6.1's text, as it prints it for this project's VM NIC (virtio_net), with the values
+# of a 100G NIC (rings of 8192 at most; adaptive coalescing; pause on; offloads on).
+RINGS_TUNED = """Ring parameters for eth0:
+Pre-set maximums:
+RX:\t\t8192
+RX Mini:\tn/a
+RX Jumbo:\tn/a
+TX:\t\t8192
+Current hardware settings:
+RX:\t\t8192
+RX Mini:\tn/a
+RX Jumbo:\tn/a
+TX:\t\t8192
+"""
+RINGS_STOCK = RINGS_TUNED.rsplit("RX:", 1)[0].rsplit("Current", 1)[0] + (
+    "Current hardware settings:\nRX:\t\t1024\nRX Mini:\tn/a\nRX Jumbo:\tn/a\nTX:\t\t1024\n"
+)
+COALESCE_TUNED = """Coalesce parameters for eth0:
+Adaptive RX: on  TX: on
+stats-block-usecs: n/a
+sample-interval: n/a
+
+rx-usecs: 8
+rx-frames: 128
+rx-usecs-irq: n/a
+"""
+COALESCE_PER_PACKET = COALESCE_TUNED.replace("Adaptive RX: on", "Adaptive RX: off").replace(
+    "rx-usecs: 8\nrx-frames: 128", "rx-usecs: 0\nrx-frames: 1"
+)
+PAUSE_ON = "Pause parameters for eth0:\nAutonegotiate:\ton\nRX:\t\ton\nTX:\t\ton\n"
+OFFLOADS_ON = (
+    "tcp-segmentation-offload: on\ngeneric-segmentation-offload: on\ngeneric-receive-offload: on"
+)
+
+
+def tc_fq(maxrate_bytes: int | None = 125_000_000, kind: str = "fq") -> str:
+    opts = f',"maxrate":{maxrate_bytes}' if maxrate_bytes and kind == "fq" else ""
+    return f'[{{"kind":"{kind}","handle":"8001:","root":true,"options":{{"limit":10000{opts}}}}}]'
+
+
+# A two-socket host (CPUs 0-7 on node 0, 8-15 on node 1) whose NIC eth0 sits on node 0, with
+# its IRQs and this process on node 0, the performance governor and SMT off.
+def host_values(
+    ifname: str = "eth0", changes: Mapping[str, str | None] | None = None
+) -> dict[str, str]:
+    base: dict[str, str | None] = {
+        f"cmd:tc -j qdisc show dev {ifname}": tc_fq(),
+        f"cmd:ethtool -g {ifname}": RINGS_TUNED,
+        f"cmd:ethtool -c {ifname}": COALESCE_TUNED,
+        f"cmd:ethtool -a {ifname}": PAUSE_ON,
+        f"cmd:ethtool -k {ifname}": OFFLOADS_ON,
+        f"file:/sys/class/net/{ifname}/device/numa_node": "0",
+        "ls:/sys/devices/system/node": "has_cpu node0 node1 online possible",
+        "file:/sys/devices/system/node/node0/cpulist": "0-7",
+        f"ls:/sys/class/net/{ifname}/device/msi_irqs": "120 121 122 123",
+        **{f"file:/proc/irq/{i}/smp_affinity_list": str(i - 120) for i in range(120, 124)},
+        "file:/sys/devices/system/cpu/online": "0-15",
+        **{
+            f"file:/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor": "performance"
+            for c in range(16)
+        },
+        "file:/sys/devices/system/cpu/smt/active": "0",
+        "affinity": "0-7",
+        "flow_bps": "30000000000",
+    }
+    base.update(changes or {})
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def host(changes: Mapping[str, str | None] | None = None) -> RecordedHost:
+    return RecordedHost(host_values("eth0", changes))

@@ -15,6 +15,7 @@ from tcpwizard.checks.facts import (
     facts_json,
     gather_facts,
 )
+from tcpwizard.checks.hostread import HostReader
 from tcpwizard.checks.model import BdpTarget
 from tcpwizard.checks.sysctl import SysctlReader
 
@@ -32,6 +33,7 @@ def test_round_trip_gives_the_same_audit() -> None:
         network=facts.network,
         ram_bytes=facts.ram_bytes,
         page_size=facts.page_size,
+        host=HostReader(),
     )
     assert [(f.id, f.severity, f.observed) for f in replayed.findings] == [
         (f.id, f.severity, f.observed) for f in direct.findings

@@ -110,14 +110,14 @@ def resolve(host: str) -> str:
 
 
 def _audit_peer(
-    facts: HostFacts | None, target: BdpTarget | None
+    facts: HostFacts | None, target: BdpTarget | None, streams: int = 1
 ) -> tuple[HostAudit | None, str | None]:
     """The far end's audit from its facts; facts the checks cannot use (a broken or hostile
     serve) leave the check peerless instead of stopping it."""
     if facts is None:
         return None, None
     try:
-        return audit_facts(facts, target), None
+        return audit_facts(facts, target, streams=streams), None
     except (TcpWizardError, ValueError, TypeError, ArithmeticError) as exc:
         return None, f"the far end's settings could not be judged: {exc}"
 
@@ -273,7 +273,7 @@ def _stage_peer(run: _Run, stage: StageFn) -> None:
     facts, why_not = run.far.facts()
     if why_not:
         run.notes.append(why_not)
-    run.peer, why_bad = _audit_peer(facts, run.req.bdp_hint)
+    run.peer, why_bad = _audit_peer(facts, run.req.bdp_hint, run.req.streams)
     if why_bad:
         run.notes.append(why_bad)
     run.facts = facts if not why_bad else None
@@ -537,8 +537,8 @@ def run_check(
 def _diagnose(run: _Run, stage: StageFn) -> Report:
     """Re-judge both hosts against the path as measured, so fixes are sized from its BDP."""
     req, notes = run.req, run.notes
-    local = audit(run.ctx, run.address, run.target)
-    peer, why_bad = _audit_peer(run.facts, run.target)
+    local = audit(run.ctx, run.address, run.target, streams=req.streams)
+    peer, why_bad = _audit_peer(run.facts, run.target, req.streams)
     if why_bad:
         notes.append(why_bad)
     hs, hs_findings, hs_fixes = _handshake_evidence(run)

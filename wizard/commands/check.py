@@ -138,7 +138,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             "applying fixes needs root (try: sudo tcpwizard check --fix --yes)"
         )
     if not args.host:
-        report = local_report(audit(ctx, None, bdp_from_args(args.rtt, args.bandwidth)))
+        if not spec.MIN_STREAMS <= args.streams <= spec.MAX_STREAMS:
+            raise UsageError(f"--streams must be between {spec.MIN_STREAMS} and {spec.MAX_STREAMS}")
+        bdp = bdp_from_args(args.rtt, args.bandwidth)
+        report = local_report(audit(ctx, None, bdp, streams=args.streams))
     else:
         req = request_from_args(args, ctx)
         watch = not machine(args.format) and ctx.stderr.isatty()

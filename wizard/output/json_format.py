@@ -103,6 +103,8 @@ def host_json(a: HostAudit) -> Json:
         "interface": interface_json(a.interface),
         "sysctls": dict(a.sysctls),
         "ram_bytes": a.ram_bytes,
+        "streams": a.streams,
+        "host_facts": dict(a.host_facts),
     }
 
 

@@ -118,7 +118,10 @@ HOST = _obj(
         "interface": _nullable(INTERFACE),
         "sysctls": {"type": "object", "additionalProperties": STR},
         "ram_bytes": _nullable(INT),
-    }
+        "streams": INT,
+        "host_facts": {"type": "object", "additionalProperties": STR},
+    },
+    optional=("streams", "host_facts"),
 )
 _CAPACITY = _obj(
     {

@@ -91,9 +91,10 @@ def render(report: Report, stream: TextIO, color: bool | None = None) -> None:
         con.print(f"target: {report.target.host}{addr}")
     if audit.target:
         t = audit.target
+        streams = f", in {audit.streams} streams" if audit.streams > 1 else ""
         con.print(
             f"judged against: {format_rate(t.rate_bps)} x {t.rtt_s * 1000:g} ms RTT, "
-            f"BDP {format_bytes(t.bdp_bytes)} ({t.source})"
+            f"BDP {format_bytes(t.bdp_bytes)} ({t.source}){streams}"
         )
     if audit.interface:
         i = audit.interface
@@ -119,8 +120,12 @@ def render(report: Report, stream: TextIO, color: bool | None = None) -> None:
         "receive/send: applications that leave buffers to kernel autotuning (most do).",
         style="dim",
     )
-    needed = [x for f in serious for x in f.fixes]
-    optional = [x for f in infos for x in f.fixes if x not in needed]
+    # One line per command: two checks may name the same step (fq for BBR and for pacing).
+    needed = list({x.command: x for f in serious for x in f.fixes}.values())
+    listed = {x.command for x in needed}
+    optional = list(
+        {x.command: x for f in infos for x in f.fixes if x.command not in listed}.values()
+    )
     for title, fixes in (
         ("Fixes (as root; put sysctls in /etc/sysctl.d/ to keep them):", needed),
         ("Optional improvements:", optional),

@@ -1,0 +1,70 @@
+"""What the 100G host checks share: the rates at which a host setting starts to matter, the
+packet arithmetic, and the finding a check gives when a fact cannot be read here.
+
+Two rates with their stated basis (ESnet's fasterdata host-tuning pages):
+- HOST_TUNING_BPS, 1 Gbit/s: the host tuning there is written "for hosts connected at
+  1 Gbps or higher", and several of its settings hurt hosts at 155 Mbit/s or less. Below it
+  NIC settings (rings, offloads, coalescing, flow control, jumbo frames) are not judged.
+- FLOW_PLACEMENT_BPS, 5 Gbit/s per flow: fasterdata's 40G tuning page says that for
+  individual flows above 5-9 Gbit/s the core running the interrupts and the application, and
+  the CPU clock rate, matter. Above it IRQ/NUMA placement, the CPU governor and SMT warn.
+"""
+
+from __future__ import annotations
+
+from tcpwizard.checks.base import AuditEnv, Check
+from tcpwizard.checks.model import Finding, Fix, InterfaceInfo
+
+HOST_TUNING_BPS = 1e9
+FLOW_PLACEMENT_BPS = 5e9
+ESNET_LINUX = "ESnet fasterdata, 'Linux Tuning'"
+ESNET_100G = "ESnet fasterdata, '100G Tuning'"
+# Ethernet's per-frame cost on the wire beyond the IP packet: header 14 + FCS 4 + preamble 8
+# + inter-frame gap 12 bytes (IEEE 802.3).
+ETHERNET_OVERHEAD = 38
+# NAPI hands a driver at most this many packets per poll (NAPI_POLL_WEIGHT, Linux
+# include/linux/netdevice.h): coalescing fewer packets per interrupt gains nothing per poll.
+NAPI_WEIGHT = 64
+
+
+def wire_bits(mtu: int) -> int:
+    """Bits one full-sized packet takes on the wire."""
+    return (max(mtu, 68) + ETHERNET_OVERHEAD) * 8
+
+
+def per_flow_bps(env: AuditEnv) -> float:
+    return env.per_stream.rate_bps
+
+
+class HostCheck(Check):
+    """A check of the egress NIC or the CPUs: says "not available here" (info) when a fact
+    cannot be read, and fixes with the exact command."""
+
+    def unavailable(self, what: str, why: str) -> Finding:
+        reason = f": {why}" if why else ""
+        return self.finding(
+            "info",
+            f"{what} not available here{reason}",
+            "-",
+            f"Not judged: {what} not available here{reason}.",
+        )
+
+    def egress(self, env: AuditEnv) -> InterfaceInfo | Finding:
+        iface = env.network.interface
+        if iface is None:
+            reason = env.network.interface_missing_reason or "unknown"
+            return self.finding("info", "no egress interface", "-", f"Skipped: {reason}.")
+        return iface
+
+    def command_fix(self, key: str, value: str, command: str) -> Fix:
+        return Fix(
+            id=f"{self.id}:{key}",
+            kind="other",
+            host="local",
+            key=key,
+            value=value,
+            command=command,
+            why=self.why,
+            guideline=self.guideline,
+            answers=self.answers,
+        )
