@@ -369,14 +369,14 @@ def test_facts_captured_from_a_real_virtio_nic(tmp_path: Path) -> None:
 def test_every_format_carries_the_streams_and_the_findings(tmp_path: Path) -> None:
     import io
 
-    from tcpwizard.output import render_report
+    from tcpwizard.output.registry import emit
     from tcpwizard.report import local_report
 
     report = local_report(run(tmp_path, host_values("eth0", {"flow_bps": "20000000000"})))
     out = {}
     for fmt in ("text", "json", "prometheus", "nagios"):
         buf = io.StringIO()
-        render_report(report, fmt, buf, False, None, None)
+        emit(report, fmt, buf)
         out[fmt] = buf.getvalue()
     assert "in 8 streams" in out["text"] and "streams_for_target" in out["text"]
     doc = json.loads(out["json"])
