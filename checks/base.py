@@ -168,3 +168,17 @@ class Check(ABC):
 
     def fix(self, key: str, value: str) -> Fix:
         return sysctl_fix(self.id, key, value, self.why, self.guideline, self.answers)
+
+    def command_fix(self, key: str, value: str, command: str) -> Fix:
+        """A fix that is a command, not a sysctl (ip link, ethtool, tc, echo > /sys/...)."""
+        return Fix(
+            id=f"{self.id}:{key}",
+            kind="other",
+            host="local",
+            key=key,
+            value=value,
+            command=command,
+            why=self.why,
+            guideline=self.guideline,
+            answers=self.answers,
+        )

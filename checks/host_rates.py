@@ -13,7 +13,7 @@ Two rates with their stated basis (ESnet's fasterdata host-tuning pages):
 from __future__ import annotations
 
 from tcpwizard.checks.base import AuditEnv, Check
-from tcpwizard.checks.model import Finding, Fix, InterfaceInfo
+from tcpwizard.checks.model import Finding, InterfaceInfo
 
 HOST_TUNING_BPS = 1e9
 FLOW_PLACEMENT_BPS = 5e9
@@ -55,16 +55,3 @@ class HostCheck(Check):
             reason = env.network.interface_missing_reason or "unknown"
             return self.finding("info", "no egress interface", "-", f"Skipped: {reason}.")
         return iface
-
-    def command_fix(self, key: str, value: str, command: str) -> Fix:
-        return Fix(
-            id=f"{self.id}:{key}",
-            kind="other",
-            host="local",
-            key=key,
-            value=value,
-            command=command,
-            why=self.why,
-            guideline=self.guideline,
-            answers=self.answers,
-        )

@@ -27,19 +27,6 @@ class _InterfaceCheck(Check):
     def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding:
         raise NotImplementedError
 
-    def other_fix(self, key: str, value: str, command: str) -> Fix:
-        return Fix(
-            id=f"{self.id}:{key}",
-            kind="other",
-            host="local",
-            key=key,
-            value=value,
-            command=command,
-            why=self.why,
-            guideline=self.guideline,
-            answers=self.answers,
-        )
-
 
 class InterfaceMtu(_InterfaceCheck):
     id = "interface_mtu"
@@ -111,7 +98,7 @@ class InterfaceQueue(_InterfaceCheck):
             f"{format_rate(env.target.rate_bps)} and overflows in bursts; each overflow "
             "halves the congestion window like a loss.",
             (
-                self.other_fix(
+                self.command_fix(
                     "txqueuelen",
                     str(need),
                     f"ip link set dev {iface.name} txqueuelen {need}",
@@ -141,7 +128,7 @@ class InterfaceLink(_InterfaceCheck):
                 "The link runs half duplex: if the switch port is full duplex (a mismatch) "
                 "throughput collapses to a few Mbit/s. Check both ends with ethtool.",
                 (
-                    self.other_fix(
+                    self.command_fix(
                         "duplex",
                         "full",
                         f"ethtool -s {iface.name} autoneg on",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tcpwizard.exitcodes import ExitCode, UsageError
+from tcpwizard.exitcodes import ExitCode, UsageError, exit_for_severities
 from tcpwizard.units import parse_percent, parse_rate
 
 # Neither names a limit: the path itself is the ceiling, or no factor could be named.
@@ -95,11 +95,7 @@ class Outcome:
 
 
 def _worst(severities: Sequence[str]) -> ExitCode:
-    if "crit" in severities:
-        return ExitCode.CRITICAL
-    if "warn" in severities:
-        return ExitCode.WARNING
-    return ExitCode.OK
+    return exit_for_severities(list(severities))
 
 
 def _own(o: Outcome) -> ExitCode:
