@@ -241,7 +241,7 @@ def _judge_sender(
     if (policed := policer.conns_verdict(obs)) is not None:
         return policed
     loss = obs.retransmits / obs.segs_out if obs.segs_out else 0.0
-    bound = mathis_mbps(obs.snd_mss or 1448, rtt, loss) if rtt > 0 else None
+    bound = mathis_mbps(obs.snd_mss or 1448, rtt, loss, obs.congestion_control) if rtt > 0 else None
     cc = obs.congestion_control.lower()
     if loss > 0 and bound is not None and cc in LOSS_BASED and rate <= 1.5 * bound:
         ev.append(

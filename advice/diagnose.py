@@ -127,7 +127,7 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
     if cc in LOSS_BASED and m.retransmits and m.bytes:
         # Near the Mathis bound of its own loss rate, loss held the window down.
         mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info), 1448)
-        bound = mathis_mbps(mss, rtt, m.retransmits * mss / m.bytes)
+        bound = mathis_mbps(mss, rtt, m.retransmits * mss / m.bytes, cc)
         if bound is not None and m.throughput_mbps <= 3 * bound:
             return False
     return not (len(m.samples) >= 8 and _still_ramping(m))
@@ -522,11 +522,12 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
     loss = _loss_fraction(ev, d)
     if cur is None or rtt is None or not loss or cur.retransmits == 0:
         return None
-    bound = mathis_mbps(_mss(d), rtt, loss)
     cc = cur.congestion_control or (d.sender.congestion_control if d.sender else "")
+    bound = mathis_mbps(_mss(d), rtt, loss, cc)
     evidence = [
         f"{cur.retransmits} retransmissions (~{loss:.2%} of segments)",
-        f"Mathis bound at that loss: {_fmt(bound)}; measured {_fmt(cur.throughput_mbps)}",
+        f"loss bound ({cc or 'reno'}) at that loss: {_fmt(bound)}; measured "
+        f"{_fmt(cur.throughput_mbps)}",
     ]
     confidence = 0.55
     if bound is not None and cur.throughput_mbps <= 1.5 * bound:

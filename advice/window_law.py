@@ -84,8 +84,20 @@ def window_limit_mbps(window_bytes: float, rtt_ms: float) -> float:
 LOSS_BASED = ("reno", "cubic", "htcp", "bic", "highspeed", "scalable", "westwood", "illinois")
 
 
-def mathis_mbps(mss_bytes: float, rtt_ms: float, loss: float) -> float | None:
-    """Loss-based (Reno/CUBIC-like) steady-state bound; None without loss."""
+def mathis_mbps(mss_bytes: float, rtt_ms: float, loss: float, cc: str = "") -> float | None:
+    """A loss-based sender's steady-state rate at random loss `loss`; None without loss.
+    Reno (and any sender not named): Mathis et al. CUBIC: the larger of its own average
+    window (RFC 8312 section 5.1: (C(3+b)/(4(1-b)))^(1/4) (RTT/p)^(3/4) segments, C = 0.4,
+    b = 0.7) and the Reno-friendly window it never falls below, so "far above the bound"
+    still means far above what random loss allows it."""
     if loss <= 0 or rtt_ms <= 0:
         return None
-    return mss_bytes * 8 / (rtt_ms / 1e3) * MATHIS_C / math.sqrt(loss) / 1e6
+    rtt_s = rtt_ms / 1e3
+    segments = MATHIS_C / math.sqrt(loss)
+    if cc == "cubic":
+        segments = max(segments, CUBIC_K * (rtt_s / loss) ** 0.75)
+    return segments * mss_bytes * 8 / rtt_s / 1e6
+
+
+# RFC 8312's constants: C = 0.4, beta_cubic = 0.7.
+CUBIC_K = (0.4 * (3 + 0.7) / (4 * (1 - 0.7))) ** 0.25

@@ -291,3 +291,17 @@ def test_bursty_losses_the_senders_own_host_dropped_are_interface_not_a_policer(
     ev = dataclasses.replace(ev, transfer=dataclasses.replace(ev.transfer, modes=(dropped,)))
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("interface", "local")
+
+
+def test_cubic_loss_bound_is_its_own_response_function() -> None:
+    """RFC 8312: CUBIC's average window grows as (RTT/p)^(3/4), above Reno's 1.22/sqrt(p) on
+    long paths; on short ones it never falls below Reno's."""
+    from tcpwizard.advice.window_law import mathis_mbps
+
+    reno = mathis_mbps(1448, 100.0, 1e-4)
+    cubic = mathis_mbps(1448, 100.0, 1e-4, "cubic")
+    assert reno is not None and cubic is not None
+    # 1.054 x (0.1 / 1e-4)^0.75 = 187 segments per RTT against Reno's 122.5.
+    assert cubic / reno == pytest.approx(1.054 * 1000**0.75 / (1.5**0.5 * 100), rel=0.01)
+    short = mathis_mbps(1448, 1.0, 1e-2, "cubic")
+    assert short == mathis_mbps(1448, 1.0, 1e-2)

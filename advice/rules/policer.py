@@ -131,7 +131,7 @@ def policing(
     loss = m.retransmits * mss / m.bytes
     bound = None
     if cc in LOSS_BASED:
-        bound = mathis_mbps(mss, rtt.idle_ms, loss)
+        bound = mathis_mbps(mss, rtt.idle_ms, loss, cc)
         if bound is None or m.throughput_mbps <= BOUND_LIFT * bound:
             return None  # random loss explains the rate: the congestion rule speaks
     if not (_drained(m, plateau) or _late_losses(m)):
@@ -349,7 +349,7 @@ def conns_verdict(obs: ConnObservation) -> tuple[Verdict, tuple[Fix, ...]] | Non
         return None
     loss = obs.retransmits / obs.segs_out
     mss = obs.snd_mss or 1448
-    bound = mathis_mbps(mss, obs.min_rtt_ms, loss)
+    bound = mathis_mbps(mss, obs.min_rtt_ms, loss, obs.congestion_control)
     if bound is None or obs.send_mbps <= BOUND_LIFT * bound:
         return None
     policed = ip_rate(obs.send_mbps, mss)
