@@ -371,33 +371,33 @@ def merge(
     goodput and receive buffers from the receiver, TCP_INFO and send buffers from the
     sender, matched by time."""
     notes: list[str] = []
-    rcv_rows = receiver.samples if receiver is not None else []
-    snd_rows = sender.samples if sender is not None else []
+    rows = receiver.samples if receiver is not None else []
     if receiver is None and sender is not None:
+        rows = sender.samples
         notes.append("the receiver's report was lost: goodput is from bytes sent")
-    # The sender's TCP_INFO count, on its own clock, where it sampled one (_delivered says
-    # why); the receiver's rows otherwise.
-    by_sender = any(x.delivered is not None and x.tcp_info is not None for x in snd_rows)
+    snd_rows = sender.samples if sender is not None else []
+    counted = [(x.t, x.delivered) for x in snd_rows if x.delivered is not None and x.tcp_info]
+    if counted:
+        counted.insert(0, (0.0, 0))  # nothing delivered when the sender started
     samples: list[TransferSample] = []
     prev_t = 0.0
-    for row in snd_rows if by_sender or receiver is None else rcv_rows:
-        if row.t - prev_t <= 0:
+    for r in rows:
+        if r.t - prev_t <= 0:
             continue
-        prev_t = row.t
-        s = row if by_sender or receiver is None else _nearest(snd_rows, row.t)
-        r = _nearest(rcv_rows, row.t) if by_sender else row
+        prev_t = r.t
+        s = _nearest(snd_rows, r.t)
         samples.append(
             TransferSample(
-                t_s=round(row.t, 4),
+                t_s=round(r.t, 4),
                 goodput_mbps=0.0,  # set below, over a window of at least a round trip
-                rcvbuf_bytes=r.rcvbuf if r is not None and receiver is not None else 0,
+                rcvbuf_bytes=r.rcvbuf if receiver is not None else 0,
                 sndbuf_bytes=s.sndbuf if s is not None else 0,
                 drs_bandwidth_mbps=None
-                if r is None or r.drs_bandwidth_bps is None
+                if r.drs_bandwidth_bps is None
                 else r.drs_bandwidth_bps / 1e6,
-                drs_rtt_ms=None if r is None or r.drs_rtt_s is None else r.drs_rtt_s * 1e3,
+                drs_rtt_ms=None if r.drs_rtt_s is None else r.drs_rtt_s * 1e3,
                 tcp_info=s.tcp_info if s is not None else None,
-                delivered_bytes=_delivered(row, s) if r is None else _delivered(r, s),
+                delivered_bytes=_delivered(r, counted),
             )
         )
     samples = with_window_rates(samples)
@@ -445,16 +445,20 @@ def merge(
     )
 
 
-def _delivered(r: engine.SideSample, s: engine.SideSample | None) -> int:
+def _delivered(r: engine.SideSample, counted: Sequence[tuple[float, int]]) -> int:
     """The bytes delivered by a sampling instant: the sender's TCP_INFO count (acknowledged
-    and selectively acknowledged, the kernel's `delivered`) where the sender sampled it,
-    else the receiver's kernel count, else the receiver's reads. The receiver's kernel
-    counts only in-order bytes: through a loss recovery its count stands still while data
-    keeps arriving, then jumps by all of it (1.8 MB in 0.1 s after a 0.7 s hole on a 20
-    Mbit/s lab path with a deep queue), and a rate over an interval that starts inside
-    the hole reads above the line (24.5 on 20 Mbit/s)."""
-    if s is not None and s.delivered is not None and s.tcp_info is not None:
-        return s.delivered
+    and selectively acknowledged, the kernel's `delivered`) interpolated at that instant
+    where the sender sampled it, else the receiver's kernel count, else its reads. The
+    receiver's kernel counts only in-order bytes: through a loss recovery its count stands
+    still while data keeps arriving, then jumps by all of it (1.8 MB in 0.1 s after a 0.7 s
+    hole on a 20 Mbit/s lab path with a deep queue), and a rate over an interval that starts
+    inside the hole reads above the line (24.5 on 20 Mbit/s). Every count comes from the
+    sender's clock, so a rate's bytes and its time come from one clock."""
+    if counted and counted[0][0] <= r.t:
+        for (t0, b0), (t1, b1) in itertools.pairwise(counted):
+            if t0 <= r.t <= t1 and t1 > t0:
+                return round(b0 + (b1 - b0) * (r.t - t0) / (t1 - t0))
+        return counted[-1][1]  # past the sender's last sample: all it saw delivered
     return r.delivered if r.delivered is not None else r.bytes
 
 

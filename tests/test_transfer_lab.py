@@ -184,4 +184,6 @@ def test_a_slow_drain_is_not_a_dead_peer(wan: Lab) -> None:
     res = json.loads(done.stdout)
     assert res["error"] is None
     assert res["seconds"] > 1.0 + 1.0  # the drain alone outlasted the 1 s stall timeout
-    assert res["mbps"] > 0.8 * TCP_GOODPUT
+    # Over the whole span, drain included (the timed goodput counts only what arrived while
+    # the sender wrote, slow start and all): the drain ran at the path's rate.
+    assert res["bytes"] * 8 / res["seconds"] / 1e6 > 0.8 * TCP_GOODPUT
