@@ -47,8 +47,10 @@ bounds above, Mathis for a loss-based sender, the policer, the cross traffic's s
 utilisation through a shallow buffer) as an interval [lo, hi] of the line's goodput. A limit
 binds when hi <= BINDS (half the line); none binds when every lo >= FREE (0.9): then the
 truth is `path-capacity` (no host), or `bufferbloat` (path) when a loss-based sender fills a
-queue as above. Anything between, two binding limits that name different causes, or a bloated
-queue beside another binding limit, is `ambiguous`: the drawing redraws the envelope (up to
+queue as above. A BBR sender queues up to BBR_QUEUE_BDPS (its cwnd gain and startup
+overshoot, measured at ~2 BDP): more than 1 BDP of that is on the edge, so ambiguous.
+Anything between, two binding limits that name different causes, or a bloated queue beside
+another binding limit, is `ambiguous`: the drawing redraws the envelope (up to
 MAX_DRAWS times, all from the scenario's own generator) until the truth is the drawn cause's,
 so every scenario the matrix runs has one cause that really binds.
 """
@@ -95,6 +97,12 @@ BLOAT_QUEUE_BDPS = 3.0  # median standing queue (3B - 1)/4 >= 2 BDP: loaded RTT 
 CLEAN_QUEUE_BDPS = 5.0 / 3.0  # median standing queue <= 1 BDP: the classic buffer
 BLOAT_MIN_MS = 20.0  # the standing queue adds at least this much delay
 CLEAN_MAX_MS = 5.0
+# BBR (v1, this kernel's) keeps inflight at up to cwnd_gain 2 x BDP, so up to 1 BDP queued
+# in ProbeBW, and its startup (pacing gain 2/ln 2) overshoots further: a healthy BBR flow
+# through a 3 BDP buffer was measured holding ~2 BDP of queue in the second half of check's
+# transfer (scenario 728403270.13: 206 ms of queue at 104 ms RTT). A BBR queue of 1-2 BDP is
+# neither clean nor the >= 2 BDP median of a bloated Reno queue: between.
+BBR_QUEUE_BDPS = 2.0
 INITIAL_WINDOW = 10 * MSS
 FILL_BUDGET_S = 1.5  # half of check's 3 s transfer (measure/spec.py FIXED_DURATION_S)
 CROSS_UDP_MAX_BPS = 300e6  # iperf3's UDP pair beside the delay line on 2 cores
@@ -375,12 +383,10 @@ def _host(side: str) -> str:
 
 
 def _filled(s: Scenario, up: bool, limits: list[Limit]) -> bool:
-    """A loss-based flow keeps this direction's bottleneck queue full: the transfer when
-    nothing but the line (or unresponsive cross traffic) holds it, or loss-based TCP cross
-    traffic (a -> b)."""
-    cc = s.cc_a if up else s.cc_b
+    """A flow keeps this direction's bottleneck queue busy: the transfer when nothing but the
+    line (or unresponsive cross traffic) holds it, or TCP cross traffic (a -> b)."""
     held = any(x.hi <= BINDS and x.factor != "cross-traffic" for x in limits)
-    return cc in LOSS_BASED and (not held or (up and s.cross_tcp_flows > 0))
+    return not held or (up and s.cross_tcp_flows > 0)
 
 
 def _fill_time_s(s: Scenario) -> float:
@@ -389,8 +395,13 @@ def _fill_time_s(s: Scenario) -> float:
 
 
 def _bloat(s: Scenario, up: bool) -> str:
-    """'bloat', 'clean' or 'between' for a loss-based sender filling the queue."""
+    """'bloat', 'clean' or 'between' for the sender filling this direction's queue."""
     b = s.queue_bytes / s.bdp_bytes
+    if (s.cc_a if up else s.cc_b) not in LOSS_BASED:
+        # BBR: inflight capped at cwnd_gain x BDP, after a startup overshoot; at most
+        # BBR_QUEUE_BDPS of standing queue, which sits on the bloat criterion's edge.
+        q = min(b, BBR_QUEUE_BDPS)
+        return "clean" if q <= 1.0 or q * s.rtt_s * 1e3 <= CLEAN_MAX_MS else "between"
     rmem, wmem = (s.rmem_b, s.wmem_a) if up else (s.rmem_a, s.wmem_b)
     window = min(rmem * RMEM_WINDOW[0], wmem * WMEM_FLIGHT[0])
     b = min(b, max(0.0, window / s.bdp_bytes - 1.0))  # a window too small cannot fill it all
