@@ -105,6 +105,13 @@ OWN_ARGUMENTS: dict[str, tuple[str, str]] = {
 }
 
 
+# Benches with arguments of their own, parsed by the shared parser (the product's rules for
+# bad input): name -> (what it measures, module with add_arguments(parser) and run(args, ctx)).
+OWN_PARSER: dict[str, tuple[str, str]] = {
+    "matrix": ("random scenarios over the lab's envelope: confusion, calibration", "bench_matrix"),
+}
+
+
 class _Parser(Parser):
     def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix(PROG).strip()  # the bench's name, if any
@@ -131,6 +138,9 @@ def build_parser() -> Parser:
         )
         p.add_argument("--quick", action="store_true", help="a smaller matrix")
         p.add_argument("--out", default="results", help="folder for tables and plots")
+    for name, (help_text, module) in OWN_PARSER.items():
+        p = sub.add_parser(name, help=help_text)
+        importlib.import_module(f"benchmarks.{module}").add_arguments(p)
     for name, (help_text, _module) in OWN_ARGUMENTS.items():
         p = sub.add_parser(name, help=f"{help_text} (its own arguments: {name} --help)")
         p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -144,6 +154,10 @@ def run(argv: Sequence[str], ctx: Context) -> int:
         code: int = module.main(list(argv[1:]))
         return code
     args = build_parser().parse_args(argv)
+    if args.bench in OWN_PARSER:
+        own = importlib.import_module(f"benchmarks.{OWN_PARSER[args.bench][1]}")
+        own_code: int = own.run(args, ctx)  # checks its arguments, then needs root
+        return own_code
     require_root()
     return MATRIX[args.bench][1](args, ctx)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cli import MATRIX, OWN_ARGUMENTS, main
+from benchmarks.cli import MATRIX, OWN_ARGUMENTS, OWN_PARSER, main
 from tcpwizard.exitcodes import ExitCode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def test_a_bad_value_is_refused_in_one_line_from_the_checkout() -> None:
 def test_every_bench_is_listed_by_name() -> None:
     proc = _bench("--help")
     assert proc.returncode == 0
-    for name in (*MATRIX, *OWN_ARGUMENTS):
+    for name in (*MATRIX, *OWN_PARSER, *OWN_ARGUMENTS):
         assert name in proc.stdout
 
 

@@ -1,0 +1,442 @@
+"""The scenario matrix's drawing and its truth: what `python -m benchmarks matrix` builds, and
+the verdict the physics of that scenario calls for, derived without asking the tool.
+
+Drawing. Scenario `SEED.INDEX` is drawn from its own generator (`random.Random` seeded with
+the id's text), so any scenario can be drawn again from its id alone (`--replay`). The
+envelope, per scenario: bottleneck rate log-uniform over 5 Mbit/s - 1 Gbit/s (the delay line's
+ceiling, DELAYLINE_MAX_RATE_BPS: it refuses more, and docs/lab.md measures ~2 Gbit/s unshaped
+on 2 cores, so 1 Gbit/s leaves the endpoints room); RTT log-uniform 2-400 ms; drop-tail queue
+log-uniform 0.25-8 BDP (at least MIN_QUEUE_PACKETS packets); random loss 0 (half the draws)
+or uniform 0-2 %; congestion control per host, Reno or BBR (the loss-based and the model-based
+sender; the kernel also builds CUBIC, whose loss law is not modelled here); and one cause,
+uniformly, from CAUSES with its own parameters:
+
+- small-rmem-a / -b: the receiver's tcp_rmem max set so its window is g = 1/8 - 1/4 of the
+  BDP. The receive window the kernel offers from a buffer of r bytes is about r / 2 with the
+  default tcp_adv_win_scale 1 (newer kernels scale by the measured payload/truesize ratio,
+  which the lab sees between ~0.5 and ~0.8): the window law gives a rate of window / RTT, and
+  RMEM_WINDOW bounds it at [0.45, 0.85] x r. With r = 2 g BDP the rate is at most
+  0.85 x 2 x 1/4 = 0.43 of the line: the buffer binds.
+- small-wmem-a / -b: the sender's tcp_wmem max = g BDP; its data in flight is about the
+  buffer (WMEM_FLIGHT [0.5, 1.0] x w, skb overhead) plus up to one TSO segment: the kernel
+  checks the buffer before it starts a new skb and then fills it to the size goal
+  (SEND_OVERSHOOT, 64 KB). So it binds only where w + 64 KB is at most half the BDP.
+- wscale-off-a / -b: net.ipv4.tcp_window_scaling 0 on one host: neither end scales, every
+  window <= 65535 B. Binds when 64 KB / RTT is at most half the line (BDP >= 128 KB).
+- loss-reno: the sender (a) runs Reno over 0.2-2 % random loss (b runs BBR, so only a's
+  sending is held): Mathis et al.'s bound MSS / RTT x sqrt(1.5 / p) at most half the line.
+- policer: a token bucket at 10-40 % of the line rate (LinkSpec.policer_bps).
+- bufferbloat: both hosts Reno, a drop-tail queue of 4-8 BDP, no loss. A Reno window through
+  a buffer of B BDPs swings between (1 + B)/2 and 1 + B BDPs, so the standing queue's median
+  is about (3B - 1)/4 BDPs: at B >= 3 the loaded RTT is at least three times the idle one
+  (BLOAT_QUEUE_BDPS), and the queue adds at least BLOAT_MIN_MS. The queue must fill within
+  the check's transfer: slow start takes log2(BDP / initial window) rounds, then the queue
+  grows at the line rate (B x RTT), within FILL_BUDGET_S.
+- middlebox: a device on the wire strips the window-scale option from both handshake
+  packets: every window <= 65535 B, so it binds where wscale-off does.
+- cross-udp: iperf3 UDP a -> b at 50-80 % of the line, the line drawn up to 300 Mbit/s
+  (CROSS_UDP_MAX_BPS: iperf3's UDP pair beside the delay line on 2 cores): the check's
+  upload keeps the rest.
+- cross-tcp: 2-4 iperf3 TCP flows a -> b: the check's flow gets about 1 / (N + 1) of the
+  line (one flow beside it would leave half, on the edge of binding).
+- healthy: nothing else; both hosts' buffers tuned (below).
+
+Every host gets tuned buffers first (TUNED: 4 x (BDP + queue), at least the kernel's 4 MB
+and at most 128 MB), so on a healthy draw neither window binds; a cause then overrides one.
+
+Truth. `truth()` computes each direction's rate limits from the scenario (window law with the
+bounds above, Mathis for a loss-based sender, the policer, the cross traffic's share, Reno's
+utilisation through a shallow buffer) as an interval [lo, hi] of the line's goodput. A limit
+binds when hi <= BINDS (half the line); none binds when every lo >= FREE (0.9): then the
+truth is `path-capacity` (no host), or `bufferbloat` (path) when a loss-based sender fills a
+queue as above. A BBR sender queues up to BBR_QUEUE_BDPS (its cwnd gain and startup
+overshoot, measured at ~2 BDP): more than 1 BDP of that is on the edge, so ambiguous.
+Anything between, two binding limits that name different causes, or a bloated queue beside
+another binding limit, is `ambiguous`: the drawing redraws the envelope (up to
+MAX_DRAWS times, all from the scenario's own generator) until the truth is the drawn cause's,
+so every scenario the matrix runs has one cause that really binds.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, replace
+
+from tcpwizard.lab.lab import DELAYLINE_MAX_RATE_BPS
+from tcpwizard.lab.spec import MIN_QUEUE_PACKETS, LabSpec, MiddleboxSpec
+
+MTU = 1500
+MSS = MTU - 52  # IPv4 + TCP with timestamps: the goodput share 1448/1500 (docs/lab.md)
+GOODPUT = MSS / MTU
+RATE_MIN_BPS, RATE_MAX_BPS = 5e6, DELAYLINE_MAX_RATE_BPS
+RTT_MIN_S, RTT_MAX_S = 0.002, 0.400
+QUEUE_MIN_BDPS, QUEUE_MAX_BDPS = 0.25, 8.0
+LOSS_MAX = 0.02
+CCS = ("reno", "bbr")
+LOSS_BASED = frozenset({"reno"})
+
+# Kernel defaults and the tuned buffers every host starts from.
+DEFAULT_RMEM = (4096, 131072)  # tcp_rmem min, default
+DEFAULT_WMEM = (4096, 16384)
+TUNED_MIN, TUNED_MAX = 4 << 20, 128 << 20
+TUNED_BDPS = 4.0  # of (BDP + queue): a Reno window through a full queue, with slack
+# A buffer cause never goes below this: ~11 segments, so the window is a window and not a
+# handful of packets stalled by delayed ACKs.
+BUFFER_FLOOR = 16384
+UNSCALED_WINDOW = 65535
+# Window bounds as fractions of the buffer (see the module docstring).
+RMEM_WINDOW = (0.45, 0.85)
+WMEM_FLIGHT = (0.5, 1.0)
+# One GSO skb (gso_max_size) beyond the send buffer: measured, a 16 KB tcp_wmem max carried
+# ~31 KB in flight (36.9 Mbit/s at 6.8 ms, scenario 890509536.13).
+SEND_OVERSHOOT = 65536
+UNSCALED = (0.8, 1.0)  # of 65535 B: the receiver may advertise a little less than the cap
+
+BINDS = 0.5  # a limit at most half the line's goodput binds
+FREE = 0.9  # every limit at least 90 % of it: nothing but the path holds the transfer
+# Reno through a queue of B < 1 BDP cannot keep the line busy (its window drops below the
+# BDP after each halving): utilisation 1 - (1 - W/2)^2 / W with W = 1 + B (reno_utilisation).
+BLOAT_QUEUE_BDPS = 3.0  # median standing queue (3B - 1)/4 >= 2 BDP: loaded RTT >= 3 x idle
+CLEAN_QUEUE_BDPS = 5.0 / 3.0  # median standing queue <= 1 BDP: the classic buffer
+BLOAT_MIN_MS = 20.0  # the standing queue adds at least this much delay
+CLEAN_MAX_MS = 5.0
+# BBR (v1, this kernel's) keeps inflight at up to cwnd_gain 2 x BDP, so up to 1 BDP queued
+# in ProbeBW, and its startup (pacing gain 2/ln 2) overshoots further: a healthy BBR flow
+# through a 3 BDP buffer was measured holding ~2 BDP of queue in the second half of check's
+# transfer (scenario 728403270.13: 206 ms of queue at 104 ms RTT). A BBR queue of 1-2 BDP is
+# neither clean nor the >= 2 BDP median of a bloated Reno queue: between.
+BBR_QUEUE_BDPS = 2.0
+INITIAL_WINDOW = 10 * MSS
+FILL_BUDGET_S = 1.5  # half of check's 3 s transfer (measure/spec.py FIXED_DURATION_S)
+CROSS_UDP_MAX_BPS = 300e6  # iperf3's UDP pair beside the delay line on 2 cores
+MAX_DRAWS = 2000
+
+CAUSES = (
+    "healthy",
+    "small-rmem-a",
+    "small-rmem-b",
+    "small-wmem-a",
+    "small-wmem-b",
+    "wscale-off-a",
+    "wscale-off-b",
+    "loss-reno",
+    "policer",
+    "bufferbloat",
+    "middlebox",
+    "cross-udp",
+    "cross-tcp",
+)
+
+# What each cause's verdict must be: (limiting_factor, host_to_fix).
+EXPECTED: dict[str, tuple[str, str | None]] = {
+    "healthy": ("path-capacity", None),
+    "small-rmem-a": ("receiver-window", "local"),
+    "small-rmem-b": ("receiver-window", "peer"),
+    "small-wmem-a": ("sender-buffer", "local"),
+    "small-wmem-b": ("sender-buffer", "peer"),
+    "wscale-off-a": ("window-scaling", "local"),
+    "wscale-off-b": ("window-scaling", "peer"),
+    "loss-reno": ("congestion", "local"),
+    "policer": ("policer", "path"),
+    "bufferbloat": ("bufferbloat", "path"),
+    "middlebox": ("middlebox", "path"),
+    "cross-udp": ("cross-traffic", None),
+    "cross-tcp": ("cross-traffic", None),
+}
+AMBIGUOUS = "ambiguous"
+
+_ID_RE = re.compile(r"(\d{1,19})\.(\d{1,6})")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    seed: int
+    index: int
+    cause: str
+    rate_bps: float
+    rtt_s: float
+    queue_bdps: float
+    loss: float
+    cc_a: str
+    cc_b: str
+    rmem_a: int = TUNED_MIN
+    rmem_b: int = TUNED_MIN
+    wmem_a: int = TUNED_MIN
+    wmem_b: int = TUNED_MIN
+    wscale_a: bool = True
+    wscale_b: bool = True
+    policer_bps: float | None = None
+    strip_wscale: bool = False
+    cross_udp_bps: float = 0.0
+    cross_tcp_flows: int = 0
+    draws: int = 1  # envelopes drawn until the cause bound (1: the first did)
+
+    @property
+    def id(self) -> str:
+        return scenario_id(self.seed, self.index)
+
+    @property
+    def bdp_bytes(self) -> float:
+        return self.rate_bps * self.rtt_s / 8
+
+    @property
+    def queue_bytes(self) -> int:
+        return max(round(self.queue_bdps * self.bdp_bytes), MIN_QUEUE_PACKETS * MTU)
+
+    def spec(self) -> LabSpec:
+        return LabSpec.symmetric(
+            self.rate_bps,
+            self.rtt_s,
+            loss=self.loss,
+            queue_bytes=self.queue_bytes,
+            mtu=MTU,
+            sysctls_a=_sysctls(self.cc_a, self.rmem_a, self.wmem_a, self.wscale_a),
+            sysctls_b=_sysctls(self.cc_b, self.rmem_b, self.wmem_b, self.wscale_b),
+            policer_bps=self.policer_bps,
+            middlebox=MiddleboxSpec(("window",)) if self.strip_wscale else None,
+        )
+
+    def describe(self) -> str:
+        extra = {
+            "small-rmem-a": f"a tcp_rmem max {_kb(self.rmem_a)}",
+            "small-rmem-b": f"b tcp_rmem max {_kb(self.rmem_b)}",
+            "small-wmem-a": f"a tcp_wmem max {_kb(self.wmem_a)}",
+            "small-wmem-b": f"b tcp_wmem max {_kb(self.wmem_b)}",
+            "policer": f"policer {(self.policer_bps or 0) / 1e6:.3g} Mbit/s",
+            "cross-udp": f"UDP {self.cross_udp_bps / 1e6:.3g} Mbit/s",
+            "cross-tcp": f"{self.cross_tcp_flows} TCP flows",
+        }.get(self.cause, "")
+        loss = f", loss {self.loss:.2%}" if self.loss else ""
+        return (
+            f"{self.rate_bps / 1e6:.3g} Mbit/s x {self.rtt_s * 1e3:.3g} ms, queue "
+            f"{self.queue_bytes / self.bdp_bytes:.2g} BDP{loss}, {self.cc_a}/{self.cc_b}"
+            + (f"; {extra}" if extra else "")
+        )
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1024:.0f} KB"
+
+
+def _sysctls(cc: str, rmem: int, wmem: int, wscale: bool) -> tuple[tuple[str, str], ...]:
+    out = [
+        ("net.ipv4.tcp_congestion_control", cc),
+        ("net.ipv4.tcp_rmem", f"{DEFAULT_RMEM[0]} {min(DEFAULT_RMEM[1], rmem)} {rmem}"),
+        ("net.ipv4.tcp_wmem", f"{DEFAULT_WMEM[0]} {min(DEFAULT_WMEM[1], wmem)} {wmem}"),
+    ]
+    if not wscale:
+        out.append(("net.ipv4.tcp_window_scaling", "0"))
+    return tuple(out)
+
+
+def scenario_id(seed: int, index: int) -> str:
+    return f"{seed}.{index}"
+
+
+def parse_id(text: str) -> tuple[int, int]:
+    """'SEED.INDEX' -> (seed, index); ValueError with a one-line reason otherwise."""
+    m = _ID_RE.fullmatch(text.strip())
+    if not m:
+        raise ValueError(f"scenario id {text!r}: use SEED.INDEX, e.g. 1234.7")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
+    return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+def tuned_buffer(bdp_bytes: float, queue_bytes: float) -> int:
+    return int(min(TUNED_MAX, max(TUNED_MIN, TUNED_BDPS * (bdp_bytes + queue_bytes))))
+
+
+def _envelope(rng: random.Random, seed: int, index: int, cause: str) -> Scenario:
+    rate = _log_uniform(rng, RATE_MIN_BPS, RATE_MAX_BPS)
+    rtt = _log_uniform(rng, RTT_MIN_S, RTT_MAX_S)
+    queue = _log_uniform(rng, QUEUE_MIN_BDPS, QUEUE_MAX_BDPS)
+    loss = 0.0 if rng.random() < 0.5 else rng.uniform(0.0, LOSS_MAX)
+    cc_a, cc_b = rng.choice(CCS), rng.choice(CCS)
+    s = Scenario(seed, index, cause, rate, rtt, queue, loss, cc_a, cc_b)
+    tuned = tuned_buffer(s.bdp_bytes, s.queue_bytes)
+    s = replace(s, rmem_a=tuned, rmem_b=tuned, wmem_a=tuned, wmem_b=tuned)
+    g = rng.uniform(1 / 8, 1 / 4)  # the binding window as a share of the BDP
+    rmem = max(BUFFER_FLOOR, round(2 * g * s.bdp_bytes))
+    wmem = max(BUFFER_FLOOR, round(g * s.bdp_bytes))
+    if cause == "small-rmem-a":
+        s = replace(s, rmem_a=rmem)
+    elif cause == "small-rmem-b":
+        s = replace(s, rmem_b=rmem)
+    elif cause == "small-wmem-a":
+        s = replace(s, wmem_a=wmem)
+    elif cause == "small-wmem-b":
+        s = replace(s, wmem_b=wmem)
+    elif cause == "wscale-off-a":
+        s = replace(s, wscale_a=False)
+    elif cause == "wscale-off-b":
+        s = replace(s, wscale_b=False)
+    elif cause == "loss-reno":
+        s = replace(s, cc_a="reno", cc_b="bbr", loss=_log_uniform(rng, 0.002, LOSS_MAX))
+    elif cause == "policer":
+        s = replace(s, policer_bps=rate * rng.uniform(0.10, 0.40))
+    elif cause == "bufferbloat":
+        s = replace(s, cc_a="reno", cc_b="reno", loss=0.0, queue_bdps=rng.uniform(4.0, 8.0))
+        tuned = tuned_buffer(s.bdp_bytes, s.queue_bytes)
+        s = replace(s, rmem_a=tuned, rmem_b=tuned, wmem_a=tuned, wmem_b=tuned)
+    elif cause == "middlebox":
+        s = replace(s, strip_wscale=True)
+    elif cause == "cross-udp":
+        rate = _log_uniform(rng, RATE_MIN_BPS, CROSS_UDP_MAX_BPS)
+        s = replace(s, rate_bps=rate, cross_udp_bps=rate * rng.uniform(0.50, 0.80))
+        tuned = tuned_buffer(s.bdp_bytes, s.queue_bytes)
+        s = replace(s, rmem_a=tuned, rmem_b=tuned, wmem_a=tuned, wmem_b=tuned)
+    elif cause == "cross-tcp":
+        s = replace(s, cross_tcp_flows=rng.randint(2, 4))
+    return s
+
+
+def draw(seed: int, index: int) -> Scenario:
+    """Scenario SEED.INDEX: its cause, then envelopes until that cause binds (module doc)."""
+    rng = random.Random(f"tcpwizard-matrix:{seed}:{index}")
+    cause = rng.choice(CAUSES)
+    s = _envelope(rng, seed, index, cause)
+    for n in range(1, MAX_DRAWS + 1):
+        if truth(s) == EXPECTED[cause]:
+            return replace(s, draws=n)
+        s = _envelope(rng, seed, index, cause)
+    return replace(s, draws=MAX_DRAWS)  # truth() says what it is (scored as it says)
+
+
+def draw_all(seed: int, first: int, count: int) -> list[Scenario]:
+    return [draw(seed, i) for i in range(first, first + count)]
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A rate limit as [lo, hi] shares of the line's goodput, and what it is."""
+
+    lo: float
+    hi: float
+    factor: str
+    host: str | None
+
+
+def reno_utilisation(queue_bdps: float) -> float:
+    """Average share of the line a Reno flow keeps busy through a drop-tail queue of B BDPs:
+    its window W = 1 + B at a loss halves to W/2; below 1 BDP it sends W per RTT, above it the
+    line is full. Linear growth: the share of a cycle below 1 BDP is (1 - W/2) / (W/2), at an
+    average window (W/2 + 1) / 2."""
+    w = 1.0 + queue_bdps
+    if w / 2 >= 1.0:
+        return 1.0
+    below = (1.0 - w / 2) / (w / 2)
+    return below * (w / 2 + 1.0) / 2 + (1.0 - below)
+
+
+def _window_limits(s: Scenario, receiver: str, sender: str) -> list[Limit]:
+    """The window law for one direction: window / RTT against the line's goodput."""
+    line_bytes_s = s.rate_bps * GOODPUT / 8
+    per_s = 1.0 / (s.rtt_s * line_bytes_s)  # a window of N bytes gives N x per_s of the line
+    out: list[Limit] = []
+    host = {"a": "local", "b": "peer"}
+    rmem = s.rmem_a if receiver == "a" else s.rmem_b
+    wmem = s.wmem_a if sender == "a" else s.wmem_b
+    out.append(
+        Limit(rmem * RMEM_WINDOW[0] * per_s, rmem * RMEM_WINDOW[1] * per_s,
+              "receiver-window", host[receiver])
+    )  # fmt: skip
+    out.append(
+        Limit(wmem * WMEM_FLIGHT[0] * per_s, (wmem * WMEM_FLIGHT[1] + SEND_OVERSHOOT) * per_s,
+              "sender-buffer", host[sender])
+    )  # fmt: skip
+    lo, hi = UNSCALED_WINDOW * UNSCALED[0] * per_s, UNSCALED_WINDOW * UNSCALED[1] * per_s
+    if s.strip_wscale:
+        out.append(Limit(lo, hi, "middlebox", "path"))
+    for side, on in (("a", s.wscale_a), ("b", s.wscale_b)):
+        if not on:
+            out.append(Limit(lo, hi, "window-scaling", host[side]))
+    return out
+
+
+def _direction_limits(s: Scenario, up: bool) -> list[Limit]:
+    sender, receiver = ("a", "b") if up else ("b", "a")
+    cc = s.cc_a if up else s.cc_b
+    out = _window_limits(s, receiver, sender)
+    if cc in LOSS_BASED:
+        if s.loss > 0:
+            # Mathis et al. 1997: MSS / RTT x sqrt(3 / 2p); the constant ranges ~0.9-1.3 over
+            # ACK policies, so the interval spans x0.75 - x1.1 of the textbook bound.
+            mathis = MSS / s.rtt_s * math.sqrt(1.5 / s.loss) / (s.rate_bps * GOODPUT / 8)
+            out.append(Limit(0.75 * mathis, 1.1 * mathis, "congestion", _host(sender)))
+        util = reno_utilisation(s.queue_bytes / s.bdp_bytes)
+        if util < 1.0:
+            out.append(Limit(util, util, "path-capacity", None))
+    if s.policer_bps is not None:
+        share = s.policer_bps / s.rate_bps
+        out.append(Limit(0.5 * share, share, "policer", "path"))
+    if up and s.cross_udp_bps > 0:
+        left = max(0.0, 1.0 - s.cross_udp_bps / s.rate_bps)
+        out.append(Limit(left, left, "cross-traffic", None))
+    if up and s.cross_tcp_flows > 0:
+        share = 1.0 / (s.cross_tcp_flows + 1)
+        out.append(Limit(0.5 * share, 1.5 * share, "cross-traffic", None))
+    return out
+
+
+def _host(side: str) -> str:
+    return "local" if side == "a" else "peer"
+
+
+def _filled(s: Scenario, up: bool, limits: list[Limit]) -> bool:
+    """A flow keeps this direction's bottleneck queue busy: the transfer when nothing but the
+    line (or unresponsive cross traffic) holds it, or TCP cross traffic (a -> b)."""
+    held = any(x.hi <= BINDS and x.factor != "cross-traffic" for x in limits)
+    return not held or (up and s.cross_tcp_flows > 0)
+
+
+def _fill_time_s(s: Scenario) -> float:
+    rounds = math.log2(max(2.0, s.bdp_bytes / INITIAL_WINDOW))
+    return s.rtt_s * rounds + s.queue_bytes * 8 / s.rate_bps
+
+
+def _bloat(s: Scenario, up: bool) -> str:
+    """'bloat', 'clean' or 'between' for the sender filling this direction's queue."""
+    b = s.queue_bytes / s.bdp_bytes
+    if (s.cc_a if up else s.cc_b) not in LOSS_BASED:
+        # BBR: inflight capped at cwnd_gain x BDP, after a startup overshoot; at most
+        # BBR_QUEUE_BDPS of standing queue, which sits on the bloat criterion's edge.
+        q = min(b, BBR_QUEUE_BDPS)
+        return "clean" if q <= 1.0 or q * s.rtt_s * 1e3 <= CLEAN_MAX_MS else "between"
+    rmem, wmem = (s.rmem_b, s.wmem_a) if up else (s.rmem_a, s.wmem_b)
+    window = min(rmem * RMEM_WINDOW[0], wmem * WMEM_FLIGHT[0])
+    b = min(b, max(0.0, window / s.bdp_bytes - 1.0))  # a window too small cannot fill it all
+    median_bdps = max(0.0, (3 * b - 1) / 4)
+    delay_ms = median_bdps * s.rtt_s * 1e3
+    if b <= CLEAN_QUEUE_BDPS or delay_ms <= CLEAN_MAX_MS:
+        return "clean"
+    if b >= BLOAT_QUEUE_BDPS and delay_ms >= BLOAT_MIN_MS and _fill_time_s(s) <= FILL_BUDGET_S:
+        return "bloat"
+    return "between"
+
+
+def truth(s: Scenario) -> tuple[str, str | None]:
+    """(limiting_factor, host_to_fix) the scenario's physics calls for, or AMBIGUOUS."""
+    ups, downs = _direction_limits(s, up=True), _direction_limits(s, up=False)
+    limits = ups + downs
+    binding = [x for x in limits if x.hi <= BINDS]
+    between = [x for x in limits if x.hi > BINDS and x.lo < FREE]
+    states = {_bloat(s, up) for up, lim in ((True, ups), (False, downs)) if _filled(s, up, lim)}
+    queue = next((q for q in ("bloat", "between") if q in states), "clean")
+    if binding:
+        names = {(x.factor, x.host) for x in binding}
+        if len(names) > 1 or between or queue != "clean":
+            return (AMBIGUOUS, None)
+        factor, host = names.pop()
+        return (factor, host)
+    if between:
+        return (AMBIGUOUS, None)
+    if queue == "bloat":
+        return ("bufferbloat", "path")
+    if queue == "between":
+        return (AMBIGUOUS, None)
+    return ("path-capacity", None)

@@ -1,0 +1,222 @@
+"""The scenario matrix without a lab: the drawing is reproducible from its seed, the truth
+follows the physics (window law, Mathis, Reno's utilisation, the standing queue), and the
+confusion, accuracy and calibration arithmetic is right."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.bench_matrix import load_rows, plan, write_tables
+from benchmarks.cli import build_parser, main
+from benchmarks.matrix_draw import (
+    AMBIGUOUS,
+    CAUSES,
+    EXPECTED,
+    RATE_MAX_BPS,
+    RATE_MIN_BPS,
+    RTT_MAX_S,
+    RTT_MIN_S,
+    TUNED_MIN,
+    Scenario,
+    draw,
+    draw_all,
+    parse_id,
+    reno_utilisation,
+    truth,
+)
+from benchmarks.matrix_report import calibration, confusion, ece, right, summary
+from tcpwizard.exitcodes import ExitCode
+
+
+def _plain(**kw: Any) -> Scenario:
+    """100 Mbit/s x 50 ms (BDP 625 KB), 1 BDP queue, BBR both ways, tuned 4 MB buffers."""
+    base = Scenario(1, 0, "healthy", 100e6, 0.050, 1.0, 0.0, "bbr", "bbr")
+    return replace(base, **kw)
+
+
+def test_the_drawing_is_reproducible_from_the_seed_and_ids_round_trip() -> None:
+    first = draw_all(4242, 0, 40)
+    assert first == draw_all(4242, 0, 40)
+    assert [s.id for s in first[5:8]] == ["4242.5", "4242.6", "4242.7"]
+    assert draw(4242, 6) == first[6]  # --replay draws one scenario from its id alone
+    assert parse_id("4242.6") == (4242, 6)
+    assert draw_all(4243, 0, 40) != first
+    for bad in ("4242", "4242.x", "-1.2", ""):
+        with pytest.raises(ValueError, match=r"SEED\.INDEX"):
+            parse_id(bad)
+
+
+def test_every_drawn_scenario_stays_in_the_envelope_and_its_cause_binds() -> None:
+    drawn = draw_all(99, 0, 300)
+    assert {s.cause for s in drawn} == set(CAUSES)  # 300 draws reach all 13 causes
+    for s in drawn:
+        assert RATE_MIN_BPS <= s.rate_bps <= RATE_MAX_BPS
+        assert RTT_MIN_S <= s.rtt_s <= RTT_MAX_S
+        assert truth(s) == EXPECTED[s.cause], s
+        s.spec().validate()  # a lab the lab accepts
+
+
+def test_a_receive_buffer_above_the_bdp_is_path_capacity_and_below_it_binds() -> None:
+    bdp = 625_000
+    assert truth(_plain(cause="small-rmem-b", rmem_b=4 * bdp)) == ("path-capacity", None)
+    # Window about half of rmem (tcp_adv_win_scale 1): 2 x 1/6 BDP of buffer binds.
+    assert truth(_plain(cause="small-rmem-b", rmem_b=bdp // 3)) == ("receiver-window", "peer")
+    assert truth(_plain(cause="small-rmem-a", rmem_a=bdp // 3)) == ("receiver-window", "local")
+    # A buffer of 1 BDP gives a window of 0.45-0.85 BDP: neither binding nor free.
+    assert truth(_plain(rmem_b=bdp))[0] == AMBIGUOUS
+    assert truth(_plain(wmem_a=bdp // 5)) == ("sender-buffer", "local")
+    # A send buffer carries up to one 64 KB TSO skb beyond itself: 16 KB on a 72 KB BDP
+    # (85 Mbit/s x 6.8 ms) may fill half of it, so it is not a clean limit.
+    assert truth(_plain(rate_bps=85e6, rtt_s=0.0068, wmem_a=16384))[0] == AMBIGUOUS
+
+
+def test_window_scaling_and_a_stripping_middlebox_bind_only_on_a_wide_path() -> None:
+    assert truth(_plain(wscale_b=False)) == ("window-scaling", "peer")
+    assert truth(_plain(wscale_a=False)) == ("window-scaling", "local")
+    assert truth(_plain(strip_wscale=True)) == ("middlebox", "path")
+    # 10 Mbit/s x 20 ms: a BDP of 25 KB, well inside 64 KB.
+    assert truth(_plain(rate_bps=10e6, rtt_s=0.020, wscale_b=False)) == ("path-capacity", None)
+
+
+def test_loss_binds_reno_by_mathis_and_not_bbr() -> None:
+    # MSS / RTT x sqrt(1.5 / 0.01) = 3.5 Mbit/s on a 100 Mbit/s line.
+    assert truth(_plain(loss=0.01, cc_a="reno")) == ("congestion", "local")
+    assert truth(_plain(loss=0.01)) == ("path-capacity", None)
+    # 10 Mbit/s x 10 ms: Mathis allows 14 Mbit/s, above the line (the 10-packet queue floor
+    # is 1.2 BDP: clean for Reno).
+    short = _plain(rate_bps=10e6, rtt_s=0.010, loss=0.01, cc_a="reno", cc_b="reno")
+    assert truth(short) == (
+        "path-capacity",
+        None,
+    )
+
+
+def test_reno_utilisation_and_the_standing_queue() -> None:
+    assert reno_utilisation(0.0) == pytest.approx(0.75)  # the classic no-buffer figure
+    assert reno_utilisation(1.0) == 1.0
+    assert 0.88 < reno_utilisation(0.25) < 0.89
+    bloat = _plain(cc_a="reno", cc_b="reno", queue_bdps=6.0, rmem_a=40 << 20, rmem_b=40 << 20,
+                   wmem_a=40 << 20, wmem_b=40 << 20)  # fmt: skip
+    assert truth(bloat) == ("bufferbloat", "path")
+    # BBR queues up to ~2 BDP (cwnd gain 2, startup overshoot): 6 BDP of buffer is on the
+    # edge, a buffer of 1 BDP or less is clean.
+    assert truth(replace(bloat, cc_a="bbr", cc_b="bbr"))[0] == AMBIGUOUS
+    assert truth(replace(bloat, cc_a="bbr", cc_b="bbr", queue_bdps=0.9)) == ("path-capacity", None)
+    # A window too small to fill the queue cannot bloat it (4 MB: ~2.9 BDP of window at most).
+    assert truth(replace(bloat, rmem_a=TUNED_MIN, rmem_b=TUNED_MIN))[0] != "bufferbloat"
+
+
+def test_policer_and_cross_traffic_truths() -> None:
+    assert truth(_plain(policer_bps=20e6)) == ("policer", "path")
+    assert truth(_plain(cross_udp_bps=70e6)) == ("cross-traffic", None)
+    assert truth(_plain(cross_tcp_flows=3)) == ("cross-traffic", None)
+    assert truth(_plain(cross_udp_bps=20e6))[0] == AMBIGUOUS  # leaves 80 %: not clearly held
+
+
+def _row(i: int, t: tuple[str, str | None], v: tuple[str, str | None], conf: float) -> Any:
+    return {
+        "id": f"7.{i}",
+        "seed": 7,
+        "index": i,
+        "scenario": {"cause": "healthy", "rate_bps": 50e6, "rtt_s": 0.03},
+        "describe": "x",
+        "truth": {"factor": t[0], "host": t[1]},
+        "verdict": {"factor": v[0], "host": v[1], "confidence": conf},
+        "seconds": 9.0,
+        "when": "2026-01-01 00:00 UTC",
+    }
+
+
+def test_confusion_accuracy_and_calibration_arithmetic() -> None:
+    pc: tuple[str, str | None] = ("path-capacity", None)
+    rw: tuple[str, str | None] = ("receiver-window", "peer")
+    rows = [
+        _row(0, pc, pc, 0.95),
+        _row(1, pc, pc, 0.92),
+        _row(2, pc, ("congestion", "local"), 0.91),
+        _row(3, rw, rw, 0.55),
+        _row(4, rw, ("receiver-window", "local"), 0.5),  # right factor, wrong host: wrong
+        _row(5, rw, ("error", None), 0.0),  # a failed check: not scored
+    ]
+    assert [right(r) for r in rows[:5]] == [True, True, False, True, False]
+    bins = calibration(rows[:5])
+    assert [(b.lo, b.n) for b in bins] == [(0.5, 2), (0.9, 3)]
+    assert bins[1].accuracy == pytest.approx(2 / 3)
+    assert bins[1].mean_confidence == pytest.approx(0.9267, abs=1e-4)
+    # ECE = 2/5 x |0.5 - 0.525| + 3/5 x |0.6667 - 0.9267|
+    assert ece(bins) == pytest.approx(0.4 * 0.025 + 0.6 * 0.26, abs=1e-4)
+    assert ece([]) is None
+    assert confusion(rows[:5], "host") == {
+        "-": {"-": 2, "local": 1},
+        "peer": {"peer": 1, "local": 1},
+    }
+    s = summary(rows)
+    assert (s["scored"], s["right"], s["errors"]) == (5, 3, ["7.5"])
+    assert s["wrong"] == ["7.2", "7.4"]
+    assert s["healthy_host_fixes"] == ["7.2"]
+    assert s["by_rate"] == {"20-100 Mbit/s": (3, 5)}
+
+
+def test_the_tables_are_rebuilt_from_every_chunk(tmp_path: Path) -> None:
+    store = tmp_path / "matrix.jsonl"
+    pc: tuple[str, str | None] = ("path-capacity", None)
+    import json
+
+    with store.open("a") as f:
+        f.write(json.dumps(_row(0, pc, pc, 0.9)) + "\n")
+        f.write(json.dumps(_row(1, pc, ("congestion", "local"), 0.9)) + "\n")
+        f.write(json.dumps(_row(1, pc, pc, 0.9)) + "\n")  # a replay: the latest row counts
+    rows = load_rows(store)
+    assert [r["verdict"]["factor"] for r in rows] == ["path-capacity", "path-capacity"]
+    text = write_tables(tmp_path, rows)
+    assert "2/2 (100%)" in text
+    assert (tmp_path / "bench-matrix.json").exists()
+    assert "| 7.1 |" not in (tmp_path / "bench-matrix.md").read_text()  # no wrong cases
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["matrix", *argv])
+
+
+def test_the_arguments_name_the_scenarios() -> None:
+    seed, scenarios = plan(_args("3", "--seed", "11", "--from", "5"))
+    assert seed == 11 and [s.id for s in scenarios] == ["11.5", "11.6", "11.7"]
+    seed, scenarios = plan(_args("--replay", "11.6"))
+    assert seed == 11 and scenarios == [draw(11, 6)]
+    fresh = {plan(_args("1"))[0] for _ in range(5)}
+    assert len(fresh) > 1  # a fresh seed each run
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["matrix"], "give N"),
+        (["matrix", "0"], "argument N: use 1-1000"),
+        (["matrix", "--replay", "3"], "SEED.INDEX"),
+        (["matrix", "2", "--replay", "3.1"], "runs one scenario"),
+        (["matrix", "2", "--seed", "x"], "not a whole number"),
+    ],
+)
+def test_matrix_usage_errors(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("benchmarks: error:") and needle in err and err.count("\n") == 1
+
+
+def test_matrix_needs_root_before_any_lab(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import os
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert main(["matrix", "2", "--seed", "5", "--out", str(tmp_path)]) == ExitCode.NO_PERMISSION
+    err = capsys.readouterr().err
+    assert "root" in err and err.count("\n") == 1
+    assert not (tmp_path / "matrix.jsonl").exists()
