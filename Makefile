@@ -43,8 +43,10 @@ lint: install
 unit: install
 	$(BIN)/pytest -q -m "not lab"
 
+# The unit tests on every core; the lab's measurements alone, one at a time.
 test: install lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m "not lab" -n auto
+	$(BIN)/pytest -q -m lab
 
 completions: install
 	$(BIN)/python -m tcpwizard.completion_gen completions

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tcpwizard.advice.evidence import CHRONO_SHARE
 from tcpwizard.advice.evidence import HEALTHY_SHARE as HEALTHY_SHARE
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
@@ -47,7 +48,6 @@ from tcpwizard.units import format_mbps
 OVERRULE_MIN = 0.3  # a weak probe yields only to a transfer at least this share of its claim
 PROBE_SURE = 0.7  # a capacity estimate at least this confident stands against a slower transfer
 TUNED_MODES = ("static", "overprovisioned", "drs")  # buffers sized for the path
-CHRONO_SHARE = 0.2  # of the busy time: how long a limit must hold to be the limit
 WEAK = 0.4  # a limit named with less confidence loses to "the hosts allow the capacity"
 PATH_GAP = {"bufferbloat": "path-capacity"}
 

@@ -129,6 +129,11 @@ def audit_of(ev: Evidence, role: HostRole) -> HostAudit | None:
     return ev.local if role == "local" else ev.peer if role == "peer" else None
 
 
+# Of the transfer's time (TCP_INFO chrono counters): how long a window must hold the sender
+# to be its limit.
+CHRONO_SHARE = 0.2
+
+
 def chrono(m: ModeResult | None) -> tuple[float | None, float | None, float | None]:
     if m is None:
         return None, None, None

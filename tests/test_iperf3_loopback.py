@@ -83,9 +83,25 @@ def test_iperf3_with_authentication_is_one_line_exit_3(tmp_path: Path) -> None:
     assert doc["measured"] is False
 
 
+def _kill_once_sending(proc: subprocess.Popen[str], limit_s: float = 12.0) -> None:
+    """Kill iperf3 half a second after its data stream connected (its own "[ N] local ...
+    connected to ..." line): mid-test whatever the machine's load, not at a fixed time
+    that a busy machine may still spend in the probe."""
+    end = time.monotonic() + limit_s
+    assert proc.stdout is not None
+    while time.monotonic() < end:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if "connected to" in line:
+            time.sleep(0.5)
+            break
+    proc.kill()
+
+
 def test_iperf3_killed_mid_test_keeps_what_was_measured(tmp_path: Path) -> None:
     with _iperf3() as (port, proc):
-        killer = threading.Timer(1.0, proc.kill)
+        killer = threading.Thread(target=_kill_once_sending, args=(proc,), daemon=True)
         killer.start()
         try:
             code, doc, _err = _check(
@@ -100,7 +116,7 @@ def test_iperf3_killed_mid_test_keeps_what_was_measured(tmp_path: Path) -> None:
                 "4",
             )
         finally:
-            killer.cancel()
+            killer.join(timeout=15)
     jsonschema.validate(doc, SCHEMA)
     transfer = doc["transfer"]
     assert isinstance(transfer, dict)

@@ -61,3 +61,14 @@ def test_decided() -> None:
     assert decided([False, False]) is False
     assert decided([False, True, True]) is True
     assert decided([False, True, False]) is False
+
+
+def test_a_tests_own_tries_stop_when_two_agree() -> None:
+    from tests.majority import until_decided
+
+    def runs(script: str) -> int:
+        it = iter(script)
+        return len(until_decided(lambda: next(it), lambda x: x == "P"))
+
+    assert runs("PPF") == 2 and runs("FFP") == 2
+    assert runs("PFP") == 3 and runs("FPF") == 3

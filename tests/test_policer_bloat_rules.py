@@ -305,3 +305,13 @@ def test_cubic_loss_bound_is_its_own_response_function() -> None:
     assert cubic / reno == pytest.approx(1.054 * 1000**0.75 / (1.5**0.5 * 100), rel=0.01)
     short = mathis_mbps(1448, 1.0, 1e-2, "cubic")
     assert short == mathis_mbps(1448, 1.0, 1e-2)
+
+
+def test_a_window_held_sender_losing_segments_is_not_policed() -> None:
+    """The same flat rate with spread losses, but the sender held by the receiver's window
+    for most of the transfer (TCP_INFO): the window set the rate on a lossy path."""
+    ev = spread("bbr")
+    assert ev.transfer is not None
+    m = dataclasses.replace(ev.transfer.modes[0], rwnd_limited=0.7)
+    held = dataclasses.replace(ev, transfer=TransferResult((m,)))
+    assert diagnose(held).verdict.limiting_factor != "policer"
