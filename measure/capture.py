@@ -368,6 +368,7 @@ def _on_segment(flow: _Flow, seg: Segment) -> None:
         me.base = (seg.seq + 1) & 0xFFFFFFFF
         me.snd_max = me.snd_una = 0
         return
+    ts = timestamps(seg.options)  # (TSval, TSecr): read once, used by both roles below
     # --- as the receiver of the other direction: its window and ACKs
     if seg.flags & ACK and other.base is not None:
         ack = _unwrap(other.snd_una, (seg.ack - other.base) & 0xFFFFFFFF)
@@ -399,7 +400,7 @@ def _on_segment(flow: _Flow, seg: Segment) -> None:
             if len(other.edges) > 4 * MAX_SAMPLES:
                 other.edges.popleft()
         other.right_edge = max(other.right_edge, right)
-        if (ts := timestamps(seg.options)) is not None:
+        if ts is not None:
             other.ack_tsvals.setdefault(ts[0], seg.t)
             if len(other.ack_tsvals) > MAX_SAMPLES:
                 del other.ack_tsvals[next(iter(other.ack_tsvals))]
@@ -423,7 +424,7 @@ def _on_segment(flow: _Flow, seg: Segment) -> None:
         me.snd_max = me.snd_una = 0
     start = me.rel(seg.seq)
     end = start + seg.payload
-    if (ts := timestamps(seg.options)) is not None and (sent := me.ack_tsvals.pop(ts[1], None)):
+    if ts is not None and (sent := me.ack_tsvals.pop(ts[1], None)):
         echo = round((seg.t - sent) * 1e6)
         me.echoes.append((seg.t, echo))
         me.echo_min_us = min(me.echo_min_us or echo, echo)
@@ -510,9 +511,12 @@ def timestamps(options: bytes) -> tuple[int, int] | None:
 def _sacked(h: _Half, ack: int, options: bytes) -> int:
     """Update h's SACK scoreboard with an ACK (`ack` relative, unwrapped); the bytes the
     receiver holds: everything below `ack` and every SACKed range above it."""
+    blocks = sack_blocks(options)
+    if not blocks and not h.sacked:
+        return ack  # no hole open: most ACKs, read without a scoreboard
     base = h.base or 0
     ranges = [(max(lo, ack), hi) for lo, hi in h.sacked if hi > ack]
-    for left, right in sack_blocks(options):
+    for left, right in blocks:
         lo = _unwrap(ack, (left - base) & 0xFFFFFFFF)
         hi = _unwrap(ack, (right - base) & 0xFFFFFFFF)
         if ack < hi <= h.snd_max and lo < hi:
