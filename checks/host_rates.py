@@ -12,6 +12,9 @@ Two rates with their stated basis (ESnet's fasterdata host-tuning pages):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from tcpwizard.checks.base import AuditEnv, Check
 from tcpwizard.checks.model import Finding, InterfaceInfo
 
@@ -36,6 +39,9 @@ def per_flow_bps(env: AuditEnv) -> float:
     return env.per_stream.rate_bps
 
 
+T = TypeVar("T")
+
+
 class HostCheck(Check):
     """A check of the egress NIC or the CPUs: says "not available here" (info) when a fact
     cannot be read, and fixes with the exact command."""
@@ -48,6 +54,28 @@ class HostCheck(Check):
             "-",
             f"Not judged: {what} not available here{reason}.",
         )
+
+    def nic_setting(
+        self,
+        env: AuditEnv,
+        iface: InterfaceInfo,
+        flag: str,
+        parse: Callable[[str], T | None],
+        what: str,
+        loopback: str,
+        keep: tuple[str, ...] = (),
+    ) -> T | Finding:
+        """`ethtool FLAG IFACE` parsed; a finding instead on loopback (`loopback` says why
+        it is fine) or when the NIC or ethtool does not answer ("not available here")."""
+        text = env.host.command("ethtool", flag, iface.name, keep=keep)
+        parsed = parse(text) if text is not None else None
+        if iface.is_loopback:
+            return self.finding("ok", "loopback", "-", loopback)
+        if parsed is None:
+            return self.unavailable(
+                f"{iface.name}'s {what}", env.host.why(f"cmd:ethtool {flag} {iface.name}")
+            )
+        return parsed
 
     def egress(self, env: AuditEnv) -> InterfaceInfo | Finding:
         iface = env.network.interface

@@ -230,16 +230,11 @@ class NicRings(HostCheck):
         iface = self.egress(env)
         if isinstance(iface, Finding):
             return iface
-        text = env.host.command("ethtool", "-g", iface.name)
-        rings = parse_rings(text) if text is not None else None
+        rings = self.nic_setting(env, iface, "-g", parse_rings, "rings", "Loopback has no rings.")
         budget_text = env.optional("net.core.netdev_budget_usecs")
         budget = int(budget_text) if budget_text and budget_text.isdigit() else DEFAULT_BUDGET_USECS
-        if iface.is_loopback:
-            return self.finding("ok", "loopback", "-", "Loopback has no rings.")
-        if rings is None:
-            return self.unavailable(
-                f"{iface.name}'s rings", env.host.why(f"cmd:ethtool -g {iface.name}")
-            )
+        if isinstance(rings, Finding):
+            return rings
         flow = per_flow_bps(env)
         # Packets one flow brings while one softirq run may hold the core: its time limit.
         need = math.ceil(flow * budget / 1e6 / wire_bits(iface.mtu))
@@ -363,14 +358,9 @@ class NicFlowControl(HostCheck):
         iface = self.egress(env)
         if isinstance(iface, Finding):
             return iface
-        text = env.host.command("ethtool", "-a", iface.name)
-        pause = parse_pause(text) if text is not None else None
-        if iface.is_loopback:
-            return self.finding("ok", "loopback", "-", "Loopback.")
-        if pause is None:
-            return self.unavailable(
-                f"{iface.name}'s pause settings", env.host.why(f"cmd:ethtool -a {iface.name}")
-            )
+        pause = self.nic_setting(env, iface, "-a", parse_pause, "pause settings", "Loopback.")
+        if isinstance(pause, Finding):
+            return pause
 
         def word(v: bool | None) -> str:
             return "?" if v is None else "on" if v else "off"
@@ -413,14 +403,11 @@ class NicOffloads(HostCheck):
         iface = self.egress(env)
         if isinstance(iface, Finding):
             return iface
-        text = env.host.command("ethtool", "-k", iface.name, keep=tuple(OFFLOADS.values()))
-        found = parse_offloads(text) if text is not None else None
-        if iface.is_loopback:
-            return self.finding("ok", "loopback", "-", "Loopback.")
-        if found is None:
-            return self.unavailable(
-                f"{iface.name}'s offloads", env.host.why(f"cmd:ethtool -k {iface.name}")
-            )
+        found = self.nic_setting(
+            env, iface, "-k", parse_offloads, "offloads", "Loopback.", tuple(OFFLOADS.values())
+        )
+        if isinstance(found, Finding):
+            return found
         observed = f"{iface.name} " + " ".join(
             f"{k} {'on' if v[0] else 'off'}{' (fixed)' if v[1] else ''}" for k, v in found.items()
         )
