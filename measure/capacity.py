@@ -410,8 +410,10 @@ def combine(
     train: TrainScore | None,
     direction: str = "up",
     link_bps: float | None = None,
+    unpaced_loss: float | None = None,
 ) -> CapacityEstimate | None:
     """One estimate from pairs and train, saying what limited it and how sure we are.
+    unpaced_loss: the largest share an unpaced train lost, when mini-trains replaced it.
 
     The train is the primary estimate (many packets, robust to timing noise); the pairs
     corroborate it. When they disagree, the train's own shape says why: a fast head then
@@ -514,6 +516,7 @@ def combine(
         train_mbps=tm,
         limited_by=limited,
         note="; ".join(notes),
+        train_loss=round(max(train.loss, unpaced_loss or 0.0), 3),
     )
 
 
@@ -704,7 +707,7 @@ def measure_upload(
     if score_b.rate_bps is None:
         score_b = score_a
     pairs = capprobe(tx_p, rx_p.get(base_id + 1, {}), npairs, wire)
-    return combine(pairs, score_b, "up", link_bps)
+    return combine(pairs, score_b, "up", link_bps, score_a.loss)
 
 
 # -- download (serve -> client): serve sends a train, we timestamp ----------------------------
@@ -739,6 +742,7 @@ def measure_download(
     # mini-trains, as for the upload.
     count = train_len(hint_bps, wire)
     score = _download_train(client, sock, size, wire, 0.0, deadline, count, link_bps=link_bps)
+    unpaced_loss = score.loss if score is not None else None
     if (
         score is not None
         and score.loss > LOSSY
@@ -760,7 +764,7 @@ def measure_download(
             score = longer
     if score is None:
         return None
-    return combine(None, score, "down", link_bps)
+    return combine(None, score, "down", link_bps, unpaced_loss)
 
 
 def _too_short(score: TrainScore, count: int, wire: int) -> bool:

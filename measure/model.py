@@ -39,6 +39,9 @@ class CapacityEstimate:
     train_mbps: float | None = None
     limited_by: str | None = None  # "sender", "coalescing", "shaper" or None
     note: str = ""
+    # Share of the scored train lost on the way (None: no train). A long unpaced train
+    # that lost most of itself met a bottleneck queue with little room left.
+    train_loss: float | None = None
 
 
 @dataclass(frozen=True)

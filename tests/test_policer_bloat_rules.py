@@ -141,6 +141,21 @@ def test_bbr_losing_in_every_interval_below_the_line_is_policed() -> None:
     assert diagnose(spread("reno")).verdict.limiting_factor != "policer"
 
 
+def test_a_probe_train_that_found_no_room_rules_the_policer_out() -> None:
+    """Flows that share the bottleneck keep its queue standing before the transfer as during
+    it: the idle RTT already holds that queue, and the probe's long train, which a full
+    bucket lets pass, lost most of itself (lab, 100 Mbit/s x 20 ms with two BBR flows:
+    90 %). BBR's plateau at a third of the line is then its share, not a policer's rate."""
+    ev = spread("bbr")
+    assert ev.path is not None and ev.path.capacity is not None
+    full = dataclasses.replace(ev.path.capacity, train_loss=0.9)
+    shared = dataclasses.replace(ev, path=dataclasses.replace(ev.path, capacity=full))
+    assert diagnose(shared).verdict.limiting_factor != "policer"
+    passed = dataclasses.replace(ev.path.capacity, train_loss=0.02)
+    idle = dataclasses.replace(ev, path=dataclasses.replace(ev.path, capacity=passed))
+    assert diagnose(idle).verdict.limiting_factor == "policer"
+
+
 def test_plateau_is_the_ip_rate_of_the_second_half() -> None:
     m = policed().transfer.modes[0]  # type: ignore[union-attr]
     assert plateau_mbps(m) == pytest.approx(19.3 * IP)

@@ -69,8 +69,9 @@ def _judge(doc: dict[str, Any], counted_bytes: int, line_mbps: float) -> str:
     truth = settled if healthy else counted
     ok = (
         m["error"] is None
-        # The transfer's rate is the bytes that reached the far end's kernel.
-        and abs(m["throughput_mbps"] - counted) <= 0.05 * counted
+        # The transfer's bytes are those that reached the far end's kernel (its timed rate,
+        # throughput_mbps, stops where the sender stopped writing: docs/transfer.md).
+        and abs(m["bytes"] - counted_bytes) <= 0.05 * counted_bytes
         and current is not None
         and abs(current - truth) <= 0.05 * truth
         # Two other flows take their share: ours is not the line rate.
@@ -78,7 +79,8 @@ def _judge(doc: dict[str, Any], counted_bytes: int, line_mbps: float) -> str:
         and not over_line(doc, line_mbps)
     )
     return (
-        f"{'ok' if ok else 'BAD'}: {m['throughput_mbps']:.1f} reported, {counted:.1f} counted "
+        f"{'ok' if ok else 'BAD'}: {m['bytes'] * 8 / m['seconds'] / 1e6:.1f} reported, "
+        f"{counted:.1f} counted "
         f"by nft; verdict {doc['verdict']['limiting_factor']} at {current}, "
         f"{settled:.1f} received over the second half; over the line: "
         f"{over_line(doc, line_mbps)}"

@@ -32,6 +32,7 @@ from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.advice.rules import host_drops
 from tcpwizard.advice.window_law import LOSS_BASED, mathis_mbps
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
+from tcpwizard.measure.capacity import LOSSY
 from tcpwizard.measure.capture import FlowDirection
 from tcpwizard.measure.conns import ConnObservation
 from tcpwizard.measure.loaded_rtt import (
@@ -59,6 +60,11 @@ NOISE_MS = 1.0
 # A loss-based sender this far above the Mathis bound of its own loss rate lost its
 # segments in bursts, not one by one (the congestion rule reads the same bound).
 BOUND_LIFT = 3.0
+# A policer on an idle path lets the probe's train pass whole: its bucket filled while
+# nothing was sent (the probe's trains last ~40 ms, measure/capacity.py TRAIN_SPAN_S; a
+# provider's bucket holds from tens of ms of its rate up). A train losing more than the
+# probe's own "small bottleneck queue" share met a queue with no room instead.
+TRAIN_LOST = LOSSY
 # Pace this far below the policed rate: a bucket never empties when the sender stays
 # under its rate, and 10 % covers the plateau's measurement error (within 10 % in the lab).
 PACE_SHARE = 0.9
@@ -276,8 +282,14 @@ def pacing_rate_fix(bytes_per_s: int, host: HostRole) -> Fix:
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
     probe = probe_capacity(ev, d)
     cc = _sender_cc(d)
-    found = policing(d.current, rtt_ms(ev, d), probe.mbps if probe else None, cc)
-    if found is None or probe is None:
+    if probe is None or (probe.train_loss or 0.0) > TRAIN_LOST:
+        # The probe's long train found no room: the bottleneck's queue was already full
+        # (others' flows keep it standing) or tiny. Either way the idle RTT was measured
+        # through that queue and cannot show that the transfer built none, and a full
+        # bucket would have let the train pass.
+        return None
+    found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc)
+    if found is None:
         return None
     if host_drops.rule(ev, d) is not None:
         # Drops counted inside a host explain the bursty losses directly (a full transmit

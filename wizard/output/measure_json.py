@@ -30,6 +30,7 @@ def capacity_json(cap: CapacityEstimate) -> dict[str, Any]:
         "train_mbps": _round(cap.train_mbps),
         "limited_by": cap.limited_by,
         "note": cap.note,
+        "train_loss": cap.train_loss,
     }
 
 

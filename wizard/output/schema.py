@@ -132,7 +132,9 @@ _CAPACITY = _obj(
         "train_mbps": _nullable(NUM),
         "limited_by": _nullable(STR),
         "note": STR,
-    }
+        "train_loss": _nullable(NUM),
+    },
+    optional=("train_loss",),
 )
 PATH = _obj(
     {
