@@ -156,6 +156,19 @@ def test_a_probe_train_that_found_no_room_rules_the_policer_out() -> None:
     assert diagnose(idle).verdict.limiting_factor == "policer"
 
 
+def test_a_plateau_the_send_buffer_explains_is_no_policer() -> None:
+    """BBR held by a small send buffer on a lossy path also settles on a flat plateau with
+    losses and no queue; the window law says the buffer allows no more (128 KB -> a 92 KB
+    send window -> 18 Mbit/s at 40.4 ms), so the window rules speak, not the policer."""
+    ev = spread("bbr")
+    small = (("net.ipv4.tcp_wmem", "4096 16384 131072"), *TUNED[::2])
+    held = dataclasses.replace(ev, local=HostAudit("h", "6.18", (), "bbr", small))
+    assert diagnose(held).verdict.limiting_factor != "policer"
+    roomy = (("net.ipv4.tcp_wmem", "4096 16384 1048576"), *TUNED[::2])
+    free = dataclasses.replace(ev, local=HostAudit("h", "6.18", (), "bbr", roomy))
+    assert diagnose(free).verdict.limiting_factor == "policer"
+
+
 def test_plateau_is_the_ip_rate_of_the_second_half() -> None:
     m = policed().transfer.modes[0]  # type: ignore[union-attr]
     assert plateau_mbps(m) == pytest.approx(19.3 * IP)

@@ -30,7 +30,13 @@ from tcpwizard.advice.evidence import (
 )
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.advice.rules import host_drops
-from tcpwizard.advice.window_law import LOSS_BASED, mathis_mbps
+from tcpwizard.advice.window_law import (
+    LOSS_BASED,
+    mathis_mbps,
+    max_receive_window,
+    max_send_window,
+    window_limit_mbps,
+)
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.capacity import LOSSY
 from tcpwizard.measure.capture import FlowDirection
@@ -279,6 +285,27 @@ def pacing_rate_fix(bytes_per_s: int, host: HostRole) -> Fix:
     )
 
 
+def _windows_explain(d: Direction, found: Policing) -> bool:
+    """The hosts' own windows hold the sender at the plateau: the window law (rate = window
+    / RTT, at the RTT under load) with the largest send window the sender's audit allows and
+    the largest receive window the receiver's does, reaches no more than the plateau over
+    POLICED_SHARE. A flow its window holds runs near that rate whatever drops its packets
+    (BBR with a small send buffer at random loss: `policer` 3 times in the scenario matrix,
+    docs/bench-matrix.md); the window rules speak for it."""
+    windows = [
+        w
+        for w in (
+            max_send_window(d.sender) if d.sender else None,
+            max_receive_window(d.receiver) if d.receiver else None,
+        )
+        if w
+    ]
+    if not windows or d.current is None:
+        return False
+    allowed = window_limit_mbps(min(windows), found.rtt.median_ms)
+    return ip_rate(allowed, mss_of(d.current)) * POLICED_SHARE <= found.policed_mbps
+
+
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
     probe = probe_capacity(ev, d)
     cc = _sender_cc(d)
@@ -289,7 +316,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         # bucket would have let the train pass.
         return None
     found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc)
-    if found is None:
+    if found is None or _windows_explain(d, found):
         return None
     if host_drops.rule(ev, d) is not None:
         # Drops counted inside a host explain the bursty losses directly (a full transmit
