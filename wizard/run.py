@@ -20,6 +20,7 @@ from tcpwizard.advice import guard
 from tcpwizard.advice.diagnose import Diagnosis, Evidence, diagnose
 from tcpwizard.advice.handshake_findings import handshake_findings, unaudited_peer_fixes
 from tcpwizard.advice.path_advice import PathAdvice, path_advice
+from tcpwizard.advice.shortfall import fell_short
 from tcpwizard.advice.snippets import setsockopt_fix
 from tcpwizard.checks.audit import audit
 from tcpwizard.checks.facts import HostFacts, audit_facts
@@ -322,9 +323,10 @@ def _stage_probe(run: _Run, stage: StageFn, emit: EventFn) -> None:
 AVAIL_TIMEOUT_S = 5.0  # serve's answer to a stream's arrival report
 
 
-def _stage_available(run: _Run, stage: StageFn) -> None:
-    """--avail: the available bandwidth beside the capacity (serve's reflector only); the
-    verdict `cross-traffic` needs it."""
+def _stage_available(run: _Run, stage: StageFn, why: str = "") -> None:
+    """The available bandwidth beside the capacity (serve's reflector only), asked for
+    (--avail) or because the upload fell short (`_fell_short`); the verdict
+    `cross-traffic` needs it."""
     cap = run.path.capacity if run.path else None
     if run.path is None or cap is None or not isinstance(run.far, ServeFar):
         run.notes.append("available bandwidth: needs tcpwizard serve and a measured capacity")
@@ -332,6 +334,8 @@ def _stage_available(run: _Run, stage: StageFn) -> None:
     from tcpwizard.measure.availbw import measure_available
 
     stage("probe", "measuring what cross traffic leaves free (periodic streams)")
+    if why:
+        run.notes.append(f"available bandwidth measured: {why}")
     try:
         with run.far.control(AVAIL_TIMEOUT_S) as client:
             udp = client.udp_socket()
@@ -525,6 +529,8 @@ def run_check(
         if req.available:
             _stage_available(run, stage)
         _stage_transfer(run, stage, emit, cancel)
+        if not req.available and (why := fell_short(run.path, run.transfer)):
+            _stage_available(run, stage, why)
     finally:
         run.far.close()  # a far end swapped in mid-run (PortFar) closes the same way
         if run.far is not far:

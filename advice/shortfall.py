@@ -1,0 +1,35 @@
+"""When a transfer falls short of the path with no host to blame, measure what others leave.
+
+The available bandwidth (measure/availbw.py) costs about two seconds of periodic streams, so
+`check` runs it unasked only when it can change the verdict: the upload (the direction the
+streams measure) reached less than the healthy share of the probed capacity while neither
+window held the sender. Then the path is either shared (`cross-traffic`, which needs the
+measurement) or limited by something the other rules name from the transfer itself.
+"""
+
+from __future__ import annotations
+
+from tcpwizard.advice.evidence import CHRONO_SHARE, HEALTHY_SHARE, chrono, pick_current
+from tcpwizard.measure import rates
+from tcpwizard.measure.model import PathEstimate, TransferResult
+from tcpwizard.units import format_mbps
+
+
+def fell_short(path: PathEstimate | None, transfer: TransferResult | None) -> str:
+    """Why the available bandwidth is worth measuring now ("" when it is not)."""
+    if path is None or path.capacity is None or path.available is not None or transfer is None:
+        return ""
+    up = pick_current([m for m in transfer.modes if m.direction == "up" and m.error is None])
+    if up is None:
+        return ""
+    rate = rates.steady_mbps(up.samples) or up.throughput_mbps
+    cap = path.capacity.mbps
+    if rate >= HEALTHY_SHARE * cap:
+        return ""
+    rwnd, sndbuf, _ = chrono(up)
+    if (rwnd or 0.0) >= CHRONO_SHARE or (sndbuf or 0.0) >= CHRONO_SHARE:
+        return ""  # a window held it: the window rules speak, whatever others send
+    return (
+        f"the upload held {format_mbps(rate)} of the {format_mbps(cap)} the probe saw, with "
+        "neither window holding it: is the path shared?"
+    )
