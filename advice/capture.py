@@ -45,6 +45,10 @@ UNSCALED = 65535
 # its reads (all of it in between). Half is the midpoint of the two: most of the data then
 # waited for the reader. Not yet measured across the reader bench.
 STILL_SHARE = 0.5
+# Of the bytes acknowledged, the share under ACKs the receiver held back
+# (measure/capture.py HELD_SPAN_S): healthy lab captures 0.00, a reader under a CPU quota
+# 0.88-0.94; half is the midpoint, most of the data then waited for the reader.
+HELD_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,22 @@ def judge_direction(
         return CaptureDiagnosis(d, v, (), snd, rcv)
     if (mb := capture_verdict(d, ev)) is not None:
         return CaptureDiagnosis(d, mb[0], (mb[1],), snd, rcv)
+    if d.held_ack_share >= HELD_SHARE:
+        ev.append(
+            f"the receiver held back its ACKs for {d.held_ack_share:.0%} of the data (several "
+            "segments that arrived over 10 ms or more under one ACK): a Linux receiver "
+            "acknowledges every second segment at once only when its reader has made room"
+        )
+        v = _verdict(
+            "application",
+            0.7,
+            rcv,
+            f"the receiving application ({d.receiver}) does not read fast enough: its kernel "
+            "holds back the ACKs until the reader makes room, and the sender waits for them",
+            ev,
+            d,
+        )
+        return CaptureDiagnosis(d, v, (), snd, rcv)
     if d.window_full_share >= FULL_SHARE and d.edge_still_share >= STILL_SHARE:
         ev.append(
             f"the window was full in {d.window_full_share:.0%} of the round trips, and "

@@ -357,3 +357,52 @@ def test_a_capture_at_the_receiver_sees_the_path_and_its_reader(
     assert (d.edge_still_share >= 0.9) == (not keeps_up)
     v = judge_direction(d, lambda a: a == B).verdict
     assert (v.limiting_factor, v.host_to_fix) == (factor, "local")
+
+
+def held_ack_capture(path: Path, every: int, rounds: int = 400) -> None:
+    """Taken at B: A's segments arrive every 1.2 ms (~10 Mbit/s), in order; B acknowledges
+    every `every` segments, its window growing with each ACK (the buffer has room)."""
+    pkts = []
+    t = 1000.0
+
+    def add(p: IP, when: float) -> None:
+        p.time = when
+        pkts.append(p)
+
+    opts = [("MSS", 1460), ("SAckOK", b""), ("WScale", 7)]
+    add(IP(src=A, dst=B) / TCP(sport=40000, dport=5201, flags="S", seq=999, options=opts), t)
+    opts_b = [("MSS", 1460), ("SAckOK", b""), ("WScale", 7)]
+    syn_ack = TCP(sport=5201, dport=40000, flags="SA", seq=4999, ack=1000, options=opts_b)
+    add(IP(src=B, dst=A) / syn_ack, t + RTT_S)
+    t += RTT_S
+    seq = 1000
+    for i in range(rounds):
+        data = TCP(sport=40000, dport=5201, flags="PA", seq=seq, ack=5000) / (b"x" * MSS)
+        add(IP(src=A, dst=B) / data, t)
+        seq += MSS
+        if (i + 1) % every == 0:
+            window = (4_000_000 + seq) >> 7
+            ack = TCP(sport=5201, dport=40000, flags="A", seq=5000, ack=seq, window=window)
+            add(IP(src=B, dst=A) / ack, t + 50e-6)
+        t += 1.2e-3
+    with PcapWriter(str(path), linktype=101, sync=True) as w:
+        for p in pkts:
+            w.write(p)
+
+
+@pytest.mark.parametrize(("every", "held"), [(2, False), (20, True)])
+def test_acks_held_back_by_the_receiver_name_its_reader(
+    tmp_path: Path, every: int, held: bool
+) -> None:
+    """A receiver that acknowledges every second segment keeps up; one whose ACKs each
+    cover 20 segments that arrived over 23 ms held them for a reader that made no room,
+    even with its window open (no zero window, no still right edge)."""
+    path = tmp_path / "held.pcap"
+    held_ack_capture(path, every)
+    d = read_capture(str(path)).directions[0]
+    assert d.zero_windows == 0 and d.edge_still_share < 0.1
+    assert (d.held_ack_share > 0.9) == held
+    assert d.held_ack_share < 0.1 or held
+    v = judge_direction(d, lambda a: a == B).verdict
+    # B is local; without held ACKs the trickle is A's own (its application sends little).
+    assert ((v.limiting_factor, v.host_to_fix) == ("application", "local")) == held

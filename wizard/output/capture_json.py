@@ -76,6 +76,8 @@ def flow_json(f: FlowDirection) -> Json:
         "zero_windows": f.zero_windows,
         "zero_window_s": _r(f.zero_window_s),
         "idle_share": _r(f.idle_share),
+        "edge_still_share": _r(f.edge_still_share),
+        "held_ack_share": _r(f.held_ack_share),
     }
 
 
@@ -142,7 +144,7 @@ FLOW = _obj(
         "receiver_syn": _SYN,
         "window_scaling": _nullable(BOOL),
         **{k: NUM for k in ("seconds", "rate_mbps", "steady_mbps", "window_full_share")},
-        **{k: NUM for k in ("zero_window_s", "idle_share")},
+        **{k: NUM for k in ("zero_window_s", "idle_share", "edge_still_share", "held_ack_share")},
         "rtt_min_ms": _nullable(NUM),
         "rtt_p50_ms": _nullable(NUM),
         **{
