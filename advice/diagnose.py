@@ -842,11 +842,16 @@ RECEIVER_FILLED = 0.6  # of the window we offered, arriving per RTT: the window 
 WINDOW_FACTORS = ("receiver-window", "sender-buffer", "window-scaling")
 CROSS_FREE_SHARE = 0.7  # others take more than 30 % of the capacity
 CROSS_TAKES_FREE = 1.3  # the transfer got no more than this times what is free
+# Below the congestion and window rules (0.55-0.9 when their evidence holds), above WEAK:
+# sharing explains the gap unless the transfer's own evidence names a limit of its own.
+CROSS_SHARED_CONFIDENCE = 0.5
 
 
 def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:
-    """The capacity is there, but other traffic takes a share of it and this transfer gets
-    about what is left (the available bandwidth, measured upload only)."""
+    """The capacity is there, but other traffic takes a share of it (the available
+    bandwidth, measured upload only, was mostly taken before this transfer). Unresponsive
+    traffic leaves the transfer about what is free; TCP flows yield part of their share
+    (they split a bottleneck), so a transfer faster than what was free still shares it."""
     av = ev.path.available if ev.path else None
     cur, cap = d.current, _capacity(ev, d)
     if av is None or d.name != "up" or cur is None or cap is None or not av.loaded:
@@ -855,20 +860,32 @@ def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:
     rate = steady_mbps(cur)
     if av.free_share > CROSS_FREE_SHARE or rate >= HEALTHY_SHARE * cap:
         return None
+    taken = max(0.0, av.capacity_bps / 1e6 - free)
     # A short transfer's last samples can run above what is free while it overdrives the
     # queue (unresponsive traffic loses its share of the drops too); its average cannot.
-    if min(rate, cur.throughput_mbps) > CROSS_TAKES_FREE * free:
-        return None  # it got more than what is free: the others yield, look elsewhere
-    taken = max(0.0, av.capacity_bps / 1e6 - free)
-    confidence = 0.8 if rate >= 0.6 * free else 0.55
+    leftover = min(rate, cur.throughput_mbps) <= CROSS_TAKES_FREE * free
+    if leftover:
+        confidence = 0.8 if rate >= 0.6 * free else 0.55
+        got = "this transfer gets about what is left"
+        found = f"transfer {_fmt(rate)} once up to speed, about what is free"
+    else:
+        # It took more than was free: the others gave way, as TCP flows do, and what they
+        # kept is what it lacks; any limit of its own (a window, losses) is named with
+        # more confidence by its own rule.
+        confidence = CROSS_SHARED_CONFIDENCE
+        got = "this transfer gets a share of it, as TCP flows sharing a bottleneck do"
+        found = (
+            f"transfer {_fmt(rate)} once up to speed: more than was free, so the others "
+            f"gave way in part and kept about {_fmt(max(0.0, cap - rate))}"
+        )
     return _Candidate(
         d.name,
         "cross-traffic",
         confidence,
         None,
-        f"{d.name}: the path is shared: its capacity is there, but other traffic takes about "
-        f"{_fmt(taken)} of it and this transfer gets about what is left. No setting on either "
-        "host changes that: move the data when the path is quieter (nights, weekends), over "
+        f"{d.name}: the path is shared: its capacity is there, but other traffic took about "
+        f"{_fmt(taken)} of it before this transfer and {got}. No setting on either host "
+        "changes that: move the data when the path is quieter (nights, weekends), over "
         "a less loaded path, or ask the network's operators for a reserved or prioritised "
         "path; parallel streams take a larger share only at the others' expense.",
         (
@@ -876,7 +893,7 @@ def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:
             f"{_fmt(av.high_bps / 1e6)}) of capacity {_fmt(av.capacity_bps / 1e6)}: "
             f"{av.free_share:.0%} free ({av.loaded} of {av.streams} periodic streams built "
             f"a queue, {av.elapsed_s:.1f} s)",
-            f"transfer {_fmt(rate)} once up to speed, about what is free",
+            found,
         ),
     )
 

@@ -107,11 +107,18 @@ def test_quiet_path_keeps_its_verdict() -> None:
         assert d.verdict.limiting_factor == "path-capacity"
 
 
-def test_transfer_faster_than_free_share_is_not_cross_traffic() -> None:
-    # It got far more than the streams found free: the others yield, something else limits.
+def test_transfer_faster_than_what_was_free_still_shares_the_path() -> None:
+    """Others took 160 of 200 Mbit/s before; the transfer got 120: TCP flows gave way in
+    part (they split a bottleneck) and kept the rest. Shared, named less surely; a limit
+    of the transfer's own (its receive window) is named instead."""
     p = dataclasses.replace(path(20, 200), available=_shared(40))
     d = diagnose(Evidence(audit(), audit(), p, _t(mode(120.0))))
-    assert d.verdict.limiting_factor != "cross-traffic"
+    assert d.verdict.limiting_factor == "cross-traffic"
+    assert d.verdict.confidence < 0.6
+    assert any("gave way" in e for e in d.verdict.evidence)
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
+    held = Evidence(audit(), small, p, _t(mode(120.0, rwnd=0.9)))
+    assert diagnose(held).verdict.limiting_factor == "receiver-window"
 
 
 def test_short_transfer_overdriving_the_queue_is_still_cross_traffic() -> None:

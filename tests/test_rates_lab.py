@@ -67,13 +67,17 @@ def _judge(doc: dict[str, Any], counted_bytes: int, line_mbps: float) -> str:
     # receiver counted over the settled part), else the whole transfer's (what nft counted).
     healthy = doc["verdict"]["limiting_factor"] == "path-capacity"
     truth = settled if healthy else counted
+    # nft counts the whole span; a timed rate stops where the sender stopped writing, and
+    # autotune's send buffer (megabytes at ~30 Mbit/s: a second or more) then drains at
+    # whatever the shared path gives: the two spans' rates differ by that drain's share.
+    tolerance = 0.05 if healthy else 0.10
     ok = (
         m["error"] is None
         # The transfer's bytes are those that reached the far end's kernel (its timed rate,
         # throughput_mbps, stops where the sender stopped writing: docs/transfer.md).
         and abs(m["bytes"] - counted_bytes) <= 0.05 * counted_bytes
         and current is not None
-        and abs(current - truth) <= 0.05 * truth
+        and abs(current - truth) <= tolerance * truth
         # Two other flows take their share: ours is not the line rate.
         and current < 0.8 * line_mbps
         and not over_line(doc, line_mbps)
