@@ -73,7 +73,7 @@ def _cause(lab: Lab, cause: str) -> Iterator[None]:
             yield
 
 
-def run_once(lab: Lab, cause: str) -> Run:
+def run_once(lab: Lab, cause: str, keep: str | None = None) -> Run:
     with _cause(lab, cause):
         t0 = time.monotonic()
         out = lab.run(
@@ -84,6 +84,10 @@ def run_once(lab: Lab, cause: str) -> Run:
             timeout=240,
         )
         seconds = time.monotonic() - t0
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        with open(os.path.join(keep, f"{cause}-{uuid.uuid4().hex[:6]}.json"), "w") as f:
+            f.write(out.stdout)
     try:
         doc = json.loads(out.stdout)
     except ValueError:
@@ -130,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--causes", default=",".join(CAUSES))
     p.add_argument("--append", help="add the rows to this Markdown file")
+    p.add_argument("--keep", default="/tmp/hostkeep", help="keep each run's JSON report in this folder")  # TEMP
     a = p.parse_args(argv)
     causes = [c for c in a.causes.split(",") if c]
     bad = [c for c in causes if c not in CAUSES]
@@ -142,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in range(a.runs):
             for cause in causes:
-                r = run_once(lab, cause)
+                r = run_once(lab, cause, a.keep)
                 runs.append(r)
                 print(
                     f"{i + 1:2} {cause:12} {r.factor} ({r.host or '-'}) {r.confidence:.2f} "
