@@ -49,6 +49,8 @@ OVERRULE_MIN = 0.3  # a weak probe yields only to a transfer at least this share
 PROBE_SURE = 0.7  # a capacity estimate at least this confident stands against a slower transfer
 TUNED_MODES = ("static", "overprovisioned", "drs")  # buffers sized for the path
 WEAK = 0.4  # a limit named with less confidence loses to "the hosts allow the capacity"
+# A window counter whose buffer allows the path: below WEAK, so any named cause wins.
+BUFFER_ALLOWS_PATH = 0.35
 PATH_GAP = {"bufferbloat": "path-capacity"}
 
 
@@ -387,6 +389,16 @@ def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:
     if window and rtt and cur:
         limit = window_limit_mbps(window, rtt)
         cap = _capacity(ev, d)
+        if cap is not None and limit >= HEALTHY_SHARE * cap and confidence > 0:
+            # The receiver's own buffer allows the path (window law): the window the sender
+            # waited for was held below that size by data left unread (a receiver starved
+            # of CPU, advice/rules/host_cpu.py) or autotuning still growing it. A larger
+            # tcp_rmem changes neither, so the buffer is named only if nothing else is.
+            evidence.append(
+                f"but the receiver's buffer allows ~{window / 1e6:.2f} MB / {rtt:.1f} ms = "
+                f"{_fmt(limit)}: the window was held below its size, not by it"
+            )
+            confidence = min(confidence, BUFFER_ALLOWS_PATH)
         if cap is not None and limit < HEALTHY_SHARE * cap:
             evidence.append(
                 f"receiver's largest window ~{window / 1e6:.2f} MB / {rtt:.1f} ms = {_fmt(limit)}"

@@ -509,3 +509,23 @@ def test_a_loss_recoverys_burst_at_the_end_is_not_a_ramp() -> None:
     assert not _still_ramping(bare)
     ramp = dataclasses.replace(m, samples=samples[:9])  # cut in slow start: still climbing
     assert _still_ramping(ramp)
+
+
+def test_a_window_held_below_a_buffer_that_allows_the_path_is_not_the_buffer() -> None:
+    """The sender waited for the receiver's window 85 % of the time, but the receiver's 32 MB
+    tcp_rmem allows the 100 Mbit/s x 50 ms path many times over: data left unread held the
+    window, and a larger buffer would change nothing. With the receiver's process measured
+    held off the CPU, that is the verdict; without it the buffer is named only weakly."""
+    from tcpwizard.measure.hostload import HostLoad
+
+    slow = mode(4.0, rwnd=0.85)
+    v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(slow))).verdict
+    assert v.limiting_factor != "receiver-window" or v.confidence < 0.4
+    starved = HostLoad(4.0, (), 0.003, 0.003, 0.3)
+    held = dataclasses.replace(slow, receiver_load=starved)
+    v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(held))).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("host-cpu", "peer")
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
+    v = diagnose(Evidence(audit(), small, path(50, 100), _t(slow))).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer")
+    assert v.confidence >= 0.7
