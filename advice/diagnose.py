@@ -1130,7 +1130,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         if best.factor == "path-capacity":
             return _predicted_healthy(ev, dirs, best, missing)
     evidence = found + tuple(f"missing: {m}" for m in missing)
-    if best.factor in WINDOW_FACTORS and ev.measured:
+    if best.factor in WINDOW_FACTORS and ev.measured and best.confidence >= WEAK:
         evidence += (
             "parallel streams would only hide this: every stream is held by the same "
             "window; fix the buffer instead",
