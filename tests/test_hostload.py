@@ -136,6 +136,26 @@ def test_starved_far_end_is_host_cpu_at_the_peer() -> None:
     assert any("70%" in e for e in d.verdict.evidence)
 
 
+def test_a_starved_reader_without_a_probe_or_a_faster_transfer_is_host_cpu() -> None:
+    """Serve starved of CPU answered no probe and moved ~24 Mbit/s both ways (lab, 50
+    Mbit/s x 50 ms, a 0.5 % quota): nothing shows the path had room, but the receiver was
+    held off the CPU a third of the transfer while the sender waited for its window half of
+    it. Without the window wait (or the starvation) nothing is claimed."""
+    no_probe = dataclasses.replace(_ev().path, capacity=None)  # type: ignore[arg-type]
+    up = dataclasses.replace(mode(24.6, rwnd=0.48), receiver_load=_load(starved=0.34))
+    down = dataclasses.replace(mode(24.2, direction="down"), sender_load=_load())
+    ev = dataclasses.replace(_ev(up, down), path=no_probe, peer=None)
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("host-cpu", "peer")
+    assert any("window" in e for e in v.evidence)
+    for quiet in (
+        dataclasses.replace(up, rwnd_limited=0.05),
+        dataclasses.replace(up, receiver_load=_load(starved=0.1)),
+    ):
+        ev = dataclasses.replace(_ev(quiet, down), path=no_probe, peer=None)
+        assert diagnose(ev).verdict.limiting_factor != "host-cpu"
+
+
 def test_saturated_thread_local_sender() -> None:
     up = dataclasses.replace(mode(40.0), sender_load=_load(thread=0.99))
     d = diagnose(_ev(up, dataclasses.replace(mode(95.0, direction="down"))))

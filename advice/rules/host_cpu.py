@@ -14,7 +14,13 @@ share (the rate the probe saw, in IP bytes, is the most a transfer's goodput can
 
 from __future__ import annotations
 
-from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity
+from tcpwizard.advice.evidence import (
+    CHRONO_SHARE,
+    Candidate,
+    Direction,
+    Evidence,
+    probe_capacity,
+)
 from tcpwizard.checks.model import Fix, HostRole
 from tcpwizard.measure.hostload import HostLoad
 from tcpwizard.measure.rates import IP_TCP_HEADERS
@@ -121,11 +127,41 @@ def _room(ev: Evidence, d: Direction) -> tuple[float, str] | None:
     )
 
 
+def _starved_reader(d: Direction) -> Candidate | None:
+    """No evidence that the path had room (no probe, every transfer at the same rate), but
+    the receiver was held off the CPU while the sender waited for its window: the data it
+    did not read is what closed that window, whatever the path could carry."""
+    m = d.current
+    load = m.receiver_load if m else None
+    rwnd = m.rwnd_limited if m else None
+    if m is None or load is None or load.starved < STARVED or (rwnd or 0.0) < CHRONO_SHARE:
+        return None
+    host = d.receiver_role
+    return Candidate(
+        d.name,
+        "host-cpu",
+        0.8,
+        host,
+        f"{d.name}: the receiver's CPU ({host}) held the transfer to "
+        f"{m.throughput_mbps:.1f} Mbit/s: it was held off the CPU {load.starved:.0%} of the "
+        f"transfer while the sender waited for its window {rwnd:.0%} of the time.",
+        (
+            f"{host}: the transferring process was held off the CPU {load.starved:.0%} of the "
+            f"transfer (it used {load.process_cores:.3f} cores)",
+            f"sender receive-window limited {rwnd:.0%} of the time (TCP_INFO): the window "
+            "stayed shut with data the receiver had not read",
+        ),
+        fixes=cpu_fixes(host, load),
+    )
+
+
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
     m = d.current
     room = _room(ev, d)
     if m is None or room is None or m.throughput_mbps >= room[0] * (1 - HEADER_SHARE):
-        return None  # the path was full (or nothing shows it had room): the CPU kept up
+        # Nothing shows the path had room: the CPU kept up, unless a starved receiver
+        # held the window shut.
+        return _starved_reader(d)
     found: list[tuple[float, HostRole, str, HostLoad]] = []
     for role, load in ((d.sender_role, m.sender_load), (d.receiver_role, m.receiver_load)):
         if load is not None and (why := cpu_bound(load)) is not None:
