@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--causes", default=",".join(CAUSES))
     p.add_argument("--append", help="add the rows to this Markdown file")
-    p.add_argument("--keep", default="/tmp/hostkeep", help="keep each run's JSON report in this folder")  # TEMP
+    p.add_argument("--keep", help="keep each run's JSON report in this folder")
     a = p.parse_args(argv)
     causes = [c for c in a.causes.split(",") if c]
     bad = [c for c in causes if c not in CAUSES]
