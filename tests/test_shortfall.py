@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from tcpwizard.advice.shortfall import fell_short
-from tcpwizard.measure.model import TransferResult
+from tcpwizard.measure.model import Direction, TransferResult
 from tests.test_policer_bloat_rules import path, transfer
 
 
-def _up(goodput: float, sndbuf: float = 0.0, direction: str = "up") -> TransferResult:
+def _up(goodput: float, sndbuf: float = 0.0, direction: Direction = "up") -> TransferResult:
     t = transfer([goodput] * 20, [40.0] * 20, [0] * 20)
     m = dataclasses.replace(t.modes[0], sndbuf_limited=sndbuf, direction=direction)
     return TransferResult((m,))
