@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from tcpwizard.checks.facts import HostFacts
 from tcpwizard.measure import engine, spec
@@ -156,6 +156,7 @@ class TransferHooks:
 NO_HOOKS = TransferHooks()
 
 
+@runtime_checkable
 class FarEnd(Protocol):
     @property
     def kind(self) -> FarEndKind:
