@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tcpwizard.measure import spec
-from tcpwizard.measure.farends.interface import FarEnd, FarEndError
+from tcpwizard.measure.farends.interface import FarEnd, FarEndError, FarEndKind
 from tcpwizard.measure.farends.iperf3 import Iperf3Far
 from tcpwizard.measure.farends.port import PortFar
 from tcpwizard.measure.farends.serve import ServeFar
@@ -43,7 +43,7 @@ Answer = tuple[FarEnd, tuple[str, ...]] | str
 
 @dataclass(frozen=True)
 class Entry:
-    name: str  # its `kind`, and the `--far-end` choice that runs it alone
+    name: FarEndKind  # its `kind`, and the `--far-end` choice that runs it alone
     answer: Callable[[Reach], Answer]
     # How its absence reads in the notes: from the reach and why it did not answer.
     absent: Callable[[Reach, str], str]
