@@ -31,7 +31,7 @@ from tcpwizard.lab.serving import (
     wait_port,
 )
 from tcpwizard.lab.spec import LabSpec, LinkSpec, Side
-from tcpwizard.measure.far_end import FarEndKind
+from tcpwizard.measure.farends.interface import FarEndKind
 
 RATE = 100e6
 RTT = 0.050

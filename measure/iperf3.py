@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcpwizard.measure import spec
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.farends.interface import FarEndError
 
 DEFAULT_PORT = spec.IPERF3_PORT
 COOKIE_SIZE = 37
@@ -85,13 +85,27 @@ SERVER_ERRORS = {
 AUTH_ERRORS = (22, 23, 35, 142)
 
 
-class Iperf3Error(PeerUnavailable):
+ONE_OFF = "a one-off server, iperf3 -s -1, runs a single test"
+
+
+class Iperf3Error(FarEndError):
     """The iperf3 server refused, failed, closed or spoke something else. `kind` says which,
     for the report: busy, auth, server-error, closed, not-iperf3, timeout."""
 
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+    @property
+    def absent(self) -> bool:
+        """Nothing at the port, or something else there; a busy or locked server is the
+        answer itself."""
+        return self.kind in ("closed", "not-iperf3", "timeout")
+
+    def later(self) -> str:
+        """A server that was there a moment ago and now refuses connections ran one test
+        only."""
+        return f"{self} ({ONE_OFF})" if self.kind == "closed" else str(self)
 
 
 # ---------------------------------------------------------------------------- codec

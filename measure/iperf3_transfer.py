@@ -20,6 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tcpwizard.measure import buffers, engine, rates, spec
+from tcpwizard.measure.farends.interface import (
+    NO_HOOKS,
+    Progress,
+    TransferHooks,
+    TransferOptions,
+)
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.iperf3 import (
     ClientStreamResult,
@@ -39,15 +45,7 @@ from tcpwizard.measure.model import (
 )
 from tcpwizard.measure.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
-from tcpwizard.measure.transfer import (
-    NO_HOOKS,
-    Progress,
-    TransferHooks,
-    TransferOptions,
-    live_rate,
-    merge,
-    with_window_rates,
-)
+from tcpwizard.measure.transfer import live_rate, merge, with_window_rates
 
 # The modes iperf3 can take part in, per direction. Upload DRS needs the receiver's half
 # of DRS on the far end, which only serve has.

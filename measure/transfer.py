@@ -13,13 +13,20 @@ import dataclasses
 import itertools
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
 from tcpwizard.measure import buffers, engine, hostload, rates, spec
 from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.farends.interface import (
+    NO_HOOKS,
+    Progress,
+    ProgressFn,
+    TransferHooks,
+    TransferOptions,
+)
 from tcpwizard.measure.model import (
     Direction,
     Mode,
@@ -42,36 +49,6 @@ from tcpwizard.measure.wire_session import ErrorReply
 ATTACH_MARGIN = 12.0  # serve waits 10 s for attaches; a little more before we give up
 
 
-@dataclass(frozen=True)
-class TransferOptions:
-    modes: tuple[Mode, ...] = spec.DEFAULT_MODES
-    streams: int = 1
-    direction: Literal["up", "down", "both"] = "up"
-    # With direction "both": the modes for the way back (None: the same modes). `check` uses
-    # autotune alone there, enough to find a limit that only shows in that direction.
-    reverse_modes: tuple[Mode, ...] | None = None
-    duration_s: float | None = spec.FIXED_DURATION_S
-    nbytes: int | None = None
-    static_request: int | None = None  # SO_*BUF argument for `static` (see static_request)
-    force: bool = False  # root what-if: SO_RCVBUFFORCE/SO_SNDBUFFORCE
-    sample_interval_s: float = engine.DEFAULT_SAMPLE_INTERVAL
-    stall_timeout_s: float = engine.DEFAULT_STALL_TIMEOUT
-    # End each transfer once its rate has stopped growing (measure/steady.py), whichever
-    # end sends; duration_s is then the cap. `check` uses it when no length was given.
-    until_steady: bool = False
-    # With direction "both": both ways at the same time (as iperf3 --bidir), on two control
-    # connections; each way's ACKs then queue behind the other way's data. `check --quick`.
-    at_once: bool = False
-
-    def directions(self) -> tuple[Direction, ...]:
-        return ("up", "down") if self.direction == "both" else (self.direction,)
-
-    def modes_for(self, direction: Direction) -> tuple[Mode, ...]:
-        if self.direction == "both" and direction == "down" and self.reverse_modes:
-            return self.reverse_modes
-        return self.modes
-
-
 def static_request(rtt_s: float, rate_bps: float) -> int:
     """The SO_*BUF argument for a statically tuned (2 x BDP) buffer: Linux doubles the
     request, so asking for BDP yields a 2 x BDP buffer (what getsockopt then reports).
@@ -79,52 +56,6 @@ def static_request(rtt_s: float, rate_bps: float) -> int:
     no single socket should hold more."""
     bdp = int(rate_bps / 8.0 * rtt_s)
     return max(buffers.UNTUNED_BYTES, min(bdp, MAX_RECOMMENDED_BUFFER // 2))
-
-
-@dataclass(frozen=True)
-class Progress:
-    """One update for a progress display (local samples only; the far end's come later)."""
-
-    mode: Mode
-    direction: Direction
-    phase: Literal["start", "sample", "done"]
-    t_s: float
-    bytes: int
-    goodput_mbps: float
-    total_s: float | None  # duration-limited transfer: its length
-    total_bytes: int | None  # byte-limited transfer: its size
-    result: ModeResult | None = None
-
-    @classmethod
-    def done(cls, result: ModeResult, total_s: float | None, total_bytes: int | None) -> Progress:
-        """The last update of a mode: its merged result."""
-        return cls(
-            result.mode,
-            result.direction,
-            "done",
-            result.seconds,
-            result.bytes,
-            result.throughput_mbps,
-            total_s,
-            total_bytes,
-            result,
-        )
-
-
-ProgressFn = Callable[[Progress], None]
-
-
-@dataclass(frozen=True)
-class TransferHooks:
-    """What a far end's transfers report their progress to, stop on, and read this host's
-    buffer limits from."""
-
-    progress: ProgressFn | None = None
-    sysctl_root: str = "/proc/sys"
-    cancel: threading.Event | None = None
-
-
-NO_HOOKS = TransferHooks()
 
 
 def run_transfer(

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from tcpwizard.exitcodes import TcpWizardError
+from tcpwizard.measure.farends.interface import Progress
 from tcpwizard.measure.model import Direction, Mode
-from tcpwizard.measure.transfer import Progress
 from tcpwizard.measure.tsg import TcpdumpCapture, TsgSeries, series_from_capture
 
 TransferKey = tuple[Mode, Direction]

@@ -4,8 +4,8 @@ autotune back), exactly what was asked otherwise; `transfer` stays one-way."""
 from __future__ import annotations
 
 from tcpwizard.cli import build_parser
+from tcpwizard.measure.farends.interface import TransferOptions
 from tcpwizard.measure.spec import DEFAULT_MODES, QUICK_MODES, REVERSE_MODES
-from tcpwizard.measure.transfer import TransferOptions
 from tcpwizard.run import CheckRequest
 from tcpwizard.run import _transfer_options as transfer_options
 

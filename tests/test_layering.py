@@ -68,6 +68,11 @@ PLANTED = {
         "lab/planted.py",
         "def f():\n    from benchmarks import bench_paper\n",
     ),
+    "pipeline-knows-no-far-end": (
+        "tcpwizard.run",
+        "run.py",
+        "\ndef _planted() -> None:\n    from tcpwizard.measure.farends.iperf3 import Iperf3Far\n",
+    ),
 }
 
 

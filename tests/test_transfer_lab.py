@@ -172,7 +172,8 @@ def test_a_slow_drain_is_not_a_dead_peer(wan: Lab) -> None:
     but ACKs keep coming, so it is progress, not a peer that stopped taking part."""
     code = (
         "import json\n"
-        "from tcpwizard.measure.transfer import TransferOptions, run_transfer\n"
+        "from tcpwizard.measure.farends.interface import TransferOptions\n"
+        "from tcpwizard.measure.transfer import run_transfer\n"
         "o = TransferOptions(modes=('static',), duration_s=1.0, static_request=4 << 20,"
         " stall_timeout_s=1.0)\n"
         f"m = run_transfer({wan.addr_b!r}, {PORT}, o).modes[0]\n"

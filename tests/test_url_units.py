@@ -7,6 +7,7 @@ import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.checks.model import HostAudit
+from tcpwizard.measure.farends.url import UrlError, is_url, parse_head, parse_url, request_bytes
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -16,7 +17,6 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
-from tcpwizard.measure.url_far_end import UrlError, is_url, parse_head, parse_url, request_bytes
 
 
 def test_parse_url() -> None:

@@ -17,6 +17,7 @@ from tcpwizard.checks import SysctlReader, audit
 from tcpwizard.checks.model import BdpTarget, HostAudit
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode
+from tcpwizard.measure.farends.interface import Progress
 from tcpwizard.measure.hop_model import HopCounts, MtuFinding, PathHops, analyse
 from tcpwizard.measure.hostload import CoreLoad, HostDrops, HostLoad
 from tcpwizard.measure.model import (
@@ -29,7 +30,6 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
-from tcpwizard.measure.transfer import Progress
 from tcpwizard.measure.tsg import TsgSeries
 from tcpwizard.measure.tsg_transfers import TransferCapture, TransferFlows
 from tcpwizard.report import Report, TargetInfo

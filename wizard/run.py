@@ -31,25 +31,22 @@ from tcpwizard.documents import path_outcome
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, Unavailable
 from tcpwizard.measure import spec
 from tcpwizard.measure.engine import MAX_STREAMS
-from tcpwizard.measure.far_end import (
-    IPERF3_PORT,
-    SERVE_PORT,
+from tcpwizard.measure.farends import registry
+from tcpwizard.measure.farends.interface import (
     FarEnd,
     FarEndChoice,
-    Iperf3Far,
-    PortFar,
-    ServeFar,
+    FarEndError,
+    TransferHooks,
+    TransferOptions,
 )
+from tcpwizard.measure.farends.interface import Progress as TransferProgress
 from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.hop_model import PathHops
-from tcpwizard.measure.iperf3 import Iperf3Error
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.pathprobe import PathOptions, trace
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
-from tcpwizard.measure.transfer import Progress as TransferProgress
-from tcpwizard.measure.transfer import TransferHooks, TransferOptions, static_request
+from tcpwizard.measure.transfer import static_request
 from tcpwizard.measure.tsg_transfers import TransferCapture, TransferRecorder
-from tcpwizard.measure.url_far_end import UrlFar
 from tcpwizard.outcome import Outcome, exit_code
 from tcpwizard.report import FarEndInfo, Report, TargetInfo, severities
 
@@ -64,7 +61,7 @@ class Cancelled(TcpWizardError):
 @dataclass(frozen=True)
 class CheckRequest:
     host: str
-    port: int = SERVE_PORT
+    port: int = spec.SERVE_PORT
     secret: bytes | None = None
     tcp_port: int | None = None
     modes: tuple[Mode, ...] | None = None  # None: chosen for the question (_default_modes)
@@ -75,9 +72,10 @@ class CheckRequest:
     quick: bool = False
     force_buffers: bool = False
     bdp_hint: BdpTarget | None = None  # --rtt/--bandwidth: used until the path is measured
-    # Which far end to use: "auto" tries serve, then iperf3, then the open --tcp-port.
+    # Which far end to use: "auto" walks measure/farends/registry.py (serve, then iperf3,
+    # then the open --tcp-port).
     far_end: FarEndChoice = "auto"
-    iperf3_port: int = IPERF3_PORT
+    iperf3_port: int = spec.IPERF3_PORT
     allow_predicted: bool = False  # a verdict without a transfer may exit 0-2
     url: str | None = None  # check URL: a web server's downloads (host is the URL's host)
     available: bool = False  # --avail: what cross traffic leaves free (serve far ends)
@@ -145,7 +143,7 @@ def _default_modes(
         tuned: Mode = "static" if target is not None else "overprovisioned"
         up = ("autotune", "untuned", tuned)
         back = ("autotune", "static" if target is not None else "drs")
-        if far.kind == "url":  # a web server: our receiver's DRS sizes itself to the path
+        if far.abilities.down_sizes_itself:  # our receiver's DRS sizes itself to the path
             back = ("autotune", "drs")
     return up, None if req.direction else back
 
@@ -211,24 +209,27 @@ def verdict_outcome(
     )
 
 
+def reach_of(req: CheckRequest, address: str, ctx: Context) -> registry.Reach:
+    """Where the far end is and how the registry's far ends may reach it."""
+    return registry.Reach(
+        host=req.host,
+        address=address,
+        sysctl_root=ctx.sysctl_root,
+        serve_port=req.port,
+        secret=req.secret,
+        iperf3_port=req.iperf3_port,
+        tcp_port=req.tcp_port,
+        url=req.url,
+        both_ways=req.quick and req.direction is None and not req.modes,
+    )
+
+
 def choose_far_end(req: CheckRequest, address: str, ctx: Context) -> tuple[FarEnd, list[str]]:
-    """The best far end that answers, in the order serve, iperf3, open TCP port. An
-    explicit choice runs exactly that one. iperf3 cannot be asked whether it is there
-    without costing a one-off server its test, so it is tried by the first transfer."""
-    notes: list[str] = []
-    if req.url is not None:  # a web server: downloads of the URL (measure/url_far_end.py)
-        url_far = UrlFar(req.url, address, req.host, ctx.sysctl_root)
-        return url_far, [*notes, *url_far.notes]
-    if req.far_end in ("auto", "serve"):
-        both_ways = req.quick and req.direction is None and not req.modes
-        serve = ServeFar.reach(address, req.port, req.secret, req.host, both_ways=both_ways)
-        if isinstance(serve, ServeFar):
-            return serve, notes
-        why = serve
-        notes.append(f"no tcpwizard serve at {req.host} port {req.port} ({why})")
-        if req.far_end == "serve":
-            return PortFar(address, req.tcp_port, req.host, ctx.sysctl_root), notes
-    return Iperf3Far(address, req.iperf3_port, req.host), notes
+    """The best far end that answers, in the registry's order (serve, iperf3, open TCP
+    port; a URL names a web server). An explicit choice runs exactly that one. iperf3
+    cannot be asked whether it is there without costing a one-off server its test, so it
+    is tried by the first transfer."""
+    return registry.choose(reach_of(req, address, ctx), req.far_end)
 
 
 @dataclass
@@ -320,29 +321,19 @@ def _stage_probe(run: _Run, stage: StageFn, emit: EventFn) -> None:
         stage("probe", "path measured", path=run.path)
 
 
-AVAIL_TIMEOUT_S = 5.0  # serve's answer to a stream's arrival report
-
-
 def _stage_available(run: _Run, stage: StageFn, why: str = "") -> None:
     """The available bandwidth beside the capacity (serve's reflector only), asked for
     (--avail) or because the upload fell short (`_fell_short`); the verdict
     `cross-traffic` needs it."""
     cap = run.path.capacity if run.path else None
-    if run.path is None or cap is None or not isinstance(run.far, ServeFar):
+    if run.path is None or cap is None or not run.far.abilities.reflector:
         run.notes.append("available bandwidth: needs tcpwizard serve and a measured capacity")
         return
-    from tcpwizard.measure.availbw import measure_available
-
     stage("probe", "measuring what cross traffic leaves free (periodic streams)")
     if why:
         run.notes.append(f"available bandwidth measured: {why}")
     try:
-        with run.far.control(AVAIL_TIMEOUT_S) as client:
-            udp = client.udp_socket()
-            try:
-                av = measure_available(client, udp, cap.mbps * 1e6, run.path.rtt.min / 1e3)
-            finally:
-                udp.close()
+        av = run.far.available(cap.mbps * 1e6, run.path.rtt.min / 1e3)
     except (OSError, PeerUnavailable) as exc:
         run.notes.append(f"available bandwidth not measured: {exc}")
         return
@@ -378,8 +369,8 @@ def _stage_transfer(
                 run.transfer = _two_phases(run, options, go)
             else:
                 run.transfer = go(options)
-        except Iperf3Error as exc:
-            _iperf3_failed(run, exc)
+        except FarEndError as exc:
+            _far_end_failed(run, exc)
         except PeerUnavailable as exc:
             run.notes.append(f"test transfer failed: {exc}")
     if recorder is not None:
@@ -433,9 +424,9 @@ def _two_phases(
         return first
     try:
         second = go(rest)
-    except Iperf3Error as exc:
+    except FarEndError as exc:
         failed = [
-            ModeResult.failed(m, d, options.streams, _why_second(exc))
+            ModeResult.failed(m, d, options.streams, exc.later())
             for d in rest.directions()
             for m in rest.modes_for(d)
         ]
@@ -443,15 +434,6 @@ def _two_phases(
     order = {d: i for i, d in enumerate(("up", "down"))}
     modes = sorted((*first.modes, *second.modes), key=lambda m: order[m.direction])
     return dataclasses.replace(first, modes=tuple(modes))
-
-
-_ONE_OFF = "a one-off server, iperf3 -s -1, runs a single test"
-
-
-def _why_second(exc: Iperf3Error) -> str:
-    """Why the modes after the first phase did not run: a server that was there a moment
-    ago and now refuses connections ran one test only."""
-    return f"{exc} ({_ONE_OFF})" if exc.kind == "closed" else str(exc)
 
 
 def _target_from(result: TransferResult, path: PathEstimate | None) -> BdpTarget | None:
@@ -471,12 +453,15 @@ def _target_from(result: TransferResult, path: PathEstimate | None) -> BdpTarget
     return BdpTarget(rtt, max(rates) * 1.25e6, "measured")
 
 
-def _iperf3_failed(run: _Run, exc: Iperf3Error) -> None:
-    """The first iperf3 test did not run. Nothing at the port, or something else there: in
-    auto mode the check goes on peerless; a busy or locked server is the answer itself."""
-    if run.req.far_end == "auto" and exc.kind in ("closed", "not-iperf3", "timeout"):
-        run.notes.append(f"no iperf3 at {run.req.host} port {run.req.iperf3_port} ({exc})")
-        run.far = PortFar(run.address, run.req.tcp_port, run.req.host, run.ctx.sysctl_root)
+def _far_end_failed(run: _Run, exc: FarEndError) -> None:
+    """The far end failed its first transfer (iperf3 is asked that way). Nothing of its
+    kind there: in auto mode its registry fallback takes over and the check goes on
+    peerless; a busy or locked server is the answer itself."""
+    reach = reach_of(run.req, run.address, run.ctx)
+    swap = registry.fall_back(run.far, exc, reach, run.req.far_end)
+    if swap is not None:
+        run.far, why = swap
+        run.notes.append(why)
         run.notes.extend(run.far.missing())
         if run.path is None:
             run.error = f"{run.req.host} did not answer any probe"
@@ -532,7 +517,7 @@ def run_check(
         if not req.available and (why := fell_short(run.path, run.transfer)):
             _stage_available(run, stage, why)
     finally:
-        run.far.close()  # a far end swapped in mid-run (PortFar) closes the same way
+        run.far.close()  # a far end swapped in mid-run (a fallback) closes the same way
         if run.far is not far:
             far.close()
     stage("diagnose", "naming the limiting factor")

@@ -19,10 +19,10 @@ from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, UsageError
 from tcpwizard.measure import spec
 from tcpwizard.measure.engine import MAX_STREAMS as ENGINE_MAX_STREAMS
-from tcpwizard.measure.far_end import IPERF3_PORT, SERVE_PORT, FarEndChoice
+from tcpwizard.measure.farends.interface import FarEndChoice, TransferOptions
+from tcpwizard.measure.farends.url import is_url, parse_url
 from tcpwizard.measure.pathprobe import PathOptions
-from tcpwizard.measure.transfer import TransferOptions, run_transfer
-from tcpwizard.measure.url_far_end import is_url, parse_url
+from tcpwizard.measure.transfer import run_transfer
 from tcpwizard.outcome import Outcome, Threshold, exit_code
 from tcpwizard.report import Report, local_report
 from tcpwizard.run import CheckRequest, Event, run_check
@@ -50,8 +50,8 @@ def request_from_args(args: argparse.Namespace, ctx: Context) -> CheckRequest:
     return CheckRequest(
         url=url,
         host=host,
-        port=args.port or SERVE_PORT,
-        iperf3_port=args.iperf3_port or IPERF3_PORT,
+        port=args.port or spec.SERVE_PORT,
+        iperf3_port=args.iperf3_port or spec.IPERF3_PORT,
         far_end=far_end,
         allow_predicted=args.allow_predicted,
         secret=secret,
@@ -205,7 +205,7 @@ def _try_streams(report: Report, args: argparse.Namespace, ctx: Context) -> Repo
         duration_s=spec.TRY_STREAMS_DURATION_S,
     )
     try:
-        got = run_transfer(args.host, args.port or SERVE_PORT, opts,
+        got = run_transfer(args.host, args.port or spec.SERVE_PORT, opts,
                            secret=secret_from_args(args.secret_file, ctx))  # fmt: skip
     except TcpWizardError as exc:
         note = f"--try-streams: {n} streams could not run: {exc}"

@@ -14,8 +14,9 @@ from tcpwizard.context import Context
 from tcpwizard.documents import TransferDocument
 from tcpwizard.exitcodes import PermissionRequired, UsageError
 from tcpwizard.measure import spec
+from tcpwizard.measure.farends.interface import TransferHooks, TransferOptions
 from tcpwizard.measure.model import Mode, TransferResult
-from tcpwizard.measure.transfer import TransferHooks, TransferOptions, run_transfer, static_request
+from tcpwizard.measure.transfer import run_transfer, static_request
 from tcpwizard.units import parse_duration, parse_rate, parse_size
 
 

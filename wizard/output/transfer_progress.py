@@ -8,7 +8,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
-from tcpwizard.measure.transfer import Progress as TransferProgress
+from tcpwizard.measure.farends.interface import Progress as TransferProgress
 
 
 class ProgressDisplay:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tcpwizard.checks.model import HostAudit
+from tcpwizard.measure.farends.interface import Progress
 from tcpwizard.measure.model import Direction, Mode, ModeResult, PathEstimate
-from tcpwizard.measure.transfer import Progress
 from tcpwizard.report import Report
 from tcpwizard.run import CheckRequest, Event, Stage
 

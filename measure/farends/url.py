@@ -24,21 +24,21 @@ from dataclasses import dataclass
 from tcpwizard import __version__
 from tcpwizard.exitcodes import Unavailable
 from tcpwizard.measure import buffers, engine, rates, spec
-from tcpwizard.measure.far_end import Abilities, FarEndKind, Unaudited, port_probe
+from tcpwizard.measure.farends.common import Unaudited, port_probe
+from tcpwizard.measure.farends.interface import (
+    NO_HOOKS,
+    Abilities,
+    FarEndKind,
+    Progress,
+    TransferHooks,
+    TransferOptions,
+)
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, ReceiverView, TransferResult
 from tcpwizard.measure.probe import Progress as ProbeProgress
 from tcpwizard.measure.protocol import PeerUnavailable
 from tcpwizard.measure.tcpinfo import read_tcp_info
-from tcpwizard.measure.transfer import (
-    NO_HOOKS,
-    Progress,
-    TransferHooks,
-    TransferOptions,
-    live_rate,
-    merge,
-    with_window_rates,
-)
+from tcpwizard.measure.transfer import live_rate, merge, with_window_rates
 
 URL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
 MAX_REDIRECTS = 5
@@ -438,7 +438,7 @@ class UrlFar(Unaudited):
     handshake, RTT and capacity from peerless probes toward its port."""
 
     kind: FarEndKind = "url"
-    abilities = Abilities(False, False, (), URL_MODES, False)
+    abilities = Abilities(False, False, (), URL_MODES, False, down_sizes_itself=True)
     program = "a web server"
 
     def __init__(self, url_text: str, address: str, host: str, sysctl_root: str) -> None:

@@ -1,14 +1,6 @@
-"""The far-end contract: what the check pipeline may ask of whatever runs at the other end.
-
-A far end is a source of evidence. `tcpwizard serve` gives all of it (its own settings, a
-probe reflector, transfers both ways with the DRS channel); a stock `iperf3 -s` gives
-measured transfers both ways and its TCP options from the handshake; a plain open TCP
-port gives the handshake and connect-time RTT only. The pipeline (wizard/run.py) asks the
-contract and reads `abilities`; it never needs to know which program answered.
-
-A new far end (a web server for `check URL`, serve started over SSH) is one more class
-here with the same methods.
-"""
+"""`tcpwizard serve` as the far end: every ability (its own settings, the probe reflector,
+transfers both ways with the DRS channel, the available bandwidth), over one control
+connection held from choosing the far end to the last transfer."""
 
 from __future__ import annotations
 
@@ -17,89 +9,31 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from tcpwizard.checks.facts import FactsError, HostFacts, facts_from_json
 from tcpwizard.measure import spec
 from tcpwizard.measure.control import ControlClient
-from tcpwizard.measure.handshake import HandshakeFacts, handshake_with
-from tcpwizard.measure.iperf3_transfer import IPERF3_MODES, run_iperf3_transfer
-from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
+from tcpwizard.measure.farends.interface import (
+    NO_HOOKS,
+    Abilities,
+    FarEndKind,
+    TransferHooks,
+    TransferOptions,
+)
+from tcpwizard.measure.handshake import HandshakeFacts
+from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.probe import Progress as ProbeProgress
 from tcpwizard.measure.probe import probe
 from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable, ProtocolError
-from tcpwizard.measure.transfer import NO_HOOKS, TransferHooks, TransferOptions, run_transfer
+from tcpwizard.measure.transfer import run_transfer
 
-FarEndKind = Literal["serve", "iperf3", "tcp-port", "url", "none"]
-SERVE_PORT = spec.SERVE_PORT
-IPERF3_PORT = spec.IPERF3_PORT
-ALL_MODES: tuple[Mode, ...] = spec.MODES
+if TYPE_CHECKING:
+    from tcpwizard.measure.availbw import AvailBandwidth
+
 TRANSFER_TIMEOUT_S = 5.0  # a transfer request's answer (serve prepares its sockets first)
-
-
-@dataclass(frozen=True)
-class Abilities:
-    """What a far end can take part in. Anything it cannot do stays `missing` in the
-    evidence, and the verdict's confidence says so."""
-
-    facts: bool  # reports its own TCP settings (both hosts audited)
-    reflector: bool  # UDP echo and packet trains for the probe
-    modes_up: tuple[Mode, ...]
-    modes_down: tuple[Mode, ...]
-    drs_channel: bool  # SBUF messages: the sender follows the receiver's buffer
-    steady_end: bool = False  # a transfer can end once its rate is steady
-    both_at_once: bool = False  # up and down can run at the same time (two sessions)
-
-    @property
-    def transfers(self) -> bool:
-        return bool(self.modes_up or self.modes_down)
-
-
-class FarEnd(Protocol):
-    @property
-    def kind(self) -> FarEndKind: ...
-
-    @property
-    def address(self) -> str: ...
-
-    @property
-    def port(self) -> int | None: ...
-
-    @property
-    def abilities(self) -> Abilities: ...
-
-    def describe(self) -> str:
-        """One line for the report: which program answered where."""
-        ...
-
-    def facts(self) -> tuple[HostFacts | None, str | None]:
-        """The far end's own settings, or why there are none."""
-        ...
-
-    def handshake(self) -> HandshakeFacts | None:
-        """The TCP options it agreed to (after any completed handshake)."""
-        ...
-
-    def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
-        """RTT and capacity toward it; raises PeerUnavailable when nothing answers."""
-        ...
-
-    def transfer(self, options: TransferOptions, hooks: TransferHooks = NO_HOOKS) -> TransferResult:
-        """Test transfers; modes it cannot run come back with `error` set (`hooks`: where
-        their progress goes, what cancels them, this host's sysctls)."""
-        ...
-
-    def missing(self) -> tuple[str, ...]:
-        """Evidence this far end cannot give, in plain words."""
-        ...
-
-    def close(self) -> None:
-        """Let go of anything held open between the stages (serve's control connection)."""
-        ...
-
-
-# ---------------------------------------------------------------------------- serve
+AVAIL_TIMEOUT_S = 5.0  # serve's answer to a stream's arrival report
 
 
 def _fresh(c: ControlClient, last_used: float) -> bool:
@@ -114,7 +48,7 @@ class ServeFar:
 
     kind: FarEndKind = "serve"
     abilities = Abilities(
-        True, True, ALL_MODES, ALL_MODES, True, steady_end=True, both_at_once=True
+        True, True, spec.MODES, spec.MODES, True, steady_end=True, both_at_once=True
     )
 
     def __init__(
@@ -299,129 +233,15 @@ class ServeFar:
             or (got[0].peer_congestion_control if got else ""),
         )
 
+    def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
+        from tcpwizard.measure.availbw import measure_available
+
+        with self.control(AVAIL_TIMEOUT_S) as client:
+            udp = client.udp_socket()
+            try:
+                return measure_available(client, udp, capacity_bps, rtt_s)
+            finally:
+                udp.close()
+
     def missing(self) -> tuple[str, ...]:
         return ()
-
-
-# ---------------------------------------------------------------------------- iperf3
-
-
-class Unaudited:
-    """A far end that takes part in tests but does not report its settings (iperf3, a web
-    server): what it agreed to in a handshake is all that is known of it."""
-
-    program: str  # what runs there, for the report
-    host: str
-    _handshake: HandshakeFacts | None
-
-    def facts(self) -> tuple[HostFacts | None, str | None]:
-        return None, (
-            f"{self.host} is {self.program}, which does not report its settings: the far "
-            "end's sysctls are not audited (only tcpwizard serve reports them)"
-        )
-
-    def handshake(self) -> HandshakeFacts | None:
-        return self._handshake
-
-    def close(self) -> None:
-        """Nothing stays open between its stages."""
-
-
-class Iperf3Far(Unaudited):
-    """A stock `iperf3 -s`. Nothing may connect to its port without speaking iperf3 (a
-    silent connection ends a one-off server), so the probe stays peerless (ICMP, SYN
-    pairs) and the handshake is read from the first test's control connection."""
-
-    kind: FarEndKind = "iperf3"
-    abilities = Abilities(
-        False, False, IPERF3_MODES["up"], IPERF3_MODES["down"], False, steady_end=True
-    )
-
-    program = "an iperf3 server"
-
-    def __init__(self, address: str, port: int, host: str) -> None:
-        self.address, self.port, self.host = address, port, host
-        self._handshake: HandshakeFacts | None = None
-
-    def describe(self) -> str:
-        return f"iperf3 server at port {self.port}"
-
-    def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
-        return probe(
-            self.address,
-            self.port,
-            tcp_port=self.port,
-            budget_s=budget_s,
-            progress=progress,
-            serve=False,
-            connect_rtt=False,
-        )
-
-    def transfer(self, options: TransferOptions, hooks: TransferHooks = NO_HOOKS) -> TransferResult:
-        def keep(hs: HandshakeFacts | None) -> None:
-            self._handshake = self._handshake or hs
-
-        return run_iperf3_transfer(self.address, self.port, options, hooks, on_handshake=keep)
-
-    def missing(self) -> tuple[str, ...]:
-        return (
-            "the far end's settings (iperf3 does not report them)",
-            "the far end's TCP_INFO for uploads (iperf3 reports only its byte counts)",
-            "DRS upload (needs tcpwizard serve's receiver)",
-        )
-
-
-# ---------------------------------------------------------------------------- port only
-
-
-class PortFar:
-    """Only an open TCP port (SSH, a web server): its handshake and connect-time RTT."""
-
-    kind: FarEndKind = "tcp-port"
-    abilities = Abilities(False, False, (), (), False)
-
-    def __init__(self, address: str, port: int | None, host: str, sysctl_root: str) -> None:
-        self.address, self.port, self.host = address, port, host
-        self._handshake = (
-            handshake_with(address, port, sysctl_root=sysctl_root) if port is not None else None
-        )
-
-    def describe(self) -> str:
-        if self.port is None:
-            return "nothing that takes part in a test (no serve, no iperf3)"
-        state = "open" if self._handshake else "not answering"
-        return f"TCP port {self.port} ({state}); no serve, no iperf3"
-
-    def facts(self) -> tuple[HostFacts | None, str | None]:
-        return None, None
-
-    def close(self) -> None:
-        """Nothing stays open between its stages."""
-
-    def handshake(self) -> HandshakeFacts | None:
-        return self._handshake
-
-    def probe(self, budget_s: float, progress: ProbeProgress | None = None) -> PathEstimate:
-        return port_probe(self.address, self.port, budget_s, progress)
-
-    def transfer(self, options: TransferOptions, hooks: TransferHooks = NO_HOOKS) -> TransferResult:
-        raise PeerUnavailable("no test transfer: the far end runs neither serve nor iperf3")
-
-    def missing(self) -> tuple[str, ...]:
-        return (
-            "no test transfer: the far end runs neither tcpwizard serve nor iperf3",
-            "the far end's settings",
-        )
-
-
-def port_probe(
-    address: str, port: int | None, budget_s: float, progress: ProbeProgress | None
-) -> PathEstimate:
-    """The peerless probe of a far end that is only an open TCP port to us (ICMP, SYN
-    pairs, connect time toward `port`)."""
-    return probe(address, tcp_port=port, budget_s=budget_s, progress=progress, serve=False)
-
-
-# ---------------------------------------------------------------------------- discovery
-
-FarEndChoice = Literal["auto", "serve", "iperf3"]

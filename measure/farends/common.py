@@ -1,0 +1,50 @@
+"""What the far ends other than serve share: no settings of their own reported, the
+handshake as all that is known of the far host, and the peerless probe toward a port."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tcpwizard.checks.facts import HostFacts
+from tcpwizard.measure.handshake import HandshakeFacts
+from tcpwizard.measure.model import PathEstimate
+from tcpwizard.measure.probe import Progress as ProbeProgress
+from tcpwizard.measure.probe import probe
+from tcpwizard.measure.protocol import PeerUnavailable
+
+if TYPE_CHECKING:
+    from tcpwizard.measure.availbw import AvailBandwidth
+
+NO_AVAILABLE = "the available bandwidth needs tcpwizard serve's reflector"
+
+
+class Unaudited:
+    """A far end that takes part in tests but does not report its settings (iperf3, a web
+    server): what it agreed to in a handshake is all that is known of it."""
+
+    program: str  # what runs there, for the report
+    host: str
+    _handshake: HandshakeFacts | None
+
+    def facts(self) -> tuple[HostFacts | None, str | None]:
+        return None, (
+            f"{self.host} is {self.program}, which does not report its settings: the far "
+            "end's sysctls are not audited (only tcpwizard serve reports them)"
+        )
+
+    def handshake(self) -> HandshakeFacts | None:
+        return self._handshake
+
+    def close(self) -> None:
+        """Nothing stays open between its stages."""
+
+    def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
+        raise PeerUnavailable(NO_AVAILABLE)
+
+
+def port_probe(
+    address: str, port: int | None, budget_s: float, progress: ProbeProgress | None
+) -> PathEstimate:
+    """The peerless probe of a far end that is only an open TCP port to us (ICMP, SYN
+    pairs, connect time toward `port`)."""
+    return probe(address, tcp_port=port, budget_s=budget_s, progress=progress, serve=False)
