@@ -141,7 +141,9 @@ def test_a_starved_reader_without_a_probe_or_a_faster_transfer_is_host_cpu() -> 
     Mbit/s x 50 ms, a 0.5 % quota): nothing shows the path had room, but the receiver was
     held off the CPU a third of the transfer while the sender waited for its window half of
     it. Without the window wait (or the starvation) nothing is claimed."""
-    no_probe = dataclasses.replace(_ev().path, capacity=None)  # type: ignore[arg-type]
+    probed = _ev().path
+    assert probed is not None
+    no_probe = dataclasses.replace(probed, capacity=None)
     up = dataclasses.replace(mode(24.6, rwnd=0.48), receiver_load=_load(starved=0.34))
     down = dataclasses.replace(mode(24.2, direction="down"), sender_load=_load())
     ev = dataclasses.replace(_ev(up, down), path=no_probe, peer=None)

@@ -323,11 +323,12 @@ def _stage_probe(run: _Run, stage: StageFn, emit: EventFn) -> None:
 
 def _stage_available(run: _Run, stage: StageFn, why: str = "") -> None:
     """The available bandwidth beside the capacity (serve's reflector only), asked for
-    (--avail) or because the upload fell short (`_fell_short`); the verdict
+    (--avail) or because the upload fell short (advice/shortfall.py); the verdict
     `cross-traffic` needs it."""
     cap = run.path.capacity if run.path else None
     if run.path is None or cap is None or not run.far.abilities.reflector:
-        run.notes.append("available bandwidth: needs tcpwizard serve and a measured capacity")
+        if not why:  # asked for: say why not (unasked, it was only worth a try)
+            run.notes.append("available bandwidth: needs tcpwizard serve and a measured capacity")
         return
     stage("probe", "measuring what cross traffic leaves free (periodic streams)")
     if why:
