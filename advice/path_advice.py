@@ -87,6 +87,18 @@ def blackhole_fixes(p: PathHops) -> tuple[Fix, ...]:
     return (probing, route, peer, clamp)
 
 
+def _cost(f: SynHopFinding) -> str:
+    """What each rewrite costs a transfer, for those this one made."""
+    out = ""
+    if "window scaling" in f.removed:
+        out += " Without window scaling no window exceeds 64 KB, whatever the buffers."
+    if "SACK" in f.removed:
+        out += " Without SACK every lost segment costs a round trip of recovery."
+    if any(c.startswith("MSS clamped") for c in f.changed):
+        out += " A smaller MSS lowers a loss-bound rate in proportion."
+    return out
+
+
 def _rewrite_finding(f: SynHopFinding) -> Finding:
     """A device rewrites the SYN on the way: where, from the routers' quotes of it."""
     what = ", ".join([f"{o} removed" for o in f.removed] + list(f.changed))
@@ -95,9 +107,8 @@ def _rewrite_finding(f: SynHopFinding) -> Finding:
         "warn",
         f"SYN options changed {f.where}: {what}",
         "the SYN's options as sent at every hop",
-        f"A device rewrites the TCP handshake: {f.text}. Without window scaling no window "
-        "exceeds 64 KB; without SACK every loss costs a round trip; a clamped MSS lowers a "
-        "loss-bound rate in proportion. Ask the device's operator to leave TCP options alone.",
+        f"A device rewrites the TCP handshake: {f.text}.{_cost(f)} Ask the device's operator "
+        "to leave TCP options alone.",
         "RFC 7323 (window scaling), RFC 2018 (SACK), RFC 6691 (MSS)",
         key="syn_options",
         title="middlebox",

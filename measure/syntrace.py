@@ -156,7 +156,7 @@ def syn_trace(
         icmp.close()
     top = min(reached, default=max_ttl)
     hops = tuple(
-        hop_view(ttl, answers.get(ttl, []), sent, destination=ttl in reached)
+        hop_view(ttl, answers.get(ttl, []), sent, address if ttl in reached else None)
         for ttl in range(1, top + 1)
     )
     notes = []

@@ -73,15 +73,22 @@ class SynHopFinding:
     @property
     def text(self) -> str:
         what = [f"{o} removed" for o in self.removed] + list(self.changed)
-        device = (
-            "this host's own way out"
-            if self.after_hop == 0
-            else f"hop {self.after_hop} itself (a router drops a probe for its TTL before "
-            "its forwarding rules run, so its own rewrite shows only past it)"
-        )
+        return f"the SYN's options changed {self.where}: {', '.join(what)}; {self.device}"
+
+    @property
+    def device(self) -> str:
+        """Which box it can be: a router rewrites after its own TTL check."""
+        if self.before_hop is not None and self.before_hop > self.after_hop + 1:
+            return (
+                f"the device is one of hops {self.after_hop or 1}-{self.before_hop - 1} or "
+                "on a link between them (the hops in between quoted no options)"
+            )
+        if self.after_hop == 0:
+            return "the device is this host's own way out or on the link to hop 1"
         return (
-            f"the SYN's options changed {self.where}: {', '.join(what)}; the device is "
-            f"{device} or on the link just after it"
+            f"the device is hop {self.after_hop} itself (a router drops a probe for its TTL "
+            "before its forwarding rules run, so its own rewrite shows only past it) or on "
+            "the link just after it"
         )
 
 
@@ -208,18 +215,22 @@ def compare(sent: SynOptions, seen: SynOptions) -> tuple[tuple[str, ...], tuple[
 
 
 def hop_view(
-    ttl: int, quotes: list[tuple[str, Quote]], sent: SynOptions, destination: bool = False
+    ttl: int,
+    quotes: list[tuple[str, Quote]],
+    sent: SynOptions,
+    destination: str | None = None,
 ) -> HopSyn:
-    """One TTL's answers: the most frequent answering router, and its fullest quote."""
+    """One TTL's answers: the most frequent answering router, and its fullest quote;
+    `destination`: the far end's address when it answered this TTL."""
     if not quotes:
-        return HopSyn(ttl, None, NONE, None, destination=destination)
+        return HopSyn(ttl, destination, NONE, None, destination=destination is not None)
     address = Counter(a for a, _ in quotes).most_common(1)[0][0]
     full = [q.options for a, q in quotes if a == address and q.options is not None]
     if not full:
-        return HopSyn(ttl, address, SHORT, None, destination=destination)
+        return HopSyn(ttl, address, SHORT, None, destination=destination is not None)
     seen = full[0]
     removed, changed = compare(sent, seen)
-    return HopSyn(ttl, address, FULL, seen, removed, changed, destination)
+    return HopSyn(ttl, address, FULL, seen, removed, changed, destination is not None)
 
 
 def last_intact(hops: tuple[HopSyn, ...]) -> tuple[int, str | None]:
