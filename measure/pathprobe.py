@@ -642,7 +642,11 @@ def _syn_options(
         notes.append("SYN options per hop: need root (raw sockets)")
         return None
     port = opts.syn_port or opts.port or spec.SERVE_PORT
-    return syn_trace(address, port, mtu, top, max_time_s=min(opts.max_time_s, MAX_SYN_TIME_S))
+    try:
+        return syn_trace(address, port, mtu, top, max_time_s=min(opts.max_time_s, MAX_SYN_TIME_S))
+    except OSError as exc:  # no route for the raw socket, a local firewall: the hops stand
+        notes.append(f"SYN options per hop: {exc.strerror or exc}")
+        return None
 
 
 def _resolve_names(addresses: set[str], budget_s: float = 1.0) -> dict[str, str]:

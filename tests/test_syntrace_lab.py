@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tcpwizard.lab import LabSpec
-from tcpwizard.lab.serving import tcpwizard_argv
+from tcpwizard.lab.serving import serving, tcpwizard_argv
 from tcpwizard.lab.spec import HopSpec, MiddleboxSpec
 from tests.lab_fixtures import LabFactory
 
@@ -60,3 +60,31 @@ def test_path_names_the_hop_that_rewrites_the_syn(
         if sum(_located(s, word) for s in runs) >= NEEDED:
             break
     assert sum(_located(s, word) for s in runs) >= NEEDED, runs
+
+
+def test_check_hops_names_the_hop_in_the_middlebox_verdict(lab_factory: LabFactory) -> None:
+    """`check --hops` against serve: the SYNs per hop go to serve's port and the middlebox
+    verdict (from serve's report of the SYN it received) says between which hops."""
+    spec = LabSpec.symmetric(
+        100e6, 0.040, hops=ROUTERS, middlebox=MiddleboxSpec(("window",), hop=2)
+    )
+    lab = lab_factory(spec)
+    argv = ("check", lab.addr_b, "--json", "--quick", "--no-history", "--hops",
+            "--hops-count", "2", "--hops-max-time", "5s")  # fmt: skip
+    runs = []
+    with serving(lab, "b"):
+        for _ in range(TRIES):
+            proc = lab.run(
+                "a", tcpwizard_argv(*argv), capture_output=True, text=True, timeout=120,
+                check=False,
+            )  # fmt: skip
+            v = json.loads(proc.stdout)["verdict"]
+            runs.append((v["limiting_factor"], v["host_to_fix"], v["explanation"]))
+            if sum(_named(r) for r in runs) >= NEEDED:
+                break
+    assert sum(_named(r) for r in runs) >= NEEDED, runs
+
+
+def _named(run: tuple[str, str, str]) -> bool:
+    factor, host, words = run
+    return (factor, host) == ("middlebox", "path") and "between hop 2" in words
