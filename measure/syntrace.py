@@ -85,6 +85,9 @@ def syn_trace(
     """SYNs to `address`:`port` with TTL 1..max_ttl, `probes` per TTL, within max_time_s of
     sending and TIMEOUT_S of waiting. PermissionRequired without root."""
     max_ttl = max(1, min(max_ttl, MAX_HOPS))
+    sent = own_syn_options(route_mtu)
+    src = socket.inet_aton(_source_for(address, port))  # the checksum covers it
+    dst = socket.inet_aton(address)
     try:
         tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
     except PermissionError:
@@ -98,9 +101,6 @@ def syn_trace(
         raise PermissionRequired(
             "the SYN options per hop need root (raw sockets): run as root"
         ) from None
-    sent = own_syn_options(route_mtu)
-    src = socket.inet_aton(_source_for(address, port))
-    dst = socket.inet_aton(address)
     sport = 32768 + int.from_bytes(os.urandom(2), "big") % 28000  # no socket of ours holds it
     base = int.from_bytes(os.urandom(4), "big") & 0xFFFF0000  # low 16 bits: the probe id
     ttl_of: dict[int, int] = {}
