@@ -19,6 +19,7 @@ from tcpwizard.checks.model import Fix, HostAudit
 from tcpwizard.measure.capture import FlowDirection
 from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.synopts import MAX_LINUX_NOPS, SynOptions
+from tcpwizard.measure.syntrace_model import SynTrace, past_last_router
 
 UP = "local->peer"  # in this host's SYN, on the way to the far end
 DOWN = "peer->local"  # in the far end's SYN-ACK, on the way back
@@ -100,6 +101,21 @@ def syn_tampering(hs: HandshakeFacts | None, peer: HostAudit | None) -> tuple[Ta
     if hs.local_mss and syn.mss is not None and syn.mss < hs.local_mss:
         out.append(Tampering("MSS", UP, str(hs.local_mss), str(syn.mss)))
     return tuple(out)
+
+
+def device_hop(trace: SynTrace | None, found: tuple[Tampering, ...]) -> str | None:
+    """Where on the path the device is, from the routers' quotes of our SYN (`check
+    --hops`, measure/syntrace.py): the first hop that quoted it rewritten, or, when only
+    the far end saw the rewrite, past the last router that quoted it intact. None without
+    hop probes, for a rewrite of the SYN-ACK only (the probes carry this host's SYN), or
+    when no router quoted the options."""
+    if trace is None:
+        return None
+    if trace.finding is not None:
+        return trace.finding.text
+    if any(t.direction == UP for t in found):
+        return past_last_router(trace.hops)
+    return None
 
 
 def device_fix(found: tuple[Tampering, ...]) -> Fix:

@@ -14,6 +14,7 @@ from tcpwizard.advice.window_law import mathis_mbps
 from tcpwizard.checks.model import Finding, Fix
 from tcpwizard.exitcodes import ExitCode, exit_for_severities
 from tcpwizard.measure.hop_model import PathHops
+from tcpwizard.measure.syntrace_model import SynHopFinding
 
 CRIT_LOSS_PCT = 1.0
 
@@ -84,6 +85,34 @@ def blackhole_fixes(p: PathHops) -> tuple[Fix, ...]:
         why="the network's own fix: the router that drops the message",
     )
     return (probing, route, peer, clamp)
+
+
+def _cost(f: SynHopFinding) -> str:
+    """What each rewrite costs a transfer, for those this one made."""
+    out = ""
+    if "window scaling" in f.removed:
+        out += " Without window scaling no window exceeds 64 KB, whatever the buffers."
+    if "SACK" in f.removed:
+        out += " Without SACK every lost segment costs a round trip of recovery."
+    if any(c.startswith("MSS clamped") for c in f.changed):
+        out += " A smaller MSS lowers a loss-bound rate in proportion."
+    return out
+
+
+def _rewrite_finding(f: SynHopFinding) -> Finding:
+    """A device rewrites the SYN on the way: where, from the routers' quotes of it."""
+    what = ", ".join([f"{o} removed" for o in f.removed] + list(f.changed))
+    return Finding(
+        "path-middlebox",
+        "warn",
+        f"SYN options changed {f.where}: {what}",
+        "the SYN's options as sent at every hop",
+        f"A device rewrites the TCP handshake: {f.text}.{_cost(f)} Ask the device's operator "
+        "to leave TCP options alone.",
+        "RFC 7323 (window scaling), RFC 2018 (SACK), RFC 6691 (MSS)",
+        key="syn_options",
+        title="middlebox",
+    )
 
 
 def path_advice(p: PathHops) -> PathAdvice:
@@ -194,6 +223,8 @@ def path_advice(p: PathHops) -> PathAdvice:
                 title="RTT jump",
             )
         )
+    if p.syn is not None and p.syn.finding is not None:
+        out.append(_rewrite_finding(p.syn.finding))
     code = exit_for_severities([f.severity for f in out])
     if not p.reached:
         code = ExitCode.UNKNOWN

@@ -22,6 +22,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from tcpwizard.measure.syntrace_model import SynTrace
+
 # A hop's loss above what later hops carry is ICMP rate limiting when it is at least this
 # share and at least MIN_EXCESS_LOST probes.
 RATE_LIMIT_EXCESS = 0.03
@@ -100,6 +102,9 @@ class PathHops:
     notes: tuple[str, ...]
     gateway: str | None = None  # this host's next hop toward the target (route fixes)
     dev: str | None = None
+    # TCP SYNs with this host's options, and the options each router quoted back
+    # (measure/syntrace.py); None when not probed (not root, IPv6, or turned off).
+    syn: SynTrace | None = None
 
 
 @dataclass(frozen=True)

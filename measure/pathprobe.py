@@ -36,9 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tcpwizard.exitcodes import PermissionRequired, Unavailable, UsageError
-from tcpwizard.measure import udpwire
+from tcpwizard.measure import spec, udpwire
 from tcpwizard.measure.hop_model import HopCounts, MtuFinding, PathHops, ProbeReply, analyse
 from tcpwizard.measure.rtt import icmp_echo_packet
+from tcpwizard.measure.syntrace import MAX_TIME_S as MAX_SYN_TIME_S
+from tcpwizard.measure.syntrace import syn_trace
+from tcpwizard.measure.syntrace_model import SynTrace
 
 METHODS = ("auto", "icmp", "udp", "tcp")
 MAX_TTL = 30
@@ -79,6 +82,10 @@ class PathOptions:
     mtu: bool = True
     resolve: bool = True
     family: int = 0  # 0: any, 4 or 6
+    # SYNs with this host's TCP options per hop (measure/syntrace.py), as root over IPv4,
+    # toward this port (else `port`, else serve's).
+    syn_options: bool = True
+    syn_port: int | None = None
 
     def validate(self) -> None:
         if self.method not in METHODS:
@@ -598,6 +605,7 @@ def trace(host: str, opts: PathOptions) -> PathHops:
             mtu = _mtu_search(run, family, addr, dest, wait)
     finally:
         prober.close()
+    syn = _syn_options(opts, family, str(addr[0]), route.mtu, top, notes)
     return PathHops(
         host=host,
         address=str(addr[0]),
@@ -617,7 +625,28 @@ def trace(host: str, opts: PathOptions) -> PathHops:
         notes=tuple(notes),
         gateway=route.gateway,
         dev=route.dev,
+        syn=syn,
     )
+
+
+def _syn_options(
+    opts: PathOptions, family: int, address: str, mtu: int, top: int, notes: list[str]
+) -> SynTrace | None:
+    """The SYN's options hop by hop, where they can be probed; a note where not."""
+    if not opts.syn_options:
+        return None
+    if family != socket.AF_INET:
+        notes.append("SYN options per hop: IPv4 only")
+        return None
+    if os.geteuid() != 0:
+        notes.append("SYN options per hop: need root (raw sockets)")
+        return None
+    port = opts.syn_port or opts.port or spec.SERVE_PORT
+    try:
+        return syn_trace(address, port, mtu, top, max_time_s=min(opts.max_time_s, MAX_SYN_TIME_S))
+    except OSError as exc:  # no route for the raw socket, a local firewall: the hops stand
+        notes.append(f"SYN options per hop: {exc.strerror or exc}")
+        return None
 
 
 def _resolve_names(addresses: set[str], budget_s: float = 1.0) -> dict[str, str]:

@@ -4,8 +4,21 @@ rate limiting at hop 2, 1 % loss from hop 3 on, a 9000-byte host behind a 1500-b
 from __future__ import annotations
 
 import dataclasses
+import socket
+import struct
 
 from tcpwizard.measure.hop_model import HopCounts, MtuFinding, PathHops, analyse
+from tcpwizard.measure.synopts import SynOptions
+from tcpwizard.measure.syntrace_model import (
+    HopSyn,
+    SynTrace,
+    checksum,
+    hop_view,
+    locate,
+    parse_icmp,
+    syn_options_bytes,
+    syn_segment,
+)
 
 
 def counts() -> list[HopCounts]:
@@ -56,3 +69,69 @@ def path(blackhole: bool = False) -> PathHops:
 
 def unreached() -> PathHops:
     return dataclasses.replace(path(), reached=False, mtu=None)
+
+
+# A device on the path that takes window scaling out of SYNs and clamps the MSS --------
+
+SENT = SynOptions(1460, 7, True, True, 1)
+SRC, DST, SPORT, DPORT, SEQ = "10.200.3.1", "10.200.3.22", 40001, 5301, 0x5A5A0001
+
+
+def _ipv4(src: str, dst: str, proto: int, payload: bytes, ttl: int = 64) -> bytes:
+    head = struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 0, 0, ttl, proto, 0,
+        socket.inet_aton(src), socket.inet_aton(dst),
+    )  # fmt: skip
+    return head[:10] + struct.pack("!H", checksum(head)) + head[12:] + payload
+
+
+def probe(mss: int | None = 1460, wscale: int | None = 7) -> bytes:
+    """Our SYN as it left (or as a device left it: an option removed is NOPs in its place,
+    as nftables' `reset tcp option` does)."""
+    opts = syn_options_bytes(1460, True, True, 7, tsval=1)
+    if wscale is None:
+        opts = opts[:16] + b"\x01\x01\x01\x01"
+    elif mss is not None and mss != 1460:
+        opts = struct.pack("!BBH", 2, 4, mss) + opts[4:]
+    seg = syn_segment(socket.inet_aton(SRC), socket.inet_aton(DST), SPORT, DPORT, SEQ, opts)
+    return _ipv4(SRC, DST, 6, seg, ttl=1)
+
+
+def time_exceeded(router: str, quoted: bytes, tcp_bytes: int | None = None) -> bytes:
+    """A router's ICMP time exceeded quoting `quoted` (IP header on): the whole packet, as
+    Linux quotes up to 576 bytes, or the IP header and `tcp_bytes` of TCP (RFC 792: 8)."""
+    if tcp_bytes is not None:
+        quoted = quoted[: 20 + tcp_bytes]
+    icmp = struct.pack("!BBHI", 11, 0, 0, 0) + quoted
+    icmp = icmp[:2] + struct.pack("!H", checksum(icmp)) + icmp[4:]
+    return _ipv4(router, SRC, 1, icmp)
+
+
+def rewritten_hops(
+    short_at: int | None = None, silent_at: int | None = None, **device: int | None
+) -> tuple[HopSyn, ...]:
+    """Routers 1-4 and the far end at 5: the device sits on router 2 (it rewrites as it
+    forwards, after the TTL check), so routers 3 and 4 quote the SYN rewritten."""
+    out = []
+    for ttl, addr in enumerate(("10.200.3.6", "10.200.3.10", "10.200.3.14", "10.200.3.18"), 1):
+        pkt = probe(device.get("mss", 1460), device.get("wscale", 7)) if ttl >= 3 else probe()
+        quotes = []
+        if ttl != silent_at:
+            q = parse_icmp(time_exceeded(addr, pkt, 8 if ttl == short_at else None))
+            assert q is not None
+            quotes.append((addr, q))
+        out.append(hop_view(ttl, quotes, SENT))
+    out.append(hop_view(5, [], SENT, DST))
+    return tuple(out)
+
+
+def syn_trace(
+    short_at: int | None = None, silent_at: int | None = None, **device: int | None
+) -> SynTrace:
+    hops = rewritten_hops(short_at, silent_at, **device)
+    return SynTrace(DPORT, SENT, hops, locate(hops), 10)
+
+
+def rewritten() -> PathHops:
+    """The path above with a device on router 2 that strips window scaling."""
+    return dataclasses.replace(path(), syn=syn_trace(wscale=None))

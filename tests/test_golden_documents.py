@@ -131,6 +131,11 @@ def _path(blackhole: bool) -> Callable[[Path], PathDocument]:
     return build
 
 
+def _path_middlebox(tmp: Path) -> PathDocument:
+    hops = path_data.rewritten()
+    return PathDocument.of(hops, path_advice(hops))
+
+
 def _check_hops(tmp: Path) -> Document:
     hops = path_data.path(blackhole=True)
     return dataclasses.replace(tui_data.report(tmp), hops=hops, hops_advice=path_advice(hops))
@@ -174,6 +179,7 @@ CASES: dict[str, Case] = {
     "fix-rollback": Case("fix-result", _fix_rollback, ExitCode.OK),
     "path": Case("path", _path(False), ExitCode.CRITICAL),
     "path-blackhole": Case("path", _path(True), ExitCode.CRITICAL),
+    "path-middlebox": Case("path", _path_middlebox, ExitCode.CRITICAL),
     "conns": Case("conns", lambda tmp: conns_data.report(), ExitCode.WARNING),
     "capture": Case(
         "capture", lambda tmp: CaptureDocument.of(capture_cases.report()), ExitCode.WARNING

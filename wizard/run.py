@@ -286,6 +286,8 @@ def _stage_hops(run: _Run, opts: PathOptions, stage: StageFn) -> None:
     """The hops with `path`'s own code, before the transfers: a PMTU black hole is named
     even when the transfers then stall."""
     stage("probe", f"hops: probing the path to {run.req.host} (at most {opts.max_time_s:g} s)")
+    if opts.syn_port is None:  # the SYNs per hop go where the transfers will
+        opts = dataclasses.replace(opts, syn_port=run.far.port)
     hops = trace(run.req.host, opts)
     run.hops = hops, path_advice(hops)
 
@@ -552,6 +554,7 @@ def _diagnose(run: _Run, stage: StageFn) -> Report:
         + hs_fixes
         + tuple(f for f in app if f.host == "peer"),
         peer_handshake=hs,
+        syn_hops=run.hops[0].syn if run.hops is not None else None,
     )
     diag = diagnose(evidence)
     measured = evidence.measured

@@ -4,6 +4,8 @@ the fix is the device's, never a sysctl."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from tcpwizard.advice.evidence import (
     HEALTHY_SHARE,
     Candidate,
@@ -12,7 +14,7 @@ from tcpwizard.advice.evidence import (
     probe_capacity,
     rtt_ms,
 )
-from tcpwizard.advice.middlebox import DOWN, Tampering, syn_tampering
+from tcpwizard.advice.middlebox import DOWN, Tampering, device_hop, syn_tampering
 from tcpwizard.advice.window_law import UNSCALED_WINDOW, mathis_mbps, window_limit_mbps
 from tcpwizard.measure.model import ModeResult
 
@@ -82,6 +84,19 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     found = syn_tampering(ev.peer_handshake, ev.peer)
     if not found:
         return None
+    cand = _candidate(ev, d, found)
+    where = device_hop(ev.syn_hops, found)
+    if where is None:
+        return cand
+    # The hop probes name where the device is: in the evidence and in the words.
+    return dataclasses.replace(
+        cand,
+        explanation=f"{cand.explanation} Where: {where}.",
+        evidence=(*cand.evidence, where),
+    )
+
+
+def _candidate(ev: Evidence, d: Direction, found: tuple[Tampering, ...]) -> Candidate:
     if (one_sided := _one_sided(ev, found)) is not None:
         return one_sided
     cur, rtt = d.current, rtt_ms(ev, d)

@@ -9,6 +9,8 @@ from typing import Any
 from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.advice.path_advice import PathAdvice
 from tcpwizard.measure.hop_model import Hop, PathHops
+from tcpwizard.measure.synopts import SynOptions
+from tcpwizard.measure.syntrace_model import SynTrace
 from tcpwizard.output.json_format import fields_json, finding_json, fix_json
 from tcpwizard.output.schema import (
     BOOL,
@@ -50,6 +52,46 @@ def hop_json(h: Hop) -> Json:
     }
 
 
+def _opts(o: SynOptions | None) -> Json | None:
+    return None if o is None else o.to_wire()
+
+
+def syn_json(t: SynTrace | None) -> Json | None:
+    """The SYN's options per hop and where they changed (measure/syntrace.py)."""
+    if t is None:
+        return None
+    f = t.finding
+    return {
+        "port": t.port,
+        "sent": t.sent.to_wire(),
+        "hops": [
+            {
+                "ttl": h.ttl,
+                "address": h.address,
+                "quote": h.quote,
+                "seen": _opts(h.seen),
+                "removed": list(h.removed),
+                "changed": list(h.changed),
+                "destination": h.destination,
+            }
+            for h in t.hops
+        ],
+        "finding": None
+        if f is None
+        else {
+            "after_hop": f.after_hop,
+            "after_address": f.after_address,
+            "before_hop": f.before_hop,
+            "before_address": f.before_address,
+            "removed": list(f.removed),
+            "changed": list(f.changed),
+            "text": f.text,
+        },
+        "probes_sent": t.probes_sent,
+        "notes": list(t.notes),
+    }
+
+
 def hops_json(p: PathHops, adv: PathAdvice) -> Json:
     """The hops section (also `check --hops` puts it in its report)."""
     return {
@@ -70,6 +112,7 @@ def hops_json(p: PathHops, adv: PathAdvice) -> Json:
         "probes_sent": p.probes_sent,
         "elapsed_s": _r(p.elapsed_s, 2),
         "notes": list(p.notes),
+        "syn_options": syn_json(p.syn),
     }
 
 
@@ -112,6 +155,47 @@ MTU = _obj(
         "note": STR,
     }
 )
+SYN_OPTS = _obj(
+    {
+        "mss": _nullable(INT),
+        "wscale": _nullable(INT),
+        "sack_permitted": BOOL,
+        "timestamps": BOOL,
+        "nops": INT,
+    }
+)
+SYN_HOP = _obj(
+    {
+        "ttl": INT,
+        "address": _nullable(STR),
+        "quote": {"enum": ["full", "short", "none"]},
+        "seen": _nullable(SYN_OPTS),
+        "removed": _arr(STR),
+        "changed": _arr(STR),
+        "destination": BOOL,
+    }
+)
+SYN_FINDING = _obj(
+    {
+        "after_hop": INT,
+        "after_address": _nullable(STR),
+        "before_hop": _nullable(INT),
+        "before_address": _nullable(STR),
+        "removed": _arr(STR),
+        "changed": _arr(STR),
+        "text": STR,
+    }
+)
+SYN_SECTION = _obj(
+    {
+        "port": INT,
+        "sent": SYN_OPTS,
+        "hops": _arr(SYN_HOP),
+        "finding": _nullable(SYN_FINDING),
+        "probes_sent": INT,
+        "notes": _arr(STR),
+    }
+)
 HOPS_PROPS: dict[str, Schema] = {
     "method": {"enum": ["icmp", "udp", "tcp"]},
     "port": _nullable(INT),
@@ -126,6 +210,7 @@ HOPS_PROPS: dict[str, Schema] = {
     "probes_sent": INT,
     "elapsed_s": NUM,
     "notes": _arr(STR),
+    "syn_options": _nullable(SYN_SECTION),
 }
 HOPS_SECTION = _obj(HOPS_PROPS)
 

@@ -7,6 +7,8 @@ from typing import TextIO
 
 from tcpwizard.advice.path_advice import PathAdvice
 from tcpwizard.measure.hop_model import Hop, PathHops
+from tcpwizard.measure.synopts import SynOptions
+from tcpwizard.measure.syntrace_model import FULL, NONE, SynTrace
 
 SEVERITY_MARK = {"crit": "CRIT", "warn": "WARN", "info": "info", "ok": "ok"}
 
@@ -72,6 +74,37 @@ def path_mtu_line(p: PathHops) -> str | None:
     return f"Path MTU {m.path_mtu} B (this host's interface {m.local_mtu} B){at}"
 
 
+def options_text(o: SynOptions) -> str:
+    """A SYN's options in words: "MSS 1460, window scale 7, SACK, timestamps"."""
+    words = [f"MSS {o.mss}" if o.mss is not None else "no MSS"]
+    words.append(f"window scale {o.wscale}" if o.wscale is not None else "no window scale")
+    words.append("SACK" if o.sack_permitted else "no SACK")
+    words.append("timestamps" if o.timestamps else "no timestamps")
+    if o.overwritten:
+        words.append(f"{o.nops} NOPs in a row")
+    return ", ".join(words)
+
+
+def syn_lines(t: SynTrace) -> list[str]:
+    """The SYN's options as each router quoted them (measure/syntrace.py)."""
+    lines = [f"SYN options per hop (port {t.port}), sent: {options_text(t.sent)}"]
+    for h in t.hops:
+        who = h.address or "*"
+        if h.destination:
+            seen = "the far end answered"
+        elif h.quote == NONE:
+            seen = "no answer"
+        elif h.quote != FULL:
+            seen = "quote too short (8 bytes of TCP): options not seen"
+        elif h.rewritten:
+            seen = ", ".join([f"{o} removed" for o in h.removed] + list(h.changed))
+        else:
+            seen = "as sent"
+        lines.append(f"{h.ttl:>3}  {who:<40} {seen}")
+    lines += [f"  note: {n}" for n in t.notes]
+    return lines
+
+
 def hops_lines(p: PathHops, adv: PathAdvice) -> list[str]:
     lines = [
         hops_heading(p),
@@ -81,6 +114,8 @@ def hops_lines(p: PathHops, adv: PathAdvice) -> list[str]:
     mtu = path_mtu_line(p)
     if mtu is not None:
         lines.append(mtu)
+    if p.syn is not None:
+        lines += syn_lines(p.syn)
     for f in adv.findings:
         lines.append(f"  {SEVERITY_MARK[f.severity]:<4} {f.title}: {f.message}")
         for x in f.fixes:
