@@ -74,6 +74,9 @@ def _source_for(address: str, port: int) -> str:
         return str(s.getsockname()[0])
 
 
+RAW_RCVBUF = 4 << 20  # bytes; capped by net.core.rmem_max
+
+
 def syn_trace(
     address: str,
     port: int,
@@ -108,6 +111,10 @@ def syn_trace(
     reached: set[int] = set()
     start = time.monotonic()
     try:
+        for sock in (tx, icmp):
+            # A raw socket gets a copy of every TCP (or ICMP) packet the host receives: on a
+            # busy host the default buffer overflows before the few answers are read.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RAW_RCVBUF)
         tx.setblocking(False)
         icmp.setblocking(False)
 
