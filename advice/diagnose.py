@@ -389,11 +389,18 @@ def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:
     if window and rtt and cur:
         limit = window_limit_mbps(window, rtt)
         cap = _capacity(ev, d)
-        if cap is not None and limit >= HEALTHY_SHARE * cap and confidence > 0:
+        if (
+            cap is not None
+            and limit >= HEALTHY_SHARE * cap
+            and confidence > 0
+            and cur.rcv_autotuning
+        ):
             # The receiver's own buffer allows the path (window law): the window the sender
             # waited for was held below that size by data left unread (a receiver starved
             # of CPU, advice/rules/host_cpu.py) or autotuning still growing it. A larger
             # tcp_rmem changes neither, so the buffer is named only if nothing else is.
+            # (An application that set SO_RCVBUF stops autotuning: tcp_rmem is then no
+            # ceiling of its buffer, and its own size is what the window law reads.)
             evidence.append(
                 f"but the receiver's buffer allows ~{window / 1e6:.2f} MB / {rtt:.1f} ms = "
                 f"{_fmt(limit)}: the window was held below its size, not by it"

@@ -529,3 +529,9 @@ def test_a_window_held_below_a_buffer_that_allows_the_path_is_not_the_buffer() -
     v = diagnose(Evidence(audit(), small, path(50, 100), _t(slow))).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer")
     assert v.confidence >= 0.7
+    # An application that fixed SO_RCVBUF stopped autotuning: tcp_rmem is no ceiling of
+    # its buffer, so the window counter names the buffer whatever the sysctl allows.
+    fixed = dataclasses.replace(slow, rcv_autotuning=False)
+    v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(fixed))).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer")
+    assert v.confidence >= 0.7
