@@ -27,6 +27,18 @@ A, B = "198.18.0.1", "198.18.0.2"  # benchmark range: no real host here
 MSS, RTT_S, WINDOW = 1448, 0.040, 16 * 1448  # a 23 KB window: ~4.6 Mbit/s at 40 ms
 
 
+def handshake_packets(t: float, b_scale: int) -> list[IP]:
+    """A's SYN at t (window scale 7) and B's SYN-ACK one RTT later (scale `b_scale`)."""
+    opts = [("MSS", 1460), ("SAckOK", b""), ("WScale", 7)]
+    syn = IP(src=A, dst=B) / TCP(sport=40000, dport=5201, flags="S", seq=999, options=opts)
+    opts_b = [("MSS", 1460), ("SAckOK", b""), ("WScale", b_scale)]
+    syn_ack = IP(src=B, dst=A) / TCP(
+        sport=5201, dport=40000, flags="SA", seq=4999, ack=1000, options=opts_b
+    )
+    syn.time, syn_ack.time = t, t + RTT_S
+    return [syn, syn_ack]
+
+
 def window_limited_capture(path: Path, handshake: bool = True, rounds: int = 60) -> None:
     """A sends to B; B offers WINDOW (scale 2) and acks each window one RTT later: A fills
     the window every round and waits."""
@@ -38,11 +50,7 @@ def window_limited_capture(path: Path, handshake: bool = True, rounds: int = 60)
         pkts.append(p)
 
     if handshake:
-        opts = [("MSS", 1460), ("SAckOK", b""), ("WScale", 7)]
-        add(IP(src=A, dst=B) / TCP(sport=40000, dport=5201, flags="S", seq=999, options=opts), t)
-        opts_b = [("MSS", 1460), ("SAckOK", b""), ("WScale", 2)]
-        syn_ack = TCP(sport=5201, dport=40000, flags="SA", seq=4999, ack=1000, options=opts_b)
-        add(IP(src=B, dst=A) / syn_ack, t + RTT_S)
+        pkts += handshake_packets(t, b_scale=2)
         t += RTT_S
     seq = 1000
     for _ in range(rounds):
@@ -369,11 +377,7 @@ def held_ack_capture(path: Path, every: int, rounds: int = 400) -> None:
         p.time = when
         pkts.append(p)
 
-    opts = [("MSS", 1460), ("SAckOK", b""), ("WScale", 7)]
-    add(IP(src=A, dst=B) / TCP(sport=40000, dport=5201, flags="S", seq=999, options=opts), t)
-    opts_b = [("MSS", 1460), ("SAckOK", b""), ("WScale", 7)]
-    syn_ack = TCP(sport=5201, dport=40000, flags="SA", seq=4999, ack=1000, options=opts_b)
-    add(IP(src=B, dst=A) / syn_ack, t + RTT_S)
+    pkts += handshake_packets(t, b_scale=7)
     t += RTT_S
     seq = 1000
     for i in range(rounds):
