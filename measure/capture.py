@@ -427,8 +427,7 @@ def _on_segment(flow: _Flow, seg: Segment) -> None:
                 _thin(other.rtts)
             if other.snd_una >= other.snd_max and other.idle_since is None and window > 0:
                 other.idle_since = seg.t
-    if seg.flags & ACK and other.base is not None:
-        other.sacking = bool(seg.options) and bool(sack_blocks(seg.options))
+        other.sacking = blocks
     # --- as the sender of its own data
     if seg.payload <= 0:
         return

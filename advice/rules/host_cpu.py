@@ -140,6 +140,8 @@ def _starved_reader(d: Direction) -> Candidate | None:
     return Candidate(
         d.name,
         "host-cpu",
+        # Below the measured-room case (0.97): the room is inferred, not shown; above the
+        # window counter a starved reader also trips (receiver-window, 0.6 + 0.35 x share).
         0.8,
         host,
         f"{d.name}: the receiver's CPU ({host}) held the transfer to "
