@@ -150,6 +150,10 @@ def test_a_starved_reader_without_a_probe_or_a_faster_transfer_is_host_cpu() -> 
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("host-cpu", "peer")
     assert any("window" in e for e in v.evidence)
+    # However long the sender waited for the window, the starvation explains the wait.
+    longer = dataclasses.replace(up, rwnd_limited=0.9)
+    ev = dataclasses.replace(_ev(longer, down), path=no_probe, peer=None)
+    assert diagnose(ev).verdict.limiting_factor == "host-cpu"
     for quiet in (
         dataclasses.replace(up, rwnd_limited=0.05),
         dataclasses.replace(up, receiver_load=_load(starved=0.1)),

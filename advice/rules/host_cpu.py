@@ -141,8 +141,9 @@ def _starved_reader(d: Direction) -> Candidate | None:
         d.name,
         "host-cpu",
         # Below the measured-room case (0.97): the room is inferred, not shown; above the
-        # window counter a starved reader also trips (receiver-window, 0.6 + 0.35 x share).
-        0.8,
+        # window counter a starved reader also trips (receiver-window, 0.6 + 0.35 x share,
+        # at most 0.95): the starvation is measured, and it is what held that window.
+        0.96,
         host,
         f"{d.name}: the receiver's CPU ({host}) held the transfer to "
         f"{m.throughput_mbps:.1f} Mbit/s: it was held off the CPU {load.starved:.0%} of the "
