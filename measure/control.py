@@ -209,19 +209,35 @@ class ControlClient:
         """A new TCP connection to the same address, announced as part of `session`.
         `presetup` runs after socket() and before connect() (buffer sizes fix the window
         scale at SYN time)."""
+        sock = self.connect_new(role, presetup)
+        self.attach(sock, session, role, stream)
+        return sock
+
+    def connect_new(self, role: AttachRole, presetup: Presetup | None = None) -> socket.socket:
+        """A new TCP connection to the same address, not yet announced: it may be opened
+        while the request that names its session is still on its way."""
         sock = socket.socket(self.family, socket.SOCK_STREAM)
         try:
             if presetup is not None:
                 presetup(sock)
             sock.settimeout(self.timeout)
             sock.connect(self.address)
-            sock.sendall(encode(Attach(session, role, stream).to_wire()))
         except OSError as exc:
             sock.close()
             raise PeerUnavailable(
                 f"cannot open a {role} connection to {self.host}: {exc}"
             ) from None
         return sock
+
+    def attach(self, sock: socket.socket, session: str, role: AttachRole, stream: int) -> None:
+        """Announce a connection from `connect_new` as stream `stream` of `session`."""
+        try:
+            sock.sendall(encode(Attach(session, role, stream).to_wire()))
+        except OSError as exc:
+            sock.close()
+            raise PeerUnavailable(
+                f"cannot open a {role} connection to {self.host}: {exc}"
+            ) from None
 
     def udp_socket(self) -> socket.socket:
         """A UDP socket connected to the serve's reflector, with kernel receive timestamps."""

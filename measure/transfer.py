@@ -19,6 +19,7 @@ from typing import Any
 
 from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
 from tcpwizard.measure import buffers, engine, hostload, rates, spec
+from tcpwizard.measure.attach import Opening, wanted
 from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
@@ -150,8 +151,13 @@ def run_mode(
             stall_timeout_s=stall,
             until_steady=options.until_steady and total_s is not None,
         )
+        opening = Opening(ctrl, wanted(plan, options.streams))
+    except (PeerUnavailable, ProtocolError) as exc:
+        return ModeOutcome(ModeResult.failed(mode, direction, options.streams, str(exc)), "", False)
+    try:
         ready = TransferReady.from_wire(ctrl.request(start.to_wire()))
     except (PeerUnavailable, ProtocolError) as exc:
+        opening.close()
         return ModeOutcome(ModeResult.failed(mode, direction, options.streams, str(exc)), "", False)
     session = ready.session
     peer_cc = ready.congestion_control
@@ -164,16 +170,12 @@ def run_mode(
     drs: list[socket.socket] = []
     try:
         try:
-            for i in range(options.streams):
-                s = ctrl.open_attached(session, "data", i, presetup=plan.presetup)
+            data, drs = opening.attach(session)
+            for s in data:
                 plan.postsetup(s, accepted=False)
-                data.append(s)
-            if plan.drs:
-                for i in range(options.streams):
-                    d = ctrl.open_attached(session, "drs", i)
-                    # SBUF lines are tiny: Nagle would hold them and inflate every RTT.
-                    d.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    drs.append(d)
+            for d in drs:
+                # SBUF lines are tiny: Nagle would hold them and inflate every RTT.
+                d.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             TransferRunning.from_wire(ctrl.recv(timeout=ATTACH_MARGIN))
         except (PeerUnavailable, ProtocolError) as exc:
             failed = ModeResult.failed(mode, direction, options.streams, str(exc))
