@@ -100,6 +100,7 @@ def test_quick_runs_both_ways_at_once(tmp_path: Path, history: Path) -> None:
     modes = [(m["mode"], m["direction"], m["error"]) for m in doc["transfer"]["modes"]]
     assert modes == [("autotune", "up", None), ("autotune", "down", None)], err
     assert len(_controls(logs)) == 2
+    assert "available" not in doc["path"], "--quick measures no available bandwidth unasked"
     # Both control connections were open at once: the second opened before the first closed,
     # and before either transfer began (it was connected while the probe ran).
     events = [line for line in logs if "control connection" in line or "transfer" in line]

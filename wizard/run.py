@@ -518,7 +518,10 @@ def run_check(
             _stage_available(run, stage)
         _stage_transfer(run, stage, emit, cancel)
         if not req.available and (why := fell_short(run.path, run.transfer)):
-            _stage_available(run, stage, why)
+            if req.quick:  # two more seconds would undo what --quick is for
+                run.notes.append(f"{why} (--quick leaves it open: add --avail)")
+            else:
+                _stage_available(run, stage, why)
     finally:
         run.far.close()  # a far end swapped in mid-run (a fallback) closes the same way
         if run.far is not far:
