@@ -569,6 +569,12 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
             # window down.
             confidence = 0.3
             evidence.append("throughput is far above that bound: the losses were a burst")
+    if (full := _fills_free_share(ev, d)) is not None:
+        # Every TCP flow that fills what a bottleneck leaves it sees the loss its rate
+        # implies (that is what the loss bound says); only the free share tells those
+        # losses from ones that hold it below the path.
+        confidence = min(confidence, FULL_SHARE_LOSS_CONFIDENCE)
+        evidence.append(full)
     if cc:
         evidence.append(f"sender's congestion control: {cc}")
     streams = _streams_work_around(ev, d, bound, cc)
@@ -601,6 +607,31 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
         f"{d.name}: packet loss holds the congestion window down.{advice}",
         tuple(evidence),
         streams=streams,
+    )
+
+
+# Below CROSS_SHARED_CONFIDENCE: losses that a full share of a shared path explains do not
+# outrank the sharing itself.
+FULL_SHARE_LOSS_CONFIDENCE = 0.45
+
+
+def _fills_free_share(ev: Evidence, d: _Direction) -> str | None:
+    """Evidence that this transfer filled what others left free of a shared path (the
+    available bandwidth, measured upload only): it reached the healthy share of the low
+    end of what was free, so its losses are those of a full bottleneck."""
+    av = ev.path.available if ev.path else None
+    cur = d.current
+    if av is None or d.name != "up" or cur is None or not av.loaded:
+        return None
+    if av.free_share > CROSS_FREE_SHARE:
+        return None
+    rate = steady_mbps(cur)
+    low = av.low_bps / 1e6
+    if rate < HEALTHY_SHARE * low:
+        return None
+    return (
+        f"{_fmt(rate)} once up to speed fills the {_fmt(low)}-{_fmt(av.high_bps / 1e6)} "
+        "others left free: the losses are those of a full share"
     )
 
 

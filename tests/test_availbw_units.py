@@ -121,6 +121,20 @@ def test_transfer_faster_than_what_was_free_still_shares_the_path() -> None:
     assert diagnose(held).verdict.limiting_factor == "receiver-window"
 
 
+def test_losses_of_a_full_share_are_the_sharing_not_congestion() -> None:
+    """A Reno upload that fills the 35 of 120 Mbit/s a constant-rate flow leaves it loses
+    what its rate implies (the loss bound holds): that is the full share, not a lossy
+    link. Held well below what was free, the same losses are the congestion."""
+    p = dataclasses.replace(path(20, 120), available=_shared(35, 120))
+    full = mode(33.0, retrans=6, nbytes=16_000_000, cc="reno")
+    d = diagnose(Evidence(audit(), audit(), p, _t(full)))
+    assert d.verdict.limiting_factor == "cross-traffic"
+    lossy = mode(8.0, retrans=25, nbytes=4_000_000, cc="reno")
+    assert diagnose(Evidence(audit(), audit(), p, _t(lossy))).verdict.limiting_factor == (
+        "congestion"
+    )
+
+
 def test_short_transfer_overdriving_the_queue_is_still_cross_traffic() -> None:
     # Its last samples ran at 110 Mbit/s against 75 free (unresponsive traffic loses its
     # share of the drops too), its average at 81: the path is shared.
