@@ -52,6 +52,10 @@ def test_full_check_over_loopback(tmp_path: Path, history: Path) -> None:
     assert all(m["throughput_mbps"] > 10 for m in doc["transfer"]["modes"])
     assert doc["verdict"]["limiting_factor"] != ""
     assert history.exists()  # recorded for `tcpwizard history`
+    timing = doc["timing"]
+    assert {"audit", "probe", "transfer"} <= set(timing["stages"])
+    assert sum(timing["stages"].values()) <= timing["seconds"] + 0.01
+    assert 0 < timing["floor_s"] < timing["seconds"]  # loopback's round trips are tiny
 
 
 def _controls(logs: list[str]) -> list[str]:

@@ -38,6 +38,7 @@ from tcpwizard.exitcodes import ExitCode
 from tcpwizard.history import HistoryRow
 from tcpwizard.output import registry
 from tcpwizard.output.document import Document, RenderOptions
+from tcpwizard.timing import CheckTiming, floor_s
 from tests import conns_data, path_data, tui_data
 from tests import test_capture_units as capture_cases
 from tests import test_golden_formats as check_cases
@@ -141,6 +142,14 @@ def _check_hops(tmp: Path) -> Document:
     return dataclasses.replace(tui_data.report(tmp), hops=hops, hops_advice=path_advice(hops))
 
 
+def _timed(tmp: Path) -> Document:
+    report = check_cases.measured(tmp)
+    floor = floor_s(report.path, report.transfer, at_once=False)
+    assert floor is not None
+    stages = (("audit", 0.2), ("peer", 0.2), ("probe", 0.86), ("transfer", 6.9), ("diagnose", 0.02))
+    return dataclasses.replace(report, timing=CheckTiming(8.18, stages, floor[0], floor[1]))
+
+
 def _error(tmp: Path) -> ErrorDocument:
     why = f"{HOST} did not answer any probe: connection refused"
     return ErrorDocument(HOST, 5301, why, ExitCode.UNKNOWN, f"tcpwizard: error: {why}")
@@ -164,6 +173,7 @@ CASES: dict[str, Case] = {
     "policed": Case("check", check_cases.policed, ExitCode.WARNING),
     "middlebox": Case("check", check_cases.middlebox, ExitCode.CRITICAL),
     "check-hops": Case("check", _check_hops, ExitCode.CRITICAL),
+    "check-timed": Case("check", _timed, ExitCode.CRITICAL),
     # No transfer, so no factor named: this host's worst finding (a warning) decides.
     "probe": Case("probe", _probe, ExitCode.WARNING),
     "transfer": Case("transfer", _transfer, ExitCode.OK),

@@ -15,6 +15,7 @@ from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.model import PathEstimate, TransferResult
 from tcpwizard.measure.tsg_transfers import TransferCapture
 from tcpwizard.outcome import Outcome, exit_code
+from tcpwizard.timing import CheckTiming
 
 # Bump when a field is removed or changes meaning; adding fields keeps the version.
 SCHEMA_VERSION = 1
@@ -63,6 +64,8 @@ class Report:
     # `tui --capture`: each test transfer's packets as time-sequence graph series (the TUI
     # draws them; not in the JSON, which `check --plot DIR` complements with PNG and SVG).
     capture: TransferCapture | None = None
+    # How long the check took, stage by stage, against the floor its measurements need.
+    timing: CheckTiming | None = None
 
 
 def severities(host: HostAudit, peer: HostAudit | None = None) -> tuple[str, ...]:

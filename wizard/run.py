@@ -49,6 +49,7 @@ from tcpwizard.measure.transfer import static_request
 from tcpwizard.measure.tsg_transfers import TransferCapture, TransferRecorder
 from tcpwizard.outcome import Outcome, exit_code
 from tcpwizard.report import FarEndInfo, Report, TargetInfo, severities
+from tcpwizard.timing import StageClock, check_timing
 
 Stage = Literal["audit", "peer", "probe", "transfer", "diagnose", "done"]
 Direction = Literal["up", "down", "both"]
@@ -497,10 +498,12 @@ def run_check(
     cancel: threading.Event | None = None,
 ) -> Report:
     emit = on_event or (lambda _e: None)
+    clock = StageClock()
 
     def stage(name: Stage, message: str, **kw: object) -> None:
         if cancel is not None and cancel.is_set():
             raise Cancelled("cancelled")
+        clock.mark(name)
         emit(Event(name, message, **kw))  # type: ignore[arg-type]
 
     if not 1 <= req.streams <= MAX_STREAMS:
@@ -528,6 +531,9 @@ def run_check(
             far.close()
     stage("diagnose", "naming the limiting factor")
     report = _diagnose(run, stage)
+    at_once = req.quick and run.far.abilities.both_at_once
+    timing = check_timing(clock, run.path, run.transfer, at_once)
+    report = dataclasses.replace(report, timing=timing)
     return with_hops(report, *run.hops) if run.hops is not None else report
 
 

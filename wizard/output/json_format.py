@@ -20,6 +20,7 @@ from tcpwizard.checks.model import (
 from tcpwizard.measure.model import PathEstimate, TransferResult
 from tcpwizard.output import measure_json
 from tcpwizard.report import SCHEMA_VERSION, Report
+from tcpwizard.timing import CheckTiming
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -144,7 +145,20 @@ def report_json(r: Report) -> Json:
         from tcpwizard.output.path_json import hops_json
 
         doc["hops"] = hops_json(r.hops, r.hops_advice)
+    if r.timing is not None:
+        doc["timing"] = timing_json(r.timing)
     return doc
+
+
+def timing_json(t: CheckTiming) -> Json:
+    over = t.over_floor
+    return {
+        "seconds": t.seconds,
+        "stages": dict(t.stages),
+        "floor_s": t.floor_s,
+        "floor": t.floor,
+        "over_floor": None if over is None else round(over, 2),
+    }
 
 
 def _report_fields(r: Report) -> Json:

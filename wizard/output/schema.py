@@ -345,8 +345,18 @@ def report_schema() -> Schema:
             "peer_handshake": _nullable(HANDSHAKE),
             # `check --hops` only (docs/path.md)
             "hops": HOPS_SECTION,
+            # How long the check took against the least its measurements need (docs/check.md)
+            "timing": _obj(
+                {
+                    "seconds": NUM,
+                    "stages": {"type": "object", "additionalProperties": NUM},
+                    "floor_s": _nullable(NUM),
+                    "floor": STR,
+                    "over_floor": _nullable(NUM),
+                }
+            ),
         },
-        optional=("error", "measured", "far_end", "peer_handshake", "hops"),
+        optional=("error", "measured", "far_end", "peer_handshake", "hops", "timing"),
     )
     return document(
         "report",

@@ -327,3 +327,15 @@ def render_check(con: Console, r: Report) -> None:
             con.print(_safe(line), markup=False, highlight=False, soft_wrap=True)
     for note in r.notes:
         con.print(f"note: {_safe(note)}", style="dim", markup=False)
+    _timing(con, r)
+
+
+def _timing(con: Console, r: Report) -> None:
+    t = r.timing
+    if t is None:
+        return
+    spent = ", ".join(f"{name} {s:.1f}" for name, s in t.stages if s >= 0.05)
+    line = f"took {t.seconds:.1f} s ({spent})"
+    if t.floor_s:
+        line += f"; its measurements need at least {t.floor_s:.1f} s ({t.floor})"
+    con.print(_safe(line), style="dim", markup=False, highlight=False, soft_wrap=True)
