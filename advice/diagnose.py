@@ -31,6 +31,7 @@ from tcpwizard.advice.rules.host_drops import held_by_host
 from tcpwizard.advice.streams import streams_fix, streams_needed
 from tcpwizard.advice.window_law import (
     LOSS_BASED,
+    SEND_OVERSHOOT_BYTES,
     UNSCALED_WINDOW,
     mathis_mbps,
     max_receive_window,
@@ -445,13 +446,18 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
             # else holds it back, so the time counter alone does not name the buffer.
             return None
         if limit < HEALTHY_SHARE * cap:
+            # Up to one GSO skb rides beyond the buffer: the bound is a range.
+            high = window_limit_mbps(inflight + SEND_OVERSHOOT_BYTES, rtt)
             evidence.append(
-                f"sender's tcp_wmem max keeps ~{inflight / 1e6:.2f} MB in flight: ~{_fmt(limit)}"
+                f"sender's tcp_wmem max keeps ~{inflight / 1e6:.2f}-"
+                f"{(inflight + SEND_OVERSHOOT_BYTES) / 1e6:.2f} MB in flight: "
+                f"~{_fmt(limit)}-{_fmt(high)}"
             )
             confidence = max(confidence, 0.5)
             # The measured rate sits at that bound: the buffer, not the network, set it
-            # (TCP_INFO's sndbuf_limited undercounts with pacing congestion control).
-            if cur is not None and _at_bound(cur, limit):
+            # (TCP_INFO's sndbuf_limited undercounts with pacing congestion control, and
+            # misses a sender that is also cwnd-limited now and then).
+            if cur is not None and _at_bound(cur, limit, high):
                 confidence = max(confidence, 0.75)
     return _buffer_candidate(
         ev,
@@ -494,10 +500,11 @@ def _loss_fraction(ev: Evidence, d: _Direction) -> float | None:
     return None
 
 
-def _at_bound(m: ModeResult, limit_mbps: float) -> bool:
+def _at_bound(m: ModeResult, limit_mbps: float, high_mbps: float | None = None) -> bool:
     """The rate sits at a window-law bound (not far under it, which something else would
-    explain): between 3/4 and 5/4 of it, once up to speed or on average."""
-    return 0.75 * limit_mbps <= steady_mbps(m) and m.throughput_mbps <= 1.25 * limit_mbps
+    explain): between 3/4 of it and 5/4 of its high end, once up to speed or on average."""
+    high = limit_mbps if high_mbps is None else high_mbps
+    return 0.75 * limit_mbps <= steady_mbps(m) and m.throughput_mbps <= 1.25 * high
 
 
 LATE_LOSS_EVENTS = 3  # retransmissions after the first half that make losses ongoing

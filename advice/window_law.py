@@ -75,6 +75,12 @@ def max_send_window(audit: HostAudit) -> int | None:
     return None if wmem is None else _windows(audit, 0, wmem[2])[1]
 
 
+# The kernel checks the send buffer before it starts a new skb, then fills that skb to its
+# size goal (one GSO skb, gso_max_size 64 KB): a small send buffer carries up to this much
+# beyond it. Measured, a 16 KB tcp_wmem max carried ~31 KB in flight (docs/bench-matrix.md).
+SEND_OVERSHOOT_BYTES = 65536
+
+
 def window_limit_mbps(window_bytes: float, rtt_ms: float) -> float:
     """The window law in the verdict's units (milliseconds), from checks.window.mbps."""
     return mbps(window_bytes, rtt_ms / 1e3)

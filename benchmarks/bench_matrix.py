@@ -140,8 +140,9 @@ def _verdict(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_one(s: Scenario) -> dict[str, Any]:
-    """One scenario on a fresh lab; a failure is a row with factor `error`, not an abort."""
+def run_one(s: Scenario, keep: Path | None = None) -> dict[str, Any]:
+    """One scenario on a fresh lab; a failure is a row with factor `error`, not an abort.
+    With `keep`, the check's whole JSON report is written there as ID.json."""
     t0 = time.monotonic()
     lab = Lab(s.spec().with_name(f"twmx-{uuid.uuid4().hex[:6]}"))
     verdict: dict[str, Any]
@@ -159,6 +160,8 @@ def run_one(s: Scenario) -> dict[str, Any]:
                 capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, check=False,
             )  # fmt: skip
             check_s = round(time.monotonic() - c0, 1)
+        if keep is not None and proc.stdout:
+            (keep / f"{s.id}.json").write_text(proc.stdout)
         try:
             verdict = _verdict(json.loads(proc.stdout))
         except (ValueError, KeyError):
@@ -224,10 +227,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = out_dir / STORE
+    reports = out_dir / "reports"  # each check's whole report, to read a miss from
+    reports.mkdir(exist_ok=True)
     ctx.progress(f"matrix seed {seed}: {len(scenarios)} scenarios -> {store}")
     for s in scenarios:
         ctx.progress(f"{s.id} {s.cause}: {s.describe()} ...")
-        row = run_one(s)
+        row = run_one(s, reports)
         with store.open("a") as f:
             f.write(json.dumps(row) + "\n")
         v, t = row["verdict"], row["truth"]

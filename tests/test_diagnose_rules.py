@@ -141,6 +141,20 @@ def test_sender_buffer() -> None:
     assert d.fixes and d.fixes[0].key == "net.ipv4.tcp_wmem"
 
 
+def test_small_send_buffer_carries_one_gso_skb_beyond_itself() -> None:
+    """A 49 KB tcp_wmem max at the far end, 4.3 ms from us: the window law says ~66 Mbit/s,
+    the download moved 106, twice the loss bound of its retransmissions, with no sndbuf_limited time (the
+    sender was cwnd-limited now and then). One 64 KB skb beyond the buffer is 188 Mbit/s at
+    that RTT: the rate sits inside the buffer's range, so the buffer, not the losses."""
+    small = audit(**{"net.ipv4.tcp_wmem": "4096 16384 50064"})
+    down = mode(106.0, direction="down", retrans=110, nbytes=40_000_000, cc="reno")
+    ev = Evidence(audit(), small, path(4.27, 440), _t(mode(420.0), down))
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "peer")
+    assert v.confidence >= 0.75
+    assert any("MB in flight" in e for e in v.evidence)
+
+
 def test_window_scaling_off_at_receiver_beats_receiver_window() -> None:
     ws_off = audit(**{"net.ipv4.tcp_window_scaling": "0"})
     ceiling = window_limit_mbps(65535, 50)

@@ -78,8 +78,9 @@ def test_engine_sender_ends_at_a_steady_rate_before_the_cap() -> None:
         snd = engine.run_sender([tx], duration_s=5.0, nbytes=None, steady=SteadyStop())
         t.join(timeout=10)
         assert snd.error is None and out and out[0].error is None
-        # Loopback is at full rate within a round: the minimum length, not the 5 s cap.
-        assert SteadyStop().min_s <= snd.seconds < 2.0
+        # Loopback is at full rate within a round: it ends early, not at the 5 s cap (how
+        # early depends on the machine's other load: a busy core makes loopback's rate swing).
+        assert SteadyStop().min_s <= snd.seconds < 4.0
         assert out[0].bytes == snd.bytes
     finally:
         for s in (ls, tx, rx):
