@@ -143,9 +143,10 @@ def test_sender_buffer() -> None:
 
 def test_small_send_buffer_carries_one_gso_skb_beyond_itself() -> None:
     """A 49 KB tcp_wmem max at the far end, 4.3 ms from us: the window law says ~66 Mbit/s,
-    the download moved 106, twice the loss bound of its retransmissions, with no sndbuf_limited time (the
-    sender was cwnd-limited now and then). One 64 KB skb beyond the buffer is 188 Mbit/s at
-    that RTT: the rate sits inside the buffer's range, so the buffer, not the losses."""
+    the download moved 106, twice the loss bound of its retransmissions, with no
+    sndbuf_limited time (the sender was cwnd-limited now and then). One 64 KB skb beyond
+    the buffer is 188 Mbit/s at that RTT: the rate sits inside the buffer's range, so the
+    buffer, not the losses."""
     small = audit(**{"net.ipv4.tcp_wmem": "4096 16384 50064"})
     down = mode(106.0, direction="down", retrans=110, nbytes=40_000_000, cc="reno")
     ev = Evidence(audit(), small, path(4.27, 440), _t(mode(420.0), down))
