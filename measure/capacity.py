@@ -535,6 +535,11 @@ def train_len(rate_bps: float | None, wire: int) -> int:
     return max(MIN_TRAIN_LEN, min(TRAIN_LEN, fit), min(SEGMENT * MAX_SEGMENTS, span))
 
 
+def main_train_bytes(rate_bps: float, wire: int = 1500) -> int:
+    """About how many bytes a main train sent toward a path of `rate_bps` carries."""
+    return train_len(rate_bps, wire) * wire
+
+
 def segments(count: int) -> list[int]:
     """Sizes of the back-to-back segments a train of `count` packets is sent as."""
     return [min(SEGMENT, count - i) for i in range(0, count, SEGMENT)]

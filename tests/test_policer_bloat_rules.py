@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.advice.rules.policer import BUCKET_MAX_S, _bucket_s
 from tcpwizard.checks.model import HostAudit
 from tcpwizard.measure.hostload import CoreLoad, HostDrops, HostLoad
 from tcpwizard.measure.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
@@ -154,6 +155,18 @@ def test_a_probe_train_that_found_no_room_rules_the_policer_out() -> None:
     passed = dataclasses.replace(ev.path.capacity, train_loss=0.02)
     idle = dataclasses.replace(ev, path=dataclasses.replace(ev.path, capacity=passed))
     assert diagnose(idle).verdict.limiting_factor == "policer"
+
+
+def test_a_train_no_plausible_bucket_passes_at_that_rate_rules_the_policer_out() -> None:
+    """The probe's main train passed the path whole at the line rate; to pass it, a bucket
+    at a plateau of 1 % of the line must hold ~8 s of that rate, where vendors size theirs
+    at 1.5-3 s (random loss at 231 ms, Reno's window a handful of segments, in the scenario
+    matrix). At a fifth of the line the same train needs 0.16 s: a policer's."""
+    ev = policed()
+    assert diagnose(ev).verdict.limiting_factor == "policer"
+    assert _bucket_s(100.0, 0.0, 20.0) < BUCKET_MAX_S
+    assert _bucket_s(36.5, 0.02, 0.3) > BUCKET_MAX_S
+    assert _bucket_s(100.0, 0.0, 0.0) == 0.0
 
 
 def test_a_plateau_the_send_buffer_explains_is_no_policer() -> None:

@@ -38,7 +38,7 @@ from tcpwizard.advice.window_law import (
     window_limit_mbps,
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
-from tcpwizard.measure.capacity import LOSSY
+from tcpwizard.measure.capacity import LOSSY, main_train_bytes
 from tcpwizard.measure.capture import FlowDirection
 from tcpwizard.measure.conns import ConnObservation
 from tcpwizard.measure.loaded_rtt import (
@@ -71,6 +71,13 @@ BOUND_LIFT = 3.0
 # provider's bucket holds from tens of ms of its rate up). A train losing more than the
 # probe's own "small bottleneck queue" share met a queue with no room instead.
 TRAIN_LOST = LOSSY
+# The deepest bucket a policer plausibly has, in seconds of its own rate: vendors size the
+# normal burst at 1.5 s of the contracted rate for TCP traffic and the excess burst at twice
+# that (Cisco's single-rate policer guidance, Bc = CIR x 1.5 s / 8); the lab's nftables
+# policer holds 1 s plus its burst (lab/policer.py). A train that passed through a bucket
+# deeper than this at a plateau's rate was not policed at that rate: random loss, seen
+# by a sender whose window is a handful of segments, makes such plateaus too.
+BUCKET_MAX_S = 3.0
 # Pace this far below the policed rate: a bucket never empties when the sender stays
 # under its rate, and 10 % covers the plateau's measurement error (within 10 % in the lab).
 PACE_SHARE = 0.9
@@ -306,6 +313,18 @@ def _windows_explain(d: Direction, found: Policing) -> bool:
     return ip_rate(allowed, mss_of(d.current)) * POLICED_SHARE <= found.policed_mbps
 
 
+def _bucket_s(line_mbps: float, train_loss: float, policed_mbps: float) -> float:
+    """Seconds of the policed rate a bucket must hold to have let the probe's main train
+    pass as it did: what passed, less what the rate itself carried while it ran."""
+    if policed_mbps <= 0 or line_mbps <= 0:
+        return 0.0
+    sent = main_train_bytes(line_mbps * 1e6)
+    span_s = sent * 8 / (line_mbps * 1e6)
+    passed = (1.0 - train_loss) * sent
+    needed = max(0.0, passed - policed_mbps * 1e6 / 8 * span_s)
+    return needed / (policed_mbps * 1e6 / 8)
+
+
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
     probe = probe_capacity(ev, d)
     cc = _sender_cc(d)
@@ -317,6 +336,8 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         return None
     found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc)
     if found is None or _windows_explain(d, found):
+        return None
+    if _bucket_s(probe.mbps, probe.train_loss or 0.0, found.policed_mbps) > BUCKET_MAX_S:
         return None
     if host_drops.rule(ev, d) is not None:
         # Drops counted inside a host explain the bursty losses directly (a full transmit
