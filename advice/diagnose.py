@@ -576,6 +576,15 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
             # window down.
             confidence = 0.3
             evidence.append("throughput is far above that bound: the losses were a burst")
+    if cc.startswith("bbr") and loss < BBR_LOSS_TOLERANCE:
+        # A model-based sender paces at the bandwidth it measures and does not back off on
+        # loss this low: the loss bound is no law for it, and its rate says nothing of the
+        # losses. Something else held it (its windows, the path).
+        confidence = min(confidence, BBR_LOSS_CONFIDENCE)
+        evidence.append(
+            f"the sender runs {cc}, which keeps its rate through loss below "
+            f"{BBR_LOSS_TOLERANCE:.0%}: these losses do not hold it down"
+        )
     if (full := _fills_free_share(ev, d)) is not None:
         # Every TCP flow that fills what a bottleneck leaves it sees the loss its rate
         # implies (that is what the loss bound says); only the free share tells those
@@ -617,6 +626,12 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
     )
 
 
+# BBR reacts to loss only above a threshold: v1 (Linux's `bbr`) treats a round losing over
+# 20 % as policed (lt_loss_thresh = 50/256) and ignores less; BBRv2/v3 bound their inflight
+# when a round loses over 2 % (bbr_loss_thresh). The lower of the two.
+BBR_LOSS_TOLERANCE = 0.02
+# Below WEAK: such losses name the congestion only when nothing else explains the rate.
+BBR_LOSS_CONFIDENCE = 0.3
 # Below CROSS_SHARED_CONFIDENCE: losses that a full share of a shared path explains do not
 # outrank the sharing itself.
 FULL_SHARE_LOSS_CONFIDENCE = 0.45

@@ -156,6 +156,21 @@ def test_small_send_buffer_carries_one_gso_skb_beyond_itself() -> None:
     assert any("MB in flight" in e for e in v.evidence)
 
 
+def test_a_few_losses_do_not_hold_bbr_down_its_receive_window_does() -> None:
+    """Our tcp_rmem max is 20 KB; the far end's BBR download moved 14.9 Mbit/s of 70 at
+    5.3 ms, window-limited 42 % of the time, with 0.7 % of its segments retransmitted.
+    Reno's loss bound at that loss is 31 Mbit/s, but BBR does not back off on loss below
+    2 %: the window, not the losses."""
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 16384 19998"})
+    down = mode(14.9, direction="down", rwnd=0.425, retrans=7, nbytes=1_362_568, cc="bbr")
+    ev = Evidence(small, audit(), path(5.3, 70), _t(mode(65.0), down))
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "local")
+    reno = dataclasses.replace(down, congestion_control="reno", rwnd_limited=0.0)
+    lossy = Evidence(audit(), audit(), path(5.3, 70), _t(mode(65.0), reno))
+    assert diagnose(lossy).verdict.limiting_factor == "congestion"  # Reno's bound holds
+
+
 def test_window_scaling_off_at_receiver_beats_receiver_window() -> None:
     ws_off = audit(**{"net.ipv4.tcp_window_scaling": "0"})
     ceiling = window_limit_mbps(65535, 50)
