@@ -1106,6 +1106,28 @@ def _predicted_healthy(
     return Diagnosis(Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown")), ())
 
 
+def _slower_way_first(
+    ev: Evidence, dirs: Sequence[_Direction], limits: list[_Candidate]
+) -> list[_Candidate]:
+    """The limits of the way that moved the smaller share of its capacity: the factor that
+    limits throughput most is the slower way's, however sure another way's rule is. Ways
+    within the healthy share of each other (headers and sampling spread) count as alike;
+    then every limit competes on its confidence."""
+    limited = {c.direction for c in limits}
+    shares: dict[str, float] = {}
+    for d in dirs:
+        cap = _capacity(ev, d)
+        if d.name in limited and d.current is not None and cap:
+            shares[d.name] = steady_mbps(d.current) / cap
+    if len(shares) < 2:
+        return limits
+    slower = min(shares, key=lambda k: shares[k])
+    faster = max(shares, key=lambda k: shares[k])
+    if shares[slower] >= HEALTHY_SHARE * shares[faster]:
+        return limits
+    return [c for c in limits if c.direction == slower]
+
+
 def _speak_for_both_ways(
     pool: Sequence[_Candidate], candidates: Sequence[_Candidate], healthy_dirs: set[str]
 ) -> tuple[_Candidate, HostRole | None, str, tuple[str, ...]]:
@@ -1166,7 +1188,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
     healthy = [c for c in candidates if c.factor == "path-capacity"]
     strong_limits = [c for c in limits if c.confidence >= WEAK]
     if strong_limits:
-        pool = strong_limits
+        pool = _slower_way_first(ev, dirs, strong_limits)
     elif healthy_dirs and slow_dirs:
         # One way reached the capacity, the other did not: only the slow way's own (weak)
         # explanations may speak for it, never the healthy way's verdict.

@@ -171,6 +171,22 @@ def test_a_few_losses_do_not_hold_bbr_down_its_receive_window_does() -> None:
     assert diagnose(lossy).verdict.limiting_factor == "congestion"  # Reno's bound holds
 
 
+def test_the_slower_way_speaks_however_sure_the_other_way_is() -> None:
+    """Both ways held by this host's buffers: the upload at 5 of 100 Mbit/s by its send
+    buffer, the download at 60 by its receive buffer. The upload is the limit a user meets
+    first; the download's window, named more surely, is not the one factor."""
+    both = audit(
+        **{"net.ipv4.tcp_wmem": "4096 16384 32768", "net.ipv4.tcp_rmem": "4096 65536 262144"}
+    )
+    up = mode(5.0, snd=0.6)
+    down = mode(60.0, direction="down", rwnd=0.95)
+    v = diagnose(Evidence(both, audit(), path(20, 100), _t(up, down))).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "local")
+    alike = mode(55.0, snd=0.6)  # within the healthy share of each other: the surer one
+    v = diagnose(Evidence(both, audit(), path(20, 100), _t(alike, down))).verdict
+    assert v.limiting_factor == "receiver-window"
+
+
 def test_window_scaling_off_at_receiver_beats_receiver_window() -> None:
     ws_off = audit(**{"net.ipv4.tcp_window_scaling": "0"})
     ceiling = window_limit_mbps(65535, 50)
