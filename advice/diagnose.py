@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tcpwizard.advice.evidence import CHRONO_SHARE
+from tcpwizard.advice.evidence import CHRONO_SHARE, CROSS_FREE_SHARE
 from tcpwizard.advice.evidence import HEALTHY_SHARE as HEALTHY_SHARE
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
@@ -912,7 +912,6 @@ RECEIVER_FILLED = 0.6  # of the window we offered, arriving per RTT: the window 
 
 
 WINDOW_FACTORS = ("receiver-window", "sender-buffer", "window-scaling")
-CROSS_FREE_SHARE = 0.7  # others take more than 30 % of the capacity
 CROSS_TAKES_FREE = 1.3  # the transfer got no more than this times what is free
 # Below the congestion and window rules (0.55-0.9 when their evidence holds), above WEAK:
 # sharing explains the gap unless the transfer's own evidence names a limit of its own.

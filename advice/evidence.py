@@ -16,6 +16,9 @@ from tcpwizard.measure.syntrace_model import SynTrace
 # The share of the capacity a transfer the hosts do not hold back reaches: TCP/IP headers
 # cost ~3.5 % at MTU 1500, a settled rate's sampling spread about as much again.
 HEALTHY_SHARE = 0.85
+# The available bandwidth at most this share of the capacity: others take more than 30 %
+# of it, the path is shared.
+CROSS_FREE_SHARE = 0.7
 
 
 @dataclass(frozen=True)

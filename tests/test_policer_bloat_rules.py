@@ -11,6 +11,7 @@ import pytest
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.rules.policer import BUCKET_MAX_S, _bucket_s
 from tcpwizard.checks.model import HostAudit
+from tcpwizard.measure.availbw import AvailBandwidth
 from tcpwizard.measure.hostload import CoreLoad, HostDrops, HostLoad
 from tcpwizard.measure.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
 from tcpwizard.measure.model import (
@@ -155,6 +156,25 @@ def test_a_probe_train_that_found_no_room_rules_the_policer_out() -> None:
     passed = dataclasses.replace(ev.path.capacity, train_loss=0.02)
     idle = dataclasses.replace(ev, path=dataclasses.replace(ev.path, capacity=passed))
     assert diagnose(idle).verdict.limiting_factor == "policer"
+
+
+def test_a_train_lost_to_a_small_queue_on_a_free_path_keeps_the_policer() -> None:
+    """An unpaced train overflows a queue of a few dozen packets (312 Mbit/s x 2 ms, a
+    0.9-BDP queue: 95 % lost), but the available bandwidth shows the path three-quarters
+    free: no one else's queue, so the bucket behind it still explains the plateau."""
+    ev = spread("bbr")
+    assert ev.path is not None and ev.path.capacity is not None
+    lost = dataclasses.replace(ev.path.capacity, train_loss=0.95)
+    free = AvailBandwidth(76e6, 72e6, 80e6, 100e6, 1.2, 10, 3, 10_000)
+    small_queue = dataclasses.replace(
+        ev, path=dataclasses.replace(ev.path, capacity=lost, available=free)
+    )
+    assert diagnose(small_queue).verdict.limiting_factor == "policer"
+    taken = dataclasses.replace(free, estimate_bps=10e6, low_bps=8e6, high_bps=12e6)
+    shared = dataclasses.replace(
+        ev, path=dataclasses.replace(ev.path, capacity=lost, available=taken)
+    )
+    assert diagnose(shared).verdict.limiting_factor != "policer"
 
 
 def test_a_train_no_plausible_bucket_passes_at_that_rate_rules_the_policer_out() -> None:

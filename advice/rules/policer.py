@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from tcpwizard.advice.evidence import (
     CHRONO_SHARE,
+    CROSS_FREE_SHARE,
     Candidate,
     Direction,
     Evidence,
@@ -313,6 +314,11 @@ def _windows_explain(d: Direction, found: Policing) -> bool:
     return ip_rate(allowed, mss_of(d.current)) * POLICED_SHARE <= found.policed_mbps
 
 
+def _mostly_free(ev: Evidence) -> bool:
+    av = ev.path.available if ev.path else None
+    return av is not None and av.loaded > 0 and av.free_share > CROSS_FREE_SHARE
+
+
 def _bucket_s(line_mbps: float, train_loss: float, policed_mbps: float) -> float:
     """Seconds of the policed rate a bucket must hold to have let the probe's main train
     pass as it did: what passed, less what the rate itself carried while it ran."""
@@ -328,11 +334,14 @@ def _bucket_s(line_mbps: float, train_loss: float, policed_mbps: float) -> float
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
     probe = probe_capacity(ev, d)
     cc = _sender_cc(d)
-    if probe is None or (probe.train_loss or 0.0) > TRAIN_LOST:
+    if probe is None:
+        return None
+    if (probe.train_loss or 0.0) > TRAIN_LOST and not _mostly_free(ev):
         # The probe's long train found no room: the bottleneck's queue was already full
-        # (others' flows keep it standing) or tiny. Either way the idle RTT was measured
-        # through that queue and cannot show that the transfer built none, and a full
-        # bucket would have let the train pass.
+        # (others' flows keep it standing) or tiny. Others' queue: the idle RTT was measured
+        # through it and cannot show that the transfer built none. Unless the available
+        # bandwidth shows the path mostly free: then the queue is only small (an unpaced
+        # train overflows a few dozen packets), and a bucket may still stand behind it.
         return None
     found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc)
     if found is None or _windows_explain(d, found):
