@@ -316,7 +316,7 @@ def _windows_explain(d: Direction, found: Policing) -> bool:
 
 def _mostly_free(ev: Evidence) -> bool:
     av = ev.path.available if ev.path else None
-    return av is not None and av.loaded > 0 and av.free_share > CROSS_FREE_SHARE
+    return av is not None and av.free_share > CROSS_FREE_SHARE
 
 
 def _bucket_s(line_mbps: float, train_loss: float, policed_mbps: float) -> float:
