@@ -17,8 +17,6 @@ import itertools
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -26,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from benchmarks import bench_loopback
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired
 from tcpwizard.lab import Lab, LabSpec
@@ -362,51 +361,6 @@ MATRIX_RATES = (100e6, 200e6, 500e6)
 PAPER_STREAMS = (1, 2, 4, 8)
 
 
-def loopback_vs_iperf3(seconds: float = 3.0) -> tuple[float, float]:
-    """(our autotune Mbit/s, iperf3's) over loopback on this machine: the engine must not
-    be the bottleneck. Both run as separate processes, as they would between two hosts."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "tcpwizard", "serve", "--bind", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        time.sleep(0.8)
-        argv = [sys.executable, "-m", "tcpwizard", "transfer", "127.0.0.1", "--port", str(port)]
-        argv += ["--modes", "autotune", "--duration", f"{seconds:g}s", "--json"]
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=seconds + 30,
-        )
-        ours = float(json.loads(done.stdout)["transfer"]["modes"][0]["throughput_mbps"])
-    finally:
-        serve.kill()
-        serve.wait()
-    server = subprocess.Popen(
-        ["iperf3", "-s", "-1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        time.sleep(0.3)
-        done = subprocess.run(
-            ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-J", "-t", f"{seconds:g}"],
-            capture_output=True,
-            text=True,
-            timeout=seconds + 30,
-        )
-        theirs = float(json.loads(done.stdout)["end"]["sum_received"]["bits_per_second"]) / 1e6
-    finally:
-        server.kill()
-        server.wait()
-    return ours, theirs
-
-
 def run_bench_transfer(
     quick: bool, out_dir: str, progress: Callable[[str], None] | None = None
 ) -> str:
@@ -440,13 +394,9 @@ def run_bench_transfer(
         with open(path, "w") as f:
             f.write("\n".join(parts))
 
-    say("loopback: autotune against iperf3 ...")
-    ours, theirs = loopback_vs_iperf3()
-    parts += [
-        f"Loopback: autotune {ours / 1e3:.1f} Gbit/s, iperf3 {theirs / 1e3:.1f} Gbit/s "
-        f"(ratio {ours / theirs:.2f}; target >= 0.9).",
-        "",
-    ]
+    say("loopback: autotune against iperf3, 1 and 4 streams ...")
+    runs = 1 if quick else 3
+    parts += ["## Loopback", "", bench_loopback.render(bench_loopback.measure(runs=runs), 3.0), ""]
     save()
     paths = TARGET_PATHS if quick else PATHS + TARGET_PATHS
     for i, (rate, rtt) in enumerate(paths):

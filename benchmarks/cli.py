@@ -100,6 +100,7 @@ OWN_ARGUMENTS: dict[str, tuple[str, str]] = {
     ),
     "capture": ("reading a real 1 GB capture: time and memory", "bench_capture"),
     "host": ("a CPU-starved far end and drops inside a host", "bench_host"),
+    "loopback": ("the transfer engine against iperf3 on loopback", "bench_loopback"),
     "middlebox": ("a device that rewrites the handshake", "bench_middlebox"),
     "path": ("hop naming, available bandwidth, time-sequence graphs", "bench_path"),
 }

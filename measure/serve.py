@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tcpwizard import __version__
-from tcpwizard.measure import auth, udpwire
+from tcpwizard.measure import auth, spec, udpwire
 from tcpwizard.measure.hostlock import HostLock
 from tcpwizard.measure.peer_audit import host_audit
 from tcpwizard.measure.protocol import (
@@ -68,9 +68,9 @@ RESERVATION_GRACE_S = 2.0
 # When a refused client should ask again while the holder's check runs (written in the lock
 # file, renewed by each of its connections): asking is one hello, so poll rather than guess.
 RESERVATION_EXPECT_S = 1.0
-# Open connections per allowed control client: a DRS transfer with 8 streams uses 16 attach
+# Open connections per allowed control client: a DRS transfer with N streams uses 2N attach
 # connections (data + DRS channel each) besides its control connection.
-CONNECTIONS_PER_CLIENT = 20  # 8 streams x (data + DRS) + control + slack
+CONNECTIONS_PER_CLIENT = 2 * spec.MAX_STREAMS + 4  # streams x (data + DRS) + control + slack
 
 
 class TransferHandler(Protocol):

@@ -14,7 +14,10 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 SERVE_PORT = 5301  # tcpwizard serve: control, probes and transfers on one port
 IPERF3_PORT = 5201  # iperf3's default
 MIN_STREAMS = 1
-MAX_STREAMS = 8  # parallel streams of one test transfer (1-8, as the papers measured)
+# Parallel streams of one test transfer. The papers measured 1-8; a 100G data-transfer node
+# needs more (one flow cannot fill 100 Gbit/s on one core), and 16 is also where the advice
+# stops counting streams (advice/streams.py). Each stream is its own thread on both ends.
+MAX_STREAMS = 16
 
 # -- the tests' defaults: which modes, how long ----------------------------------------------
 # The modes that answer "why slow, how fast could it be" fastest: what a stock application

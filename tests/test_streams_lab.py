@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tcpwizard.lab import LabSpec
+from tcpwizard.measure.spec import MAX_STREAMS
 from tests.lab_fixtures import LabFactory
 
 pytestmark = pytest.mark.lab
@@ -52,6 +53,6 @@ def test_lossy_reno_path_gets_n_streams_and_proves_them(lab_factory: LabFactory)
     tried = int(re.search(r"(\d+) streams moved", line).group(1))  # type: ignore[union-attr]
     moved = float(re.search(r"moved ([0-9.]+) Mbit/s", line).group(1))  # type: ignore[union-attr]
     steady = float(re.search(r"\(([0-9.]+) once up to speed\)", line).group(1))  # type: ignore[union-attr]
-    assert tried == min(n, 8)
+    assert tried == min(n, MAX_STREAMS)
     assert steady >= moved  # the median of the second half, never below the average
     assert steady >= 0.8 * min(tried * per, capacity), (line, per, capacity)

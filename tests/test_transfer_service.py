@@ -21,6 +21,7 @@ from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.farends.interface import TransferHooks, TransferOptions
 from tcpwizard.measure.protocol import ProtocolError
 from tcpwizard.measure.serve import Server
+from tcpwizard.measure.spec import MAX_STREAMS
 from tcpwizard.measure.transfer import run_transfer
 from tcpwizard.output.measure_json import transfer_json
 
@@ -64,6 +65,25 @@ def test_every_mode_both_directions(server: Server) -> None:
     assert doc["direction"] == "both"
 
 
+def test_the_most_streams_each_with_drs(server: Server) -> None:
+    """MAX_STREAMS streams both ways, DRS on each (its own SBUF channel), the byte count
+    split over all of them, and both hosts' per-core CPU sampled."""
+    n = MAX_STREAMS
+    opts = TransferOptions(
+        modes=("drs",), streams=n, direction="both", duration_s=None, nbytes=n * 4_000_000
+    )
+    res = run_transfer("127.0.0.1", server.port, opts)
+    assert [(m.mode, m.direction) for m in res.modes] == [("drs", "up"), ("drs", "down")]
+    for m in res.modes:
+        assert m.error is None, (m.direction, m.error)
+        assert m.streams == n and m.bytes == n * 4_000_000
+        assert any(s.drs_rtt_ms is not None for s in m.samples)
+        # Buffers summed over the streams: DRS starts each at the stock 64 KiB (doubled).
+        assert m.max_buffer_bytes >= n * 2 * 65536
+        for load in (m.sender_load, m.receiver_load):
+            assert load is not None and load.cores
+
+
 def test_the_way_back_runs_its_own_modes(server: Server) -> None:
     """`check`'s default: every mode up, autotune alone down."""
     opts = TransferOptions(
@@ -87,7 +107,7 @@ def test_byte_count_download(server: Server) -> None:
 @pytest.mark.parametrize(
     "patch",
     [
-        {"streams": 9},
+        {"streams": 17},
         {"streams": True},
         {"mode": "bogus"},
         {"direction": "sideways"},
@@ -214,7 +234,7 @@ def test_cli_text(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
     "extra",
     [
         ["--modes", "fast"],
-        ["--streams", "9"],
+        ["--streams", "17"],
         ["--duration", "0.01s"],
         ["--rtt", "50ms"],
         ["--bytes", "12 furlongs"],

@@ -52,7 +52,7 @@ def test_start_round_trips_through_the_line_codec() -> None:
     [
         ({"mode": "turbo"}, "unknown mode"),
         ({"direction": "sideways"}, "direction"),
-        ({"streams": 9}, "streams must be 1-8"),
+        ({"streams": 17}, "streams must be 1-16"),
         ({"streams": True}, "must be a number"),
         ({"duration_s": None}, "exactly one"),
         ({"bytes": 10}, "exactly one"),
@@ -103,7 +103,7 @@ ROUND_TRIPS: list[Any] = [
     AuditRequest(),
     AuditReply({"source": "tcpwizard.checks", "facts": {}}),
     Bye(),
-    ErrorReply("bad-request", "streams must be 1-8"),
+    ErrorReply("bad-request", "streams must be 1-16"),
     ErrorReply("busy", "server busy", retry_after_s=1.5),
     ProbeReportRequest((16, 17), 2048, 500, 100),
     ProbeReport({16: ((0, 1_000), (1, 1_250), (1, 1_260)), 17: ()}, kernel_timestamps=True),

@@ -154,7 +154,7 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
         "--try-streams",
         action="store_true",
         help="when loss holds one stream down, also measure the advised number of parallel "
-        "streams (up to 8) beside the one stream, in the same run",
+        f"streams (up to {spec.MAX_STREAMS}) beside the one stream, in the same run",
     )
     p.add_argument(
         "--avail",
