@@ -532,6 +532,7 @@ def run_sender(
         if now >= next_sample:
             next_sample = now + sample_interval
             report.samples.append(_sample(streams, now - start, tcp_info=True))
+            bound_unsent(streams)
             if on_sample:
                 on_sample(report.samples[-1])
             if detector is not None and not enough.is_set():
@@ -576,6 +577,29 @@ def _finish(
         report.forced = plan.force and buffers.can_force()
         report.rcv_autotuning = plan.rcv_autotuning
     return report
+
+
+# What a sender may keep written but not yet sent (TCP_NOTSENT_LOWAT), in time at the rate
+# the network delivers: the send buffer still grows for the window, but the data queued
+# behind it stays within this much, so a transfer ends this long plus a round trip after
+# its last write. Without it, a slow lossy path took up to 35 s to drain an autotuned
+# buffer after a 5 s test (Reno at 2 % loss, 231 ms, docs/check.md#time). A tenth of a
+# second is a sampling interval, tens of thread wakeups: the pipe never runs dry.
+UNSENT_S = 0.1
+# Never below one GSO skb (the kernel's size goal), so slow paths still send full skbs.
+UNSENT_FLOOR = 65536
+TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)
+
+
+def bound_unsent(streams: Sequence[_Stream]) -> None:
+    """Hold each stream's unsent data to UNSENT_S of the rate it delivers."""
+    for st in streams:
+        try:
+            rate = read_tcp_info(st.sock).get("delivery_rate") or 0  # bytes per second
+            lowat = max(UNSENT_FLOOR, int(rate * UNSENT_S))
+            st.sock.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, lowat)
+        except OSError:
+            continue  # a closed stream: nothing left to bound
 
 
 def _wait_acked(
