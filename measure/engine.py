@@ -469,7 +469,11 @@ def run_sender(
         try:
             sock.settimeout(min(stall_timeout, STALL_POLL_S))
             st.first = clock()
+            rebound = st.first  # when to size the unsent bound from the rate again
             while not stop.is_set() and not enough.is_set() and clock() < limit_t:
+                if clock() >= rebound:
+                    bound_unsent(sock)
+                    rebound = clock() + UNSENT_EVERY_S
                 try:
                     if left is not None:
                         if left <= 0:
@@ -532,7 +536,6 @@ def run_sender(
         if now >= next_sample:
             next_sample = now + sample_interval
             report.samples.append(_sample(streams, now - start, tcp_info=True))
-            bound_unsent(streams)
             if on_sample:
                 on_sample(report.samples[-1])
             if detector is not None and not enough.is_set():
@@ -587,19 +590,25 @@ def _finish(
 # second is a sampling interval, tens of thread wakeups: the pipe never runs dry.
 UNSENT_S = 0.1
 # Never below one GSO skb (the kernel's size goal), so slow paths still send full skbs.
+# A buffer set large before the first byte (DRS, static) starts from this bound too: it
+# would otherwise fill at once with what a slow path then takes tens of seconds to send.
 UNSENT_FLOOR = 65536
+# How often the sender sizes the bound again: in slow start the rate doubles every round
+# trip, and at the floor the kernel wakes the writer every 32 KB (half the bound), which a
+# thread keeps up with only to a few Gbit/s; sized every 10 ms the bound follows the rate.
+UNSENT_EVERY_S = 0.01
+INT_MAX = 2**31 - 1  # setsockopt takes a C int
 TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)
 
 
-def bound_unsent(streams: Sequence[_Stream]) -> None:
-    """Hold each stream's unsent data to UNSENT_S of the rate it delivers."""
-    for st in streams:
-        try:
-            rate = read_tcp_info(st.sock).get("delivery_rate") or 0  # bytes per second
-            lowat = max(UNSENT_FLOOR, int(rate * UNSENT_S))
-            st.sock.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, lowat)
-        except OSError:
-            continue  # a closed stream: nothing left to bound
+def bound_unsent(sock: socket.socket) -> None:
+    """Hold the stream's unsent data to UNSENT_S of the rate it delivers."""
+    try:
+        rate = read_tcp_info(sock).get("delivery_rate") or 0  # bytes per second
+        lowat = min(INT_MAX, max(UNSENT_FLOOR, int(rate * UNSENT_S)))
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, lowat)
+    except OSError:
+        return  # a closed stream: nothing left to bound
 
 
 def _wait_acked(

@@ -69,7 +69,9 @@ def test_short_rtt_rounds_follow_the_sampling_grid() -> None:
     assert det.rounds_seen == 1 and det.best_bps > 0
 
 
-@pytest.mark.measurement  # real loopback TCP: a busy neighbour makes its rate swing
+# Real loopback TCP, whose rate swings while other tests load the cores: it runs with the
+# lab's tests, alone, and is judged by the majority of its tries.
+@pytest.mark.lab
 def test_engine_sender_ends_at_a_steady_rate_before_the_cap() -> None:
     ls = socket.create_server(("127.0.0.1", 0))
     tx = socket.create_connection(ls.getsockname())
