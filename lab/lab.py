@@ -50,9 +50,11 @@ class Lab(UpDown):
         owner_pid: int = 0,
         seed: int | None = None,
         max_rate_bps: float = DELAYLINE_MAX_RATE_BPS,
+        gso: bool = True,
     ) -> None:
         """max_rate_bps: refuse delay-line rates above it (the benchmark raises it to find
-        the emulator's own limit)."""
+        the emulator's own limit). gso: the delay line moves TCP super-packets whole
+        (lab/gso.py); False: packet by packet, as the kernel segments them."""
         if not spec.name:
             raise UsageError("a Lab needs a name (LabSpec.name)")
         spec.validate()
@@ -64,6 +66,7 @@ class Lab(UpDown):
         self.owner_pid = owner_pid
         self.seed = seed
         self.max_rate_bps = max_rate_bps
+        self.gso = gso
         self.state = StateDir(state_dir)
         self.backend = spec.backend
         self.pid = 0
@@ -243,6 +246,8 @@ class Lab(UpDown):
         ]  # fmt: skip
         if self.seed is not None:
             argv += ["--seed", str(self.seed)]
+        if not self.gso:
+            argv += ["--gso", "off"]
         if self.owner_pid:
             argv += ["--owner-pid", str(self.owner_pid)]
         for ns in hops.routers(self.spec) + ([self.ns_b] if self.spec.hops else []):
