@@ -60,6 +60,12 @@ COARSE_S = 1e-3
 # each wakeup writes up to ~100 us of the link's packets back to back. Below 120 Mbit/s a
 # 1500-byte packet takes longer than that: slow links see no super-packets at all.
 GSO_BURST_S = 100e-6
+# Up to 1 Gbit/s the plain path carries the rate (docs/bench-calibrate.md) and keeps TCP as
+# it was: at 1 Gbit/s x 50 ms with 0.1 % random loss, one Cubic flow moved 281-297 Mbit/s
+# per packet (4 runs) but 264-267 with 8-segment super-packets and 211-215 with checksum
+# offload and single segments (2 runs each): the sender's skbs and the receiver's ACKs
+# change with the offloads. So super-packets (and any offload) only above it.
+GSO_ABOVE_BPS = 1e9
 
 
 @dataclass(frozen=True)
@@ -317,20 +323,25 @@ class DelayLine:
     def run(self, fwd: LinkParams, rev: LinkParams) -> None:
         a = self.args
         if_b = a.ifname_b or a.ifname
-        gso = a.gso == "on"
+        vnet = a.gso == "on"
+        # Super-packets only toward a bottleneck faster than GSO_ABOVE_BPS; a slower one
+        # gets the kernel's own segments, one per read, as on the plain path.
+        fast = (fwd.rate_bps > a.gso_above_bps, rev.rate_bps > a.gso_above_bps)
         try:
-            fd_a, fd_b = self._open(gso)
+            fd_a, fd_b = self._open(vnet, fast)
         except OSError as exc:
-            if not gso:
+            if not vnet:
                 raise
             # A kernel without IFF_VNET_HDR or TUN offloads: the plain path, one packet a read.
             print(f"delayline {a.name}: no GSO on the TUN ({exc}); packet by packet",
                   file=sys.stderr)  # fmt: skip
-            gso = False
-            fd_a, fd_b = self._open(gso)
-        if gso:
-            # The TUN in ns-a feeds the forward bottleneck, the one in ns-b the reverse.
-            for ns, ifname, link in ((a.ns_a, a.ifname, fwd), (a.ns_b, if_b, rev)):
+            vnet = False
+            fd_a, fd_b = self._open(vnet, (False, False))
+        for ns, ifname, link, on in (
+            (a.ns_a, a.ifname, fwd, fast[0]),
+            (a.ns_b, if_b, rev, fast[1]),
+        ):
+            if vnet and on:
                 segs = gso_mod.max_segments(link.rate_bps, a.mtu, a.gso_burst_us * 1e-6)
                 subprocess.run(
                     ["ip", "-n", ns, "link", "set", "dev", ifname, "gso_max_segs", str(segs)],
@@ -338,8 +349,8 @@ class DelayLine:
                 )  # fmt: skip
         rng = random.Random(a.seed)
         self.dirs = [
-            Direction(fd_a, fd_b, fwd, rng, a.mtu, gso),
-            Direction(fd_b, fd_a, rev, rng, a.mtu, gso),
+            Direction(fd_a, fd_b, fwd, rng, a.mtu, vnet),
+            Direction(fd_b, fd_a, rev, rng, a.mtu, vnet),
         ]
         set_timer_slack(1)
         take_the_wire()
@@ -360,13 +371,15 @@ class DelayLine:
         self._loop()
         self.write_stats()
 
-    def _open(self, gso: bool) -> tuple[int, int]:
+    def _open(self, vnet: bool, offload: tuple[bool, bool]) -> tuple[int, int]:
+        """The TUNs in ns-a and ns-b; offload[0] for ns-a's (it feeds the forward
+        bottleneck), offload[1] for ns-b's."""
         a = self.args
         with in_netns(a.ns_a):
-            fd_a = open_tun(a.ifname, gso)
+            fd_a = open_tun(a.ifname, vnet, offload[0])
         try:
             with in_netns(a.ns_b):
-                fd_b = open_tun(a.ifname_b or a.ifname, gso)
+                fd_b = open_tun(a.ifname_b or a.ifname, vnet, offload[1])
         except OSError:
             os.close(fd_a)
             raise
@@ -450,6 +463,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=GSO_BURST_S * 1e6,
         help="bottleneck time one super-packet may take (sets gso_max_segs)",
+    )
+    p.add_argument(
+        "--gso-above-bps",
+        type=float,
+        default=GSO_ABOVE_BPS,
+        help="super-packets only on links faster than this (slower: one packet a read)",
     )
     p.add_argument("--owner-pid", type=int, default=0, help="tear the lab down when it exits")
     p.add_argument("--state-file", default="")

@@ -56,21 +56,21 @@ def in_netns(ns_name: str) -> Iterator[None]:
         os.close(home)
 
 
-def open_tun(ifname: str, gso: bool = False) -> int:
+def open_tun(ifname: str, vnet: bool = False, offload: bool = False) -> int:
     """A non-blocking TUN fd (IFF_TUN | IFF_NO_PI) for a new interface `ifname`.
 
-    Without `gso` the kernel hands us MTU-sized packets (it segments GSO packets before
-    xmit). With it, IFF_VNET_HDR and TCP segmentation offload: each read() is a virtio-net
-    header and a TCP super-packet of up to 64 KB (the interface shows
-    tcp-segmentation-offload: on in `ethtool -k`), and write() takes the same. Raises
-    OSError where the kernel refuses either.
+    Plain, the kernel hands us MTU-sized packets (it segments GSO packets before xmit).
+    `vnet`: every read() and write() starts with a virtio-net header (lab/gso.py).
+    `offload` (needs vnet): checksum and TCP segmentation offload, so each read() may be a
+    TCP super-packet of up to 64 KB (`ethtool -k` shows tcp-segmentation-offload: on).
+    Raises OSError where the kernel refuses either.
     """
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        flags = IFF_TUN | IFF_NO_PI | (IFF_VNET_HDR if gso else 0)
+        flags = IFF_TUN | IFF_NO_PI | (IFF_VNET_HDR if vnet else 0)
         ifr = struct.pack("16sH22x", ifname.encode(), flags)
         fcntl.ioctl(fd, TUNSETIFF, ifr)
-        if gso:
+        if vnet and offload:
             fcntl.ioctl(fd, TUNSETOFFLOAD, GSO_OFFLOADS)
     except OSError:
         os.close(fd)
