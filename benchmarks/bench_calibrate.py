@@ -305,7 +305,7 @@ def run_calibrate(quick: bool, out_dir: str, ctx: Context) -> int:
     if load > 0.5 * cpus:
         ctx.progress(f"warning: load average {load:.2f} on {cpus} CPUs; results may be disturbed")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    ctx.progress("calibrating the lab (about 2 minutes)...")
+    ctx.progress("calibrating the lab (about 10 minutes)...")
     rows = [_attempt(make, ctx.progress) for make in plan(quick)]
     iperf = subprocess.run(["iperf3", "--version"], capture_output=True, text=True, check=False)
     header = [
