@@ -210,8 +210,17 @@ class Direction:
                     continue
                 # A segment is lost or does not fit: split, and judge each one as the plain
                 # path would a packet (the draws above decide which are lost).
+                parts = gso_mod.split(pkt) if count > 1 else [pkt]
+                if len(parts) != count:
+                    # Headers split() cannot rebuild (IPv6 extension headers before TCP):
+                    # the whole super-packet shares its segments' fate, counted per segment.
+                    if lost:
+                        self.lost += count
+                    elif dep - now > queue_time:
+                        self.queue_drops += count
+                    continue
                 self.split += 1
-                for i, part in enumerate(gso_mod.split(pkt) if count > 1 else [pkt]):
+                for i, part in enumerate(parts):
                     if i in lost:
                         self.lost += 1
                         continue

@@ -241,3 +241,14 @@ def test_plain_packets_on_a_gso_line_behave_as_before(pipes: tuple[socket.socket
     d.ingest(now=1.0)
     assert [t for t, _ in d.pending] == pytest.approx([1.011, 1.012, 1.013])
     assert (d.packets_in, d.super_packets) == (3, 0)
+
+
+def test_a_super_packet_that_cannot_be_split_is_counted_per_segment(
+    pipes: tuple[socket.socket, ...],
+) -> None:
+    src_w, src_r, dst_w, _ = pipes
+    d = _direction(src_r, dst_w, loss=1.0)
+    ip = _ipv6(8 + 32 + 3000, 0) + b"\x06" + b"\0" * 7 + _tcp_header(1, 0x10) + b"\0" * 3000
+    src_w.send(_vnet(gso.GSO_TCPV6, 80, MSS, 48, 16) + ip)
+    d.ingest(now=0.0)
+    assert (d.packets_in, d.lost, len(d.pending), d.split) == (3, 3, 0, 0)
