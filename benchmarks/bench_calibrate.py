@@ -28,10 +28,16 @@ from tcpwizard.lab.spec import LabSpec
 from tcpwizard.lab.tools import iperf3_tcp, iperf3_udp, ping
 
 RETRIES = 3
+# Up to 256 MB per socket inside the lab hosts (tcp_rmem/tcp_wmem are per namespace): the
+# receiver advertises about 0.62 of its buffer (docs/bench-calibrate.md, fixed receive
+# window), so 10 Gbit/s x 100 ms = 125 MB in flight needs ~200 MB.
 BIG_BUFFERS = (
-    ("net.ipv4.tcp_rmem", "4096 131072 67108864"),
-    ("net.ipv4.tcp_wmem", "4096 16384 67108864"),
+    ("net.ipv4.tcp_rmem", "4096 131072 268435456"),
+    ("net.ipv4.tcp_wmem", "4096 16384 268435456"),
 )
+# The high-rate grid: the delay line with GSO super-packets (lab/gso.py).
+GRID_RATES = (1e9, 2e9, 5e9, 10e9)
+GRID_RTTS = (0.010, 0.050, 0.100)
 RUN_ID = uuid.uuid4().hex[:6]
 
 
@@ -64,14 +70,19 @@ def _mbit(bps: float) -> str:
     return f"{bps / 1e6:.2f} Mbit/s"
 
 
-def row_ping(rtt_s: float) -> Row:
-    with _lab(LabSpec.symmetric(100e6, rtt_s)) as lab:
+def _rate_name(bps: float) -> str:
+    return f"{bps / 1e9:g} Gbit/s" if bps >= 1e9 else f"{bps / 1e6:g} Mbit/s"
+
+
+def row_ping(rtt_s: float, rate_bps: float = 100e6) -> Row:
+    with _lab(LabSpec.symmetric(rate_bps, rtt_s), max_rate_bps=rate_bps) as lab:
         count = 40 if rtt_s < 0.1 else 15
         result = ping(lab, "a", count=count, interval_s=0.02)
     tolerance = max(0.3e-3, 0.02 * rtt_s)
     return Row(
         test="ping min RTT",
-        configured=f"{rtt_s * 1e3:g} ms",
+        configured=f"{rtt_s * 1e3:g} ms"
+        + (f" at {_rate_name(rate_bps)}" if rate_bps != 100e6 else ""),
         measured=f"{result.min_s * 1e3:.3f} ms",
         reference=f"{rtt_s * 1e3:g} ms ± {tolerance * 1e3:.2g} ms",
         ratio=result.min_s / rtt_s,
@@ -81,10 +92,14 @@ def row_ping(rtt_s: float) -> Row:
 
 def row_rate(rate_bps: float, seconds: float, skip: int, rtt_s: float = 0.050) -> Row:
     spec = LabSpec.symmetric(rate_bps, rtt_s, sysctls_a=BIG_BUFFERS, sysctls_b=BIG_BUFFERS)
-    with _lab(spec) as lab:
+    with _lab(spec, max_rate_bps=max(rate_bps, DELAYLINE_MAX_RATE_BPS)) as lab:
         # -R: the client (b) receives, so its per-second intervals are receiver-side.
         result = iperf3_tcp(lab, "b", seconds=seconds, extra=("-R",))
+        line = lab.stats()["forward"]
     measured = result.steady_bps(skip)
+    seconds_bps = sorted(b * 8 / s for b, s in result.intervals[skip:] if s > 0)
+    median = seconds_bps[len(seconds_bps) // 2] if seconds_bps else float("nan")
+    segs = line["packets_in"] / line["super_packets"] if line.get("super_packets") else 1.0
     ratio = measured / rate_bps
     return Row(
         test=f"iperf3 TCP, {rtt_s * 1e3:g} ms, large buffers",
@@ -93,7 +108,10 @@ def row_rate(rate_bps: float, seconds: float, skip: int, rtt_s: float = 0.050) -
         reference=f"≥ 93% of {_mbit(rate_bps)}",
         ratio=ratio,
         ok=0.93 <= ratio <= 1.0,
-        note=f"receiver, seconds {skip}-{seconds:g}; {result.retransmits} retransmits",
+        note=(
+            f"receiver, seconds {skip}-{seconds:g}; median second {median / rate_bps:.3f}; "
+            f"{result.retransmits} retransmits; {segs:.1f} segments per read"
+        ),
     )
 
 
@@ -112,6 +130,33 @@ def row_unshaped(seconds: float) -> Row:
         ratio=measured / DELAYLINE_MAX_RATE_BPS,
         ok=None,
         note="the emulator's own limit; rates above the accepted maximum are refused",
+    )
+
+
+def row_tcp_loss(loss: float, seconds: float, rate_bps: float = 10e9) -> Row:
+    """Random loss on TCP super-packets, from the delay line's own counters: lost per
+    segment (a super-packet with a lost segment is split), not per super-packet."""
+    spec = LabSpec.symmetric(rate_bps, 0.010, loss=loss)
+    with _lab(spec, max_rate_bps=rate_bps) as lab:
+        before = lab.stats()["forward"]
+        # Eight streams: at 1 % loss one stream moves ~15 Mbit/s (Mathis), too few segments.
+        iperf3_tcp(lab, "a", seconds=seconds, extra=("-P", "8"))
+        after = lab.stats()["forward"]
+    d = {k: after[k] - before[k] for k in after}
+    measured = d["lost"] / d["packets_in"]
+    ratio = measured / loss
+    return Row(
+        test="random loss (TCP super-packets)",
+        configured=f"{loss * 100:g}% at {_rate_name(rate_bps)}",
+        measured=f"{measured * 100:.3f}%",
+        reference=f"{loss * 100:g}% ± 20% rel.",
+        ratio=ratio,
+        ok=abs(ratio - 1) <= 0.20,
+        note=(
+            f"{d['lost']} of {d['packets_in']} segments lost (delay line counters); "
+            f"{d['packets_in'] / max(1, d['super_packets']):.1f} segments per read, "
+            f"{d['split']} of {d['super_packets']} super-packets split"
+        ),
     )
 
 
@@ -196,8 +241,16 @@ def plan(quick: bool) -> list[Callable[[], Row]]:
         partial(row_ping, r) for r in (0.001, 0.010, 0.050, 0.100, 0.200)
     ]
     rows += [partial(row_rate, r, secs, 2) for r in (10e6, 50e6, 100e6)]
-    rows.append(partial(row_rate, DELAYLINE_MAX_RATE_BPS, secs, 3))
-    rows.append(partial(row_unshaped, 4.0))
+    # Above 1 Gbit/s slow start and the recovery from its overshoot take seconds at 50-100
+    # ms (Cubic regains a halved 10 Gbit/s x 50 ms window over ~25 s without a queue): the
+    # steady rate is read after 5 of 15 seconds.
+    for rate in GRID_RATES:
+        for rtt in GRID_RTTS:
+            rows.append(partial(row_ping, rtt, rate))
+            fast = rate > 1e9
+            rows.append(partial(row_rate, rate, 15.0 if fast else secs, 5 if fast else 3, rtt))
+    rows.append(partial(row_unshaped, 6.0))
+    rows.append(partial(row_tcp_loss, 0.01, 4.0))
     rows.append(partial(row_window, 8.0))
     rows.append(partial(row_loss, 0.01, 4.0 if quick else 8.0))
     return rows
@@ -209,11 +262,22 @@ How to read it:
 - **ping**: minimum of 15-40 echoes; the delay line adds about 0.1 ms per round trip (two
   wakeups of the emulator), inside the max(0.3 ms, 2 %) tolerance.
 - **iperf3 TCP**: goodput measured at the receiver (`iperf3 -R`), after slow start, with
-  `tcp_rmem`/`tcp_wmem` up to 64 MB inside the lab hosts (per namespace; nothing global is
+  `tcp_rmem`/`tcp_wmem` up to 256 MB inside the lab hosts (per namespace; nothing global is
   changed). The delay line counts IP bytes, so goodput tops out at 1448/1500 = 96.5 % of the
-  rate (52 bytes of IP + TCP headers with timestamps per 1500-byte packet).
+  rate (52 bytes of IP + TCP headers with timestamps per 1500-byte packet); the 93 % bound
+  is 96.3 % of that ceiling. "median second" is the middle one-second goodput: Cubic at
+  50-100 ms overshoots the 1-BDP drop-tail queue now and then and loses a second to the
+  recovery (packet by packet too: 1 Gbit/s x 100 ms read 303 Mbit/s in one second), which
+  the mean over 10 seconds carries and the median does not.
+- **above 1 Gbit/s** the delay line moves the kernel's TCP super-packets whole ("segments
+  per read"; docs/lab.md): 1 Gbit/s and below it reads one packet at a time as before. Each
+  rate's ping row is an idle lab at that rate.
 - **ceiling**: the same transfer with no real shaping shows what the emulator itself carries
-  on this machine; `lab up` refuses delay-line rates above the accepted maximum.
+  on this machine; `lab up` refuses delay-line rates above the accepted maximum, set from
+  the grid's rows that pass with other work on the cores.
+- **random loss (TCP super-packets)**: 1 % per direction at 10 Gbit/s x 10 ms, eight iperf3
+  streams a->b, read from the delay line's counters: the loss is drawn per segment, and a
+  super-packet with a lost segment is split so only that segment is dropped.
 - **fixed receive window**: the receiver sets `SO_RCVBUF = 65536` before `listen()`. Linux
   doubles the request (`sk_rcvbuf` = 131072, room for sk_buff overhead) and advertises
   window = sk_rcvbuf x scaling_ratio, where scaling_ratio = skb->len / skb->truesize of the
@@ -254,7 +318,7 @@ def run_calibrate(quick: bool, out_dir: str, ctx: Context) -> int:
     if load > 0.5 * cpus:
         ctx.progress(f"warning: load average {load:.2f} on {cpus} CPUs; results may be disturbed")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    ctx.progress("calibrating the lab (about 2 minutes)...")
+    ctx.progress("calibrating the lab (about 10 minutes)...")
     rows = [_attempt(make, ctx.progress) for make in plan(quick)]
     iperf = subprocess.run(["iperf3", "--version"], capture_output=True, text=True, check=False)
     header = [

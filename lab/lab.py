@@ -29,9 +29,12 @@ from tcpwizard.lab.state import DEFAULT_STATE_DIR, LabRecord, StateDir
 from tcpwizard.lab.updown import UpDown
 
 IFNAME = "wan0"
-# Measured on the 2-core development machine (docs/bench-calibrate.md): above this rate the
-# Python delay line itself would become the bottleneck, so it refuses.
-DELAYLINE_MAX_RATE_BPS = 1e9
+# Measured on the 2-core development machine (docs/bench-calibrate.md): with GSO
+# super-packets (lab/gso.py) the delay line carried 5 Gbit/s at 10-100 ms within the
+# benchmark's bound while other work shared the cores; 10 Gbit/s only when the machine was
+# quiet (0.95-0.965 of the rate; 0.76-0.92 at load 3-4). Above the accepted rate the delay
+# line itself would become the bottleneck, so it refuses. (Packet by packet: 1 Gbit/s.)
+DELAYLINE_MAX_RATE_BPS = 5e9
 READY_TIMEOUT_S = 10.0
 TXQUEUELEN = 10000  # the TUN ring: a cwnd burst must fit while the emulator is busy
 
@@ -50,9 +53,11 @@ class Lab(UpDown):
         owner_pid: int = 0,
         seed: int | None = None,
         max_rate_bps: float = DELAYLINE_MAX_RATE_BPS,
+        gso: bool = True,
     ) -> None:
         """max_rate_bps: refuse delay-line rates above it (the benchmark raises it to find
-        the emulator's own limit)."""
+        the emulator's own limit). gso: the delay line moves TCP super-packets whole
+        (lab/gso.py); False: packet by packet, as the kernel segments them."""
         if not spec.name:
             raise UsageError("a Lab needs a name (LabSpec.name)")
         spec.validate()
@@ -64,6 +69,7 @@ class Lab(UpDown):
         self.owner_pid = owner_pid
         self.seed = seed
         self.max_rate_bps = max_rate_bps
+        self.gso = gso
         self.state = StateDir(state_dir)
         self.backend = spec.backend
         self.pid = 0
@@ -243,6 +249,8 @@ class Lab(UpDown):
         ]  # fmt: skip
         if self.seed is not None:
             argv += ["--seed", str(self.seed)]
+        if not self.gso:
+            argv += ["--gso", "off"]
         if self.owner_pid:
             argv += ["--owner-pid", str(self.owner_pid)]
         for ns in hops.routers(self.spec) + ([self.ns_b] if self.spec.hops else []):

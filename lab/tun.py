@@ -17,6 +17,15 @@ from contextlib import contextmanager
 TUNSETIFF = 0x400454CA
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000  # no 4-byte packet-info header: read()/write() carry bare IP packets
+IFF_VNET_HDR = 0x4000  # every read()/write() starts with a virtio-net header (lab/gso.py)
+TUNSETOFFLOAD = 0x400454D0  # _IOW('T', 208, unsigned int)
+TUN_F_CSUM = 0x01
+TUN_F_TSO4 = 0x02
+TUN_F_TSO6 = 0x04
+# No TUN_F_USO4/6: a UDP super-packet delivered whole would give all its datagrams one
+# arrival time, and the capacity probe times each datagram; without USO the kernel cuts
+# UDP_SEGMENT sends into datagrams before the TUN, so each one is serialized on its own.
+GSO_OFFLOADS = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6
 CLONE_NEWNET = 0x40000000
 PR_SET_TIMERSLACK = 29
 NETNS_RUN_DIR = "/run/netns"
@@ -47,16 +56,22 @@ def in_netns(ns_name: str) -> Iterator[None]:
         os.close(home)
 
 
-def open_tun(ifname: str) -> int:
+def open_tun(ifname: str, vnet: bool = False, offload: bool = False) -> int:
     """A non-blocking TUN fd (IFF_TUN | IFF_NO_PI) for a new interface `ifname`.
 
-    Without IFF_VNET_HDR the kernel hands us MTU-sized packets (GSO segments before xmit),
-    so the emulator serializes real packets, not 64 KB super-packets.
+    Plain, the kernel hands us MTU-sized packets (it segments GSO packets before xmit).
+    `vnet`: every read() and write() starts with a virtio-net header (lab/gso.py).
+    `offload` (needs vnet): checksum and TCP segmentation offload, so each read() may be a
+    TCP super-packet of up to 64 KB (`ethtool -k` shows tcp-segmentation-offload: on).
+    Raises OSError where the kernel refuses either.
     """
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        ifr = struct.pack("16sH22x", ifname.encode(), IFF_TUN | IFF_NO_PI)
+        flags = IFF_TUN | IFF_NO_PI | (IFF_VNET_HDR if vnet else 0)
+        ifr = struct.pack("16sH22x", ifname.encode(), flags)
         fcntl.ioctl(fd, TUNSETIFF, ifr)
+        if vnet and offload:
+            fcntl.ioctl(fd, TUNSETOFFLOAD, GSO_OFFLOADS)
     except OSError:
         os.close(fd)
         raise
