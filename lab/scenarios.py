@@ -53,6 +53,13 @@ def _route_window_clamp(lab: Lab) -> None:
     )
 
 
+# The congested episode, then a clean stretch before the connection closes: Linux caches
+# ssthresh only from a connection that ends in congestion avoidance with no loss being
+# recovered (tcp_update_metrics, TCP_CA_Open); one closed mid-recovery caches its cwnd alone.
+CONGESTED_S = 3.0
+CLEAN_S = 1.5  # 30 round trips at the scenario's 50 ms: recovery ends, the window grows little
+
+
 def _stale_ssthresh(lab: Lab) -> None:
     """A congested episode (3 % drops on b's input, nftables) leaves a small ssthresh in a's
     tcp_metrics cache for b; then the path is clean again."""
@@ -63,18 +70,20 @@ def _stale_ssthresh(lab: Lab) -> None:
         f"  tcp dport {SERVE_PORT} numgen random mod 100 < 3 drop\n }}\n}}\n"
     )
     lab.run("b", table, input=rules, text=True, check=True)
+    argv = tcpwizard_argv(
+        "transfer", lab.addr_b, "--modes", "autotune", "--duration",
+        f"{CONGESTED_S + CLEAN_S:g}", "--json",
+    )  # fmt: skip
+    proc = lab.popen("a", argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        lab.run(
-            "a",
-            tcpwizard_argv(
-                "transfer", lab.addr_b, "--modes", "autotune", "--duration", "3", "--json"
-            ),
-            capture_output=True,
-            check=False,
-            timeout=60,
-        )
+        time.sleep(CONGESTED_S)
     finally:
         lab.run("b", ["nft", "delete", "table", "inet", "tcpwizard_scenario"], check=False)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
     shown = lab.run(
         "a", ["ip", "tcp_metrics", "show", lab.addr_b], capture_output=True, text=True, check=False
     ).stdout
