@@ -402,9 +402,12 @@ def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:
             # tcp_rmem changes neither, so the buffer is named only if nothing else is.
             # (An application that set SO_RCVBUF stops autotuning: tcp_rmem is then no
             # ceiling of its buffer, and its own size is what the window law reads.)
+            # A window-law bound above the path is shown as that: no figure of a report
+            # exceeds what the line carries (advice/guard.py).
+            allows = _fmt(limit) if limit <= cap else f"more than the {_fmt(cap)} capacity"
             evidence.append(
                 f"but the receiver's buffer allows ~{window / 1e6:.2f} MB / {rtt:.1f} ms = "
-                f"{_fmt(limit)}: the window was held below its size, not by it"
+                f"{allows}: the window was held below its size, not by it"
             )
             confidence = min(confidence, BUFFER_ALLOWS_PATH)
         if cap is not None and limit < HEALTHY_SHARE * cap:

@@ -567,6 +567,9 @@ def test_a_window_held_below_a_buffer_that_allows_the_path_is_not_the_buffer() -
     slow = mode(4.0, rwnd=0.85)
     v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(slow))).verdict
     assert v.limiting_factor != "receiver-window" or v.confidence < 0.4
+    # The window law's 3,328 Mbit/s is a bound, shown as one: no figure above the line.
+    allows = [e for e in v.evidence if "buffer allows" in e]
+    assert allows and all("more than the 100.0 Mbit/s capacity" in e for e in allows), allows
     starved = HostLoad(4.0, (), 0.003, 0.003, 0.3)
     held = dataclasses.replace(slow, receiver_load=starved)
     v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(held))).verdict
