@@ -451,10 +451,11 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
         if limit < HEALTHY_SHARE * cap:
             # Up to one GSO skb rides beyond the buffer: the bound is a range.
             high = window_limit_mbps(inflight + SEND_OVERSHOOT_BYTES, rtt)
+            top = _fmt(high) if high <= cap else f"the path's {_fmt(cap)}"  # no rate above it
             evidence.append(
                 f"sender's tcp_wmem max keeps ~{inflight / 1e6:.2f}-"
                 f"{(inflight + SEND_OVERSHOOT_BYTES) / 1e6:.2f} MB in flight: "
-                f"~{_fmt(limit)}-{_fmt(high)}"
+                f"~{_fmt(limit)} to {top}"
             )
             confidence = max(confidence, 0.5)
             # The measured rate sits at that bound: the buffer, not the network, set it
