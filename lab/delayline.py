@@ -265,7 +265,9 @@ class Direction:
         return pend[0][0] - now if pend else None
 
     def _flush_gso(self, now: float) -> float | None:
-        """flush() counting the segments of each super-packet written."""
+        """flush() counting the segments of each super-packet written. Its own copy of the
+        loop, not a shared one: the plain path, which carries every lab at 1 Gbit/s and
+        below, then pays nothing per packet for the counts."""
         pend = self.pending
         if not pend:
             return None

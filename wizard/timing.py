@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tcpwizard.checks.behaviour_checks import DEFAULT_MSS
 from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.steady import SteadyStop
 
 INITIAL_WINDOW_SEGMENTS = 10  # RFC 6928, Linux's default
-MSS_BYTES = 1448  # a 1500-byte MTU with TCP timestamps
 REACH_ROUNDS = 2
 PROBE_ROUNDS = 3
 OPEN_ROUNDS = 1
@@ -74,7 +74,7 @@ class StageClock:
 def slow_start_rounds(window_bytes: float) -> int:
     """Round trips from the initial window to `window_bytes`, and the one that finds the
     pipe full."""
-    segments = max(1.0, window_bytes / MSS_BYTES)
+    segments = max(1.0, window_bytes / DEFAULT_MSS)
     return max(0, math.ceil(math.log2(segments / INITIAL_WINDOW_SEGMENTS))) + 1
 
 
