@@ -56,7 +56,8 @@ def probe(
         return _with_serve(control, host, port, deadline, start, download, notes, say)
     try:
         say(f"connecting to tcpwizard serve at {host} port {port}")
-        client = ControlClient(host, port, secret, timeout=max(0.5, min(2.0, budget_s / 2)))
+        wait = max(0.5, min(2.0, budget_s / 2))  # the budget holds: no wait for a starved serve
+        client = ControlClient(host, port, secret, timeout=wait, starved_wait=wait)
     except AuthFailed:
         raise
     except PeerUnavailable as exc:

@@ -4,7 +4,10 @@ form, and the host-cpu and interface verdicts it feeds (advice/rules/)."""
 from __future__ import annotations
 
 import dataclasses
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,6 +20,7 @@ from tcpwizard.advice.rules import host_cpu, host_drops
 from tcpwizard.advice.rules.host_conns import host_conn_verdict
 from tcpwizard.measure import engine
 from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.farends.serve import ServeFar
 from tcpwizard.measure.hostload import (
     CoreLoad,
     HostDrops,
@@ -240,8 +244,34 @@ def test_a_port_that_accepts_but_never_says_hello_is_named() -> None:
         srv.bind(("127.0.0.1", 0))
         srv.listen()
         port = srv.getsockname()[1]
-        with pytest.raises(PeerUnavailable, match=r"no hello came within 0\.3 s: a serve starved"):
-            ControlClient("127.0.0.1", port, timeout=0.3)
+        with pytest.raises(PeerUnavailable, match=r"no hello came within 0\.6 s: a serve starved"):
+            ControlClient("127.0.0.1", port, timeout=0.3, starved_wait=0.6)
+
+
+def test_a_stalled_serve_is_waited_for_while_its_kernel_took_the_hello() -> None:
+    """A real serve stopped (SIGSTOP, as a quota throttles it) past the hello's timeout
+    answers when it runs again: the check goes on, and says why it waited."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tcpwizard", "serve", "--bind", "127.0.0.1", "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        port = int(line.split(" port ")[1].split()[0])
+        proc.send_signal(signal.SIGSTOP)
+        resume = threading.Timer(1.0, proc.send_signal, (signal.SIGCONT,))
+        resume.start()
+        with ControlClient("127.0.0.1", port, timeout=0.3, starved_wait=5.0) as c:
+            assert 0.9 <= c.hello_wait_s < 5.0
+            far = ServeFar("127.0.0.1", port, None, "far", c)
+            assert any("answered its hello after" in n for n in far.notes)
+        resume.join()
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait()
 
 
 def test_a_data_thread_that_ended_before_stop_still_counts() -> None:

@@ -66,7 +66,7 @@ def _url(r: Reach) -> Answer:
 
 def _serve(r: Reach) -> Answer:
     got = ServeFar.reach(r.address, r.serve_port, r.secret, r.host, both_ways=r.both_ways)
-    return (got, ()) if isinstance(got, ServeFar) else got
+    return (got, got.notes) if isinstance(got, ServeFar) else got
 
 
 def _iperf3(r: Reach) -> Answer:

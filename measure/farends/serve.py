@@ -32,6 +32,9 @@ from tcpwizard.measure.transfer import run_transfer
 if TYPE_CHECKING:
     from tcpwizard.measure.availbw import AvailBandwidth
 
+# serve answers its hello at once; a late one (a starved serve) is waited for while serve's
+# kernel shows it took ours (measure/control.py, STARVED_HELLO_S).
+HELLO_TIMEOUT_S = 3.0
 TRANSFER_TIMEOUT_S = 5.0  # a transfer request's answer (serve prepares its sockets first)
 AVAIL_TIMEOUT_S = 5.0  # serve's answer to a stream's arrival report
 
@@ -76,7 +79,7 @@ class ServeFar:
         told). both_ways: the transfers will run both ways at once, so the way back's own
         connection is opened now, in the background."""
         try:
-            control = ControlClient(address, port, secret, timeout=3.0)
+            control = ControlClient(address, port, secret, timeout=HELLO_TIMEOUT_S)
         except AuthFailed:
             raise
         except (PeerUnavailable, ProtocolError) as exc:
@@ -86,6 +89,19 @@ class ServeFar:
             far._open_second()
         return far
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What reaching serve showed: a hello answered late while serve's kernel took ours
+        at once means serve's process waits for a CPU."""
+        c = self._control
+        if c is None or c.hello_wait_s <= c.timeout:
+            return ()
+        return (
+            f"serve at {self.host} answered its hello after {c.hello_wait_s:.1f} s though its "
+            "kernel acknowledged ours at once: serve's process waits for a CPU (a CPU quota "
+            "or a busy host)",
+        )
+
     def _open_second(self) -> None:
         """Connect the way back's control connection while the probe runs: opened only when
         both ways start, it would start the way back a connect and a hello (and the secret's
@@ -93,7 +109,9 @@ class ServeFar:
 
         def connect() -> None:
             with contextlib.suppress(PeerUnavailable, ProtocolError, AuthFailed, OSError):
-                self._second = ControlClient(self.address, self.port, self.secret, timeout=3.0)
+                self._second = ControlClient(
+                    self.address, self.port, self.secret, timeout=HELLO_TIMEOUT_S
+                )
                 self._second_at = time.monotonic()
 
         self._second_thread = threading.Thread(target=connect, name="control-back", daemon=True)
