@@ -105,5 +105,24 @@ def mathis_mbps(mss_bytes: float, rtt_ms: float, loss: float, cc: str = "") -> f
     return segments * mss_bytes * 8 / rtt_s / 1e6
 
 
+def backoff(cc: str) -> float:
+    """The share of its window a loss-based sender keeps after a loss: RFC 5681's 1/2 for
+    Reno (and any sender not named), RFC 8312's beta_cubic = 0.7 for CUBIC."""
+    return CUBIC_BETA if cc == "cubic" else RENO_BETA
+
+
+def lossy_window_share(loss: float, window_bytes: float, mss_bytes: float) -> float:
+    """The share of the window law (window / RTT) a window-held flow keeps at per-segment
+    loss `loss`: a lost segment holds the window's left edge until its repair arrives a
+    round trip later, so a window with a loss in it takes two round trips, not one. Of the
+    windows sent, 1 - (1 - loss)^(segments per window) have a loss."""
+    if loss <= 0 or window_bytes <= 0 or mss_bytes <= 0:
+        return 1.0
+    hit = 1.0 - (1.0 - min(loss, 1.0)) ** (window_bytes / mss_bytes)
+    return 1.0 / (1.0 + hit)
+
+
+RENO_BETA = 0.5
+CUBIC_BETA = 0.7
 # RFC 8312's constants: C = 0.4, beta_cubic = 0.7.
-CUBIC_K = (0.4 * (3 + 0.7) / (4 * (1 - 0.7))) ** 0.25
+CUBIC_K = (0.4 * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25

@@ -10,6 +10,7 @@ import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.rules.policer import BUCKET_MAX_S, _bucket_s
+from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
 from tcpwizard.measure.availbw import AvailBandwidth
 from tcpwizard.measure.hostload import CoreLoad, HostDrops, HostLoad
@@ -376,3 +377,42 @@ def test_a_window_held_sender_losing_segments_is_not_policed() -> None:
     m = dataclasses.replace(ev.transfer.modes[0], rwnd_limited=0.7)
     held = dataclasses.replace(ev, transfer=TransferResult((m,)))
     assert diagnose(held).verdict.limiting_factor != "policer"
+
+
+def test_a_loss_based_sender_cut_once_in_its_ramp_is_no_policer() -> None:
+    """Reno overflows the path once in slow start, halves and grows a segment per round
+    trip since: a flat rate at 81 % of the line, no queue, no later loss. Its backoff
+    (1/2) of the line explains that plateau; a policer at a fifth of the line does not."""
+    n, rtt = 20, 125.0
+    goodputs = [50.0, 150.0, 300.0, 400.0, 390.0] + [325.0] * (n - 5)
+    rtts = [rtt, rtt + 20, rtt + 40, rtt + 30] + [rtt + 0.5] * (n - 4)
+    retrans = [0, 0, 3000, 500] + [0] * (n - 4)
+    t = transfer(goodputs, rtts, retrans, "reno")
+    ev = Evidence(audit("reno"), audit("reno"), path(rtt, 417), t)
+    assert diagnose(ev).verdict.limiting_factor != "policer"
+    assert diagnose(policed(cc="reno")).verdict.limiting_factor == "policer"
+
+
+def test_each_loss_holds_a_held_window_a_round_trip() -> None:
+    # Every window loses a segment: two round trips per window, half the law.
+    assert lossy_window_share(0.5, 100 * MSS, MSS) == pytest.approx(0.5, abs=1e-6)
+    assert lossy_window_share(0.0, 100 * MSS, MSS) == 1.0
+    # 1.3 % of 254 segments: nearly every window loses one.
+    assert 0.5 < lossy_window_share(0.013, 368_000, MSS) < 0.52
+    # A rare loss costs little.
+    assert lossy_window_share(1e-5, 10 * MSS, MSS) > 0.999
+    assert backoff("reno") == 0.5 and backoff("cubic") == 0.7
+
+
+def test_a_send_buffer_that_holds_a_lossy_flow_below_its_law_is_no_policer() -> None:
+    """BBR with a 719 KB tcp_wmem at 1.3 % random loss over 145 ms moved 15 Mbit/s where
+    the window law without loss gives 21: every window lost a segment and waited a round
+    trip for it. The buffer explains the plateau; no policer is named."""
+    n, rtt = 20, 145.0
+    goodputs = [5.0, 12.0, 25.0, 20.0, 16.0] + [14.5] * (n - 5)
+    rtts = [rtt + 1, rtt + 1, rtt + 0.5, rtt + 0.5] + [rtt + 0.4] * (n - 4)
+    retrans = [0, 2, 10, 8, 6] + [4] * (n - 5)
+    t = transfer(goodputs, rtts, retrans, "bbr")
+    small = (("net.ipv4.tcp_wmem", "4096 16384 735807"), *TUNED[::2])
+    ev = Evidence(HostAudit("h", "6.18", (), "bbr", small), audit(), path(rtt, 164), t)
+    assert diagnose(ev).verdict.limiting_factor != "policer"
