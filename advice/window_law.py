@@ -118,7 +118,7 @@ def lossy_window_share(loss: float, window_bytes: float, mss_bytes: float) -> fl
     windows sent, 1 - (1 - loss)^(segments per window) have a loss."""
     if loss <= 0 or window_bytes <= 0 or mss_bytes <= 0:
         return 1.0
-    hit = 1.0 - (1.0 - min(loss, 1.0)) ** (window_bytes / mss_bytes)
+    hit = 1.0 - math.pow(1.0 - min(loss, 1.0), window_bytes / mss_bytes)
     return 1.0 / (1.0 + hit)
 
 
