@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -163,10 +164,18 @@ def run(argv: Sequence[str], ctx: Context) -> int:
     return MATRIX[args.bench][1](args, ctx)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None, ctx: Context | None = None) -> int:
     """Failures as the product reports them: one line, its exit codes (TCPWIZARD_DEBUG=1 for
     the traceback)."""
     ctx = ctx or Context()
+    # A bench stopped with SIGTERM (kill, a CI timeout) unwinds like ^C: its labs' finally
+    # blocks remove their namespaces and helper processes instead of leaving them behind.
+    if argv is None:  # the process's own command line, not a caller's
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         code = run(sys.argv[1:] if argv is None else argv, ctx)
         ctx.stdout.flush()
