@@ -103,7 +103,7 @@ class PathHops:
     gateway: str | None = None  # this host's next hop toward the target (route fixes)
     dev: str | None = None
     # TCP SYNs with this host's options, and the options each router quoted back
-    # (measure/syntrace.py); None when not probed (not root, IPv6, or turned off).
+    # (measure/syntrace.py); None when not probed (not root, or turned off).
     syn: SynTrace | None = None
 
 

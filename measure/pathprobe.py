@@ -82,7 +82,7 @@ class PathOptions:
     mtu: bool = True
     resolve: bool = True
     family: int = 0  # 0: any, 4 or 6
-    # SYNs with this host's TCP options per hop (measure/syntrace.py), as root over IPv4,
+    # SYNs with this host's TCP options per hop (measure/syntrace.py), as root,
     # toward this port (else `port`, else serve's).
     syn_options: bool = True
     syn_port: int | None = None
@@ -634,9 +634,6 @@ def _syn_options(
 ) -> SynTrace | None:
     """The SYN's options hop by hop, where they can be probed; a note where not."""
     if not opts.syn_options:
-        return None
-    if family != socket.AF_INET:
-        notes.append("SYN options per hop: IPv4 only")
         return None
     if os.geteuid() != 0:
         notes.append("SYN options per hop: need root (raw sockets)")

@@ -1,18 +1,19 @@
 """TCP SYNs with this host's options, TTL by TTL, and the options each router quotes back
 (measure/syntrace_model.py explains the reading; docs/middlebox.md the use), as tracebox
-does. IPv4 only.
+does, over IPv4 and IPv6.
 
-The SYNs leave a raw socket (the kernel adds the IP header; IP_TTL per probe) from a source
-port no socket of ours holds: a probe that reaches the far end draws a SYN-ACK (or a RST
-from a closed port) and this host's kernel answers the SYN-ACK with a RST, so no connection
-is left half open. The answers are read from a raw ICMP socket (the routers' time exceeded)
-and the raw TCP socket (the far end's SYN-ACK or RST, which marks the TTL that reached it).
-Root is needed for both raw sockets.
+The SYNs leave a raw socket (the kernel adds the IP header; IP_TTL or IPV6_UNICAST_HOPS per
+probe) from a source port no socket of ours holds: a probe that reaches the far end draws a
+SYN-ACK (or a RST from a closed port) and this host's kernel answers the SYN-ACK with a RST,
+so no connection is left half open. The answers are read from a raw ICMP or ICMPv6 socket
+(the routers' time exceeded) and the raw TCP socket (the far end's SYN-ACK or RST, which
+marks the TTL that reached it). Root is needed for both raw sockets.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import select
 import socket
@@ -27,6 +28,7 @@ from tcpwizard.measure.syntrace_model import (
     hop_view,
     locate,
     parse_icmp,
+    parse_icmp6,
     syn_options_bytes,
     syn_segment,
 )
@@ -48,7 +50,12 @@ def _sysctl(name: str, default: str) -> str:
         return default
 
 
-def own_syn_options(route_mtu: int) -> SynOptions:
+# The IP and TCP headers an MSS leaves out of the route's MTU (RFC 879; RFC 8200's 40-byte
+# IPv6 header).
+MSS_HEADERS: dict[int, int] = {socket.AF_INET: 40, socket.AF_INET6: 60}
+
+
+def own_syn_options(route_mtu: int, family: int = socket.AF_INET) -> SynOptions:
     """The options this host's kernel puts in its SYNs: MSS from the route's MTU, SACK,
     timestamps and window scaling as the sysctls say, the shift as tcp_select_initial_window()
     computes it from the largest receive buffer (tcp_rmem's maximum or rmem_max)."""
@@ -61,15 +68,19 @@ def own_syn_options(route_mtu: int) -> SynOptions:
         space = max(int(rmem[-1]) if rmem and rmem[-1].isdigit() else 0, core, 1)
         wscale = max(0, min(MAX_WSCALE, space.bit_length() - 1 - 15))
     return SynOptions(
-        mss=max(88, route_mtu - 40),  # IPv4 and TCP headers (RFC 879)
+        mss=max(88, route_mtu - MSS_HEADERS[family]),
         wscale=wscale,
         sack_permitted=_sysctl("tcp_sack", "1") != "0",
         timestamps=_sysctl("tcp_timestamps", "1") != "0",
     )
 
 
-def _source_for(address: str, port: int) -> str:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+def family_of(address: str) -> int:
+    return socket.AF_INET6 if ipaddress.ip_address(address).version == 6 else socket.AF_INET
+
+
+def _source_for(address: str, port: int, family: int) -> str:
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
         s.connect((address, port))
         return str(s.getsockname()[0])
 
@@ -88,17 +99,21 @@ def syn_trace(
     """SYNs to `address`:`port` with TTL 1..max_ttl, `probes` per TTL, within max_time_s of
     sending and TIMEOUT_S of waiting. PermissionRequired without root."""
     max_ttl = max(1, min(max_ttl, MAX_HOPS))
-    sent = own_syn_options(route_mtu)
-    src = socket.inet_aton(_source_for(address, port))  # the checksum covers it
-    dst = socket.inet_aton(address)
+    family = family_of(address)
+    v6 = family == socket.AF_INET6
+    sent = own_syn_options(route_mtu, family)
+    src = socket.inet_pton(family, _source_for(address, port, family))  # the checksum covers it
+    dst = socket.inet_pton(family, address)
     try:
-        tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+        tx = socket.socket(family, socket.SOCK_RAW, socket.IPPROTO_TCP)
     except PermissionError:
         raise PermissionRequired(
             "the SYN options per hop need root (raw sockets): run as root"
         ) from None
     try:
-        icmp = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+        icmp = socket.socket(
+            family, socket.SOCK_RAW, socket.IPPROTO_ICMPV6 if v6 else socket.IPPROTO_ICMP
+        )
     except PermissionError:
         tx.close()
         raise PermissionRequired(
@@ -135,9 +150,12 @@ def syn_trace(
                         except (BlockingIOError, InterruptedError):
                             break
                         if sock is icmp:
-                            _icmp_answer(pkt, str(peer[0]), dst, sport, port, base, ttl_of, answers)
+                            q = parse_icmp6(pkt) if v6 else parse_icmp(pkt)
+                            _icmp_answer(q, str(peer[0]), dst, sport, port, base, ttl_of, answers)
                         else:
-                            _tcp_answer(pkt, dst, sport, port, base, ttl_of, reached)
+                            # An IPv6 raw socket delivers the segment without its IP header.
+                            seg = _from(pkt, str(peer[0]), address) if v6 else _ipv4_tcp(pkt, dst)
+                            _tcp_answer(seg, sport, port, base, ttl_of, reached)
 
         pid = 0
         for _round in range(probes):
@@ -153,7 +171,10 @@ def syn_trace(
                     sent.mss, sent.sack_permitted, sent.timestamps, sent.wscale, tsval
                 )
                 seg = syn_segment(src, dst, sport, port, (base | pid) & 0xFFFFFFFF, opts)
-                tx.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ttl)
+                if v6:
+                    tx.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, ttl)
+                else:
+                    tx.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ttl)
                 with contextlib.suppress(OSError):  # a local error: this probe is lost
                     tx.sendto(seg, (address, 0))
                 pump(time.monotonic() + INTERVAL_S)
@@ -173,7 +194,7 @@ def syn_trace(
 
 
 def _icmp_answer(
-    pkt: bytes,
+    q: Quote | None,
     router: str,
     dst: bytes,
     sport: int,
@@ -182,7 +203,6 @@ def _icmp_answer(
     ttl_of: dict[int, int],
     answers: dict[int, list[tuple[str, Quote]]],
 ) -> None:
-    q = parse_icmp(pkt)
     if q is None or q.dst != dst or q.sport != sport or q.dport != dport:
         return
     if q.seq & 0xFFFF0000 != base:
@@ -192,9 +212,21 @@ def _icmp_answer(
         answers.setdefault(ttl, []).append((router, q))
 
 
+def _ipv4_tcp(pkt: bytes, dst: bytes) -> bytes | None:
+    """The TCP segment of an IPv4 packet from the far end (a raw IPv4 socket delivers the
+    IP header too)."""
+    if len(pkt) < 20 or pkt[0] >> 4 != 4 or pkt[12:16] != dst:
+        return None
+    return pkt[(pkt[0] & 0x0F) * 4 :]
+
+
+def _from(seg: bytes, peer: str, address: str) -> bytes | None:
+    """The segment when it came from the far end."""
+    return seg if ipaddress.ip_address(peer) == ipaddress.ip_address(address) else None
+
+
 def _tcp_answer(
-    pkt: bytes,
-    dst: bytes,
+    tcp: bytes | None,
     sport: int,
     dport: int,
     base: int,
@@ -202,10 +234,7 @@ def _tcp_answer(
     reached: set[int],
 ) -> None:
     """The far end's SYN-ACK (open port) or RST (closed): its ack is our probe's seq + 1."""
-    if len(pkt) < 20 or pkt[0] >> 4 != 4 or pkt[12:16] != dst:
-        return
-    tcp = pkt[(pkt[0] & 0x0F) * 4 :]
-    if len(tcp) < TCP_HEADER.size:
+    if tcp is None or len(tcp) < TCP_HEADER.size:
         return
     src_port, dst_port, _seq, ack, _off, flags, *_rest = TCP_HEADER.unpack_from(tcp)
     if src_port != dport or dst_port != sport or not flags & (RST | SYN_ACK):

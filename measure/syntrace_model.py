@@ -25,6 +25,9 @@ from tcpwizard.measure.synopts import SynOptions, parse_options
 IPPROTO_TCP = 6
 ICMP_TIME_EXCEEDED = 11
 ICMP_UNREACH = 3
+ICMP6_UNREACH = 1  # RFC 4443
+ICMP6_TIME_EXCEEDED = 3
+IPV6_HEADER = 40
 SYN = 0x02
 TCP_HEADER = struct.Struct("!HHIIBBHHH")  # ports, seq, ack, offset, flags, window, csum, urg
 
@@ -141,12 +144,16 @@ def checksum(data: bytes) -> int:
 def syn_segment(
     src: bytes, dst: bytes, sport: int, dport: int, seq: int, options: bytes, window: int = 65535
 ) -> bytes:
-    """A TCP SYN (header and options, no payload) with its checksum over the IPv4
-    pseudo-header (RFC 793 section 3.1); `src`/`dst` are the 4-byte addresses."""
+    """A TCP SYN (header and options, no payload) with its checksum over the IP pseudo-
+    header: IPv4's when `src`/`dst` are 4-byte addresses (RFC 793 section 3.1), IPv6's when
+    they are 16 (RFC 8200 section 8.1: a 32-bit length and the next header last)."""
     options += b"\x00" * (-len(options) % 4)
     offset = (20 + len(options)) // 4
     head = TCP_HEADER.pack(sport, dport, seq, 0, offset << 4, SYN, window, 0, 0) + options
-    pseudo = src + dst + struct.pack("!BBH", 0, IPPROTO_TCP, len(head))
+    if len(src) == 16:
+        pseudo = src + dst + struct.pack("!I3xB", len(head), IPPROTO_TCP)
+    else:
+        pseudo = src + dst + struct.pack("!BBH", 0, IPPROTO_TCP, len(head))
     csum = checksum(pseudo + head)
     return head[:16] + struct.pack("!H", csum) + head[18:]
 
@@ -178,14 +185,29 @@ def parse_icmp(packet: bytes) -> Quote | None:
     ihl = (inner[0] & 0x0F) * 4
     if inner[0] >> 4 != 4 or ihl < 20 or inner[9] != IPPROTO_TCP or len(inner) < ihl + 8:
         return None
-    tcp = inner[ihl:]
+    return _quoted_tcp(icmp[0], inner[ihl:], inner[16:20])
+
+
+def parse_icmp6(packet: bytes) -> Quote | None:
+    """An ICMPv6 message from a raw ICMPv6 socket (the kernel strips the IPv6 header): the
+    TCP probe it quotes, None when it is not a time-exceeded or unreachable quoting a TCP
+    segment right after the quoted IPv6 header (a probe of ours carries no extension)."""
+    if len(packet) < 8 + IPV6_HEADER + 8 or packet[0] not in (ICMP6_TIME_EXCEEDED, ICMP6_UNREACH):
+        return None
+    inner = packet[8:]
+    if inner[0] >> 4 != 6 or inner[6] != IPPROTO_TCP:
+        return None
+    return _quoted_tcp(packet[0], inner[IPV6_HEADER:], inner[24:40])
+
+
+def _quoted_tcp(kind: int, tcp: bytes, dst: bytes) -> Quote:
     sport, dport, seq = struct.unpack_from("!HHI", tcp)
     options = None
     if len(tcp) >= 20:
         offset = (tcp[12] >> 4) * 4
         if offset >= 20 and len(tcp) >= offset:
             options = parse_options(tcp[20:offset])
-    return Quote(icmp[0], sport, dport, seq, inner[16:20], options)
+    return Quote(kind, sport, dport, seq, dst, options)
 
 
 # Analysis ----------------------------------------------------------------------------

@@ -21,10 +21,11 @@ TRIES, NEEDED = 3, 2
 ROUTERS = (HopSpec(), HopSpec(), HopSpec())
 
 
-def _syn_section(lab: Any) -> dict[str, Any]:
+def _syn_section(lab: Any, v6: bool = False) -> dict[str, Any]:
+    target = lab.addr6_b if v6 else lab.addr_b
     proc = lab.run(
         "a",
-        tcpwizard_argv("path", lab.addr_b, "--json", "--numeric", "--no-mtu", "--count", "2"),
+        tcpwizard_argv("path", target, "--json", "--numeric", "--no-mtu", "--count", "2"),
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     doc: dict[str, Any] = json.loads(proc.stdout)
@@ -40,20 +41,23 @@ def _located(syn: dict[str, Any], option_word: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("middlebox", "word"),
+    ("middlebox", "word", "v6"),
     [
-        (MiddleboxSpec(("window",), hop=2), "window scaling"),
-        (MiddleboxSpec(mss=1200, hop=2), "MSS clamped"),
+        (MiddleboxSpec(("window",), hop=2), "window scaling", False),
+        (MiddleboxSpec(mss=1200, hop=2), "MSS clamped", False),
+        # IPv6 routers drop for the hop limit before their forward hook too, and quote up
+        # to 1280 bytes (RFC 4443): the same stretch.
+        (MiddleboxSpec(("window",), hop=2), "window scaling", True),
     ],
-    ids=["strip-window", "mss-clamp"],
+    ids=["strip-window", "mss-clamp", "strip-window-ipv6"],
 )
 def test_path_names_the_hop_that_rewrites_the_syn(
-    lab_factory: LabFactory, middlebox: MiddleboxSpec, word: str
+    lab_factory: LabFactory, middlebox: MiddleboxSpec, word: str, v6: bool
 ) -> None:
     lab = lab_factory(LabSpec.symmetric(100e6, 0.020, hops=ROUTERS, middlebox=middlebox))
     runs = []
     for _ in range(TRIES):
-        syn = _syn_section(lab)
+        syn = _syn_section(lab, v6)
         runs.append(syn)
         # Routers 1 and 2 saw the SYN as sent: the device is past router 2's TTL check.
         assert [h["quote"] for h in syn["hops"][:3]] == ["full"] * 3, syn

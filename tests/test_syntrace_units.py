@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, TCP
+from scapy.layers.inet6 import ICMPv6TimeExceeded, IPv6
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.path_advice import path_advice
@@ -25,6 +26,7 @@ from tcpwizard.measure.syntrace_model import (
     checksum,
     compare,
     parse_icmp,
+    parse_icmp6,
     past_last_router,
     syn_options_bytes,
     syn_segment,
@@ -58,6 +60,36 @@ def test_syn_checksum_is_right() -> None:
     del pkt[TCP].chksum
     assert IP(bytes(pkt))[TCP].chksum == theirs
     assert pkt[TCP].flags == "S" and pkt[TCP].seq == 0xDEADBEEF and pkt[TCP].dataofs == 10
+
+
+def test_ipv6_syn_checksum_is_right() -> None:
+    src, dst = (
+        socket.inet_pton(socket.AF_INET6, "2001:db8::1"),
+        socket.inet_pton(socket.AF_INET6, "2001:db8::7"),
+    )
+    seg = syn_segment(src, dst, 40001, 5301, 0xDEADBEEF, syn_options_bytes(1440, True, True, 7))
+    # scapy recomputes it over RFC 8200's pseudo-header and must find the same.
+    pkt = IPv6(bytes(IPv6(src="2001:db8::1", dst="2001:db8::7", nh=6) / seg))
+    theirs = pkt[TCP].chksum
+    del pkt[TCP].chksum
+    assert IPv6(bytes(pkt))[TCP].chksum == theirs
+    assert pkt[TCP].flags == "S" and pkt[TCP].options[0] == ("MSS", 1440)
+
+
+def test_icmpv6_quotes_are_read() -> None:
+    """A router's ICMPv6 time exceeded as a raw ICMPv6 socket delivers it (no IPv6 header):
+    the quoted SYN with its options; an MSS clamped on the way reads as seen."""
+    opts = syn_options_bytes(1200, True, True, 7, tsval=1)
+    syn = syn_segment(bytes(16), bytes(16), 40001, 5301, 0x1234_0001, opts)
+    quoted = bytes(IPv6(src="2001:db8::1", dst="2001:db8::7", nh=6, hlim=1) / TCP(syn))
+    te = bytes(ICMPv6TimeExceeded() / quoted)
+    q = parse_icmp6(te)
+    assert q is not None and (q.sport, q.dport, q.seq) == (40001, 5301, 0x1234_0001)
+    assert q.dst == socket.inet_pton(socket.AF_INET6, "2001:db8::7")
+    assert q.options is not None and q.options.mss == 1200 and q.options.wscale == 7
+    # An echo reply, or a quote cut short before the TCP ports, is not a quote of a probe.
+    assert parse_icmp6(bytes([129, 0]) + bytes(60)) is None
+    assert parse_icmp6(te[:50]) is None
 
 
 def test_odd_length_checksum() -> None:
@@ -171,3 +203,15 @@ def test_loopback_reaches_the_far_end_at_ttl_1() -> None:
         t = syntrace.syn_trace("127.0.0.1", port, 65536, 3, probes=3, max_time_s=2)
     assert t.hops[-1].destination and t.hops[-1].ttl == 1
     assert t.finding is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need root")
+def test_ipv6_loopback_reaches_the_far_end_at_hop_limit_1() -> None:
+    """The same over IPv6: raw IPv6 sockets deliver the far end's RST without its IP header,
+    and the MSS leaves the IPv6 header out of the route's MTU."""
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        port = s.getsockname()[1]
+        t = syntrace.syn_trace("::1", port, 65536, 3, probes=3, max_time_s=2)
+    assert t.hops[-1].destination and t.hops[-1].ttl == 1
+    assert t.sent.mss == 65536 - 60
