@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tcpwizard.advice import calibration
 from tcpwizard.advice.evidence import CHRONO_SHARE, CROSS_FREE_SHARE
 from tcpwizard.advice.evidence import HEALTHY_SHARE as HEALTHY_SHARE
 from tcpwizard.advice.evidence import Candidate as _Candidate
@@ -25,7 +26,7 @@ from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import probe_capacity as _probe_capacity
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.middlebox import device_fix, syn_tampering, window_scaling_stripped
-from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.model import ConfidenceBasis, LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.rules import CAUSE_RULES, bufferbloat, policer
 from tcpwizard.advice.rules.host_drops import held_by_host
 from tcpwizard.advice.streams import streams_fix, streams_needed
@@ -1177,6 +1178,18 @@ def _speak_for_both_ways(
     return best, best.host, best.explanation, best.evidence
 
 
+def _calibrated(best: _Candidate) -> tuple[float, ConfidenceBasis | None]:
+    """The candidate's confidence as the scenario matrix measured its factor's verdicts."""
+    table = calibration.table()
+    record = table.records.get(best.factor)
+    if record is None:
+        return best.confidence, None
+    return (
+        table.confidence(best.factor, best.confidence),
+        ConfidenceBasis(best.confidence, record.runs, record.right),
+    )
+
+
 def diagnose(ev: Evidence) -> Diagnosis:
     dirs = _directions(ev)
     if not dirs or (ev.path is None and ev.transfer is None):
@@ -1204,7 +1217,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
     if (bloat := bufferbloat.prefer(best, candidates)) is not best:
         best, host, explanation, found = bloat, bloat.host, bloat.explanation, bloat.evidence
     found += bufferbloat.beside(best, candidates)
-    confidence = best.confidence
+    confidence, basis = _calibrated(best)
     missing = []
     if ev.peer is None:
         missing.append("no peer audit (the far end does not run `tcpwizard serve`)")
@@ -1229,6 +1242,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         # A policer's or a queue's rate is what the path gives: no host setting raises it.
         policer.wizard_gap(best, dirs)
         or _gap(ev, dirs, PATH_GAP.get(best.factor, best.factor), best.direction),
+        basis,
     )
     fixes = _fixes_for(ev, best.factor, host)
     fixes += tuple(f for f in best.fixes if f not in fixes)

@@ -40,6 +40,16 @@ class WizardGap:
 
 
 @dataclass(frozen=True)
+class ConfidenceBasis:
+    """What a verdict's confidence rests on: its rule's own, and the scenario matrix's runs
+    whose verdict named the same factor (advice/calibration.py)."""
+
+    rule_confidence: float
+    runs: int
+    right: int
+
+
+@dataclass(frozen=True)
 class Verdict:
     limiting_factor: LimitingFactor
     confidence: float  # 0..1
@@ -47,6 +57,7 @@ class Verdict:
     explanation: str
     evidence: tuple[str, ...] = ()
     wizard_gap: WizardGap = WizardGap()
+    basis: ConfidenceBasis | None = None  # None: the rule's own confidence, not calibrated
 
     @classmethod
     def unknown(cls, explanation: str, evidence: tuple[str, ...] = ()) -> Verdict:

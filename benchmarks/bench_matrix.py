@@ -130,6 +130,8 @@ def _verdict(doc: dict[str, Any]) -> dict[str, Any]:
         "factor": v["limiting_factor"],
         "host": v["host_to_fix"],
         "confidence": v["confidence"],
+        # The rule's own, before the calibration table weighed it (advice/calibration.py).
+        "rule_confidence": (v.get("calibration") or {}).get("rule_confidence", v["confidence"]),
         "explanation": str(v.get("explanation", ""))[:300],
         "modes": [
             [m["mode"], m["direction"], m.get("throughput_mbps")]

@@ -111,6 +111,7 @@ OWN_ARGUMENTS: dict[str, tuple[str, str]] = {
 # bad input): name -> (what it measures, module with add_arguments(parser) and run(args, ctx)).
 OWN_PARSER: dict[str, tuple[str, str]] = {
     "matrix": ("random scenarios over the lab's envelope: confusion, calibration", "bench_matrix"),
+    "confidence": ("the verdicts' confidence table from matrix rows", "bench_confidence"),
 }
 
 

@@ -122,7 +122,7 @@ def transfer_json(t: TransferResult | None, idle_ms: float | None = None) -> Jso
 
 
 def verdict_json(v: Verdict) -> Json:
-    return {
+    out: Json = {
         "limiting_factor": v.limiting_factor,
         "confidence": v.confidence,
         "host_to_fix": v.host_to_fix,
@@ -135,6 +135,13 @@ def verdict_json(v: Verdict) -> Json:
             "tuned_mode": v.wizard_gap.tuned_mode,
         },
     }
+    if v.basis is not None:
+        out["calibration"] = {
+            "rule_confidence": v.basis.rule_confidence,
+            "matrix_runs": v.basis.runs,
+            "matrix_right": v.basis.right,
+        }
+    return out
 
 
 def report_json(r: Report) -> Json:

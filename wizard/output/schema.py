@@ -270,7 +270,17 @@ VERDICT = _obj(
                 "tuned_mode": _nullable(STR),
             }
         ),
-    }
+        # The rule's own confidence and the scenario matrix's runs that weighed it
+        # (advice/calibration.py); absent when the factor is not in the table.
+        "calibration": _obj(
+            {
+                "rule_confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                "matrix_runs": INT,
+                "matrix_right": INT,
+            }
+        ),
+    },
+    optional=("calibration",),
 )
 
 
