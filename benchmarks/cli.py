@@ -130,7 +130,10 @@ def build_parser() -> Parser:
             "--only",
             action="append",
             metavar="NAME",
-            help="only these scenarios (paper: tunings; causes: cases; probes, scenarios: gigabit)",
+            help=(
+                "only these scenarios (paper: tunings; causes: cases; probes: gigabit, "
+                "multigigabit; scenarios: gigabit)"
+            ),
         )
         p.add_argument(
             "--rtt",

@@ -152,6 +152,20 @@ def test_bench_probes_judges_gigabit_rows_by_ten_percent_and_never_one_and_a_hal
     table = bp.markdown(rows)
     assert "1600 (1.60)" in table and "1.0 / 2.0" in table
     assert [c.rate_bps for c in bp.matrix(False, ("gigabit",))] == [200e6, 500e6, 1e9]
+    multi = bp.matrix(False, ("multigigabit",))
+    assert [(c.rate_bps, c.scenario) for c in multi] == [
+        (2e9, "multigigabit"),
+        (5e9, "multigigabit"),
+    ]
+    fast = bp.Case(0.050, 5e9, "multigigabit")
+    assert bp.Row(fast, (bp.Run(50.2, 4700.0, 5200.0, None, 1.0),) * 20, 50.2).passed is True
+    assert bp.Row(fast, (bp.Run(50.2, 4400.0, 5000.0, None, 1.0),) * 20, 50.2).passed is False
+    assert (
+        bp.summarize(
+            [bp.Row(fast, (bp.Run(50.2, 4700.0, 5200.0, None, 1.0),) * 20, 50.2)]
+        ).gigabit_runs
+        == 20
+    )
 
 
 def test_a_catch_up_burst_in_the_second_half_does_not_raise_the_rate() -> None:
