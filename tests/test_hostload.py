@@ -166,6 +166,28 @@ def test_a_starved_reader_without_a_probe_or_a_faster_transfer_is_host_cpu() -> 
         assert diagnose(ev).verdict.limiting_factor != "host-cpu"
 
 
+def test_a_quota_seen_in_another_transfer_of_the_check_names_the_starved_host() -> None:
+    """A far end at 0.5 % of a core (lab, 50 Mbit/s x 20 ms): the autotuned upload fell
+    between the quota's throttled stretches (serve starved 16 %) yet moved 12 Mbit/s, the
+    sender waiting for the window 76 % of the time; the DRS upload of the same check found
+    serve starved 52 %. serve answered no audit and no probe. The host short of CPU is
+    named, not a receive buffer nothing showed."""
+    probed = _ev().path
+    assert probed is not None
+    no_probe = dataclasses.replace(probed, capacity=None)
+    up = dataclasses.replace(mode(12.3, rwnd=0.76), receiver_load=_load(starved=0.16))
+    drs = dataclasses.replace(mode(2.3, "drs", rwnd=0.28), receiver_load=_load(starved=0.52))
+    down = dataclasses.replace(mode(13.5, direction="down"), sender_load=_load(starved=0.19))
+    ev = dataclasses.replace(_ev(up, drs, down), path=no_probe, peer=None)
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("host-cpu", "peer")
+    assert any("another transfer of this check" in e for e in v.evidence)
+    # No transfer of the check starved: nothing is claimed of the CPU.
+    calm = dataclasses.replace(drs, receiver_load=_load(starved=0.1))
+    ev = dataclasses.replace(_ev(up, calm, down), path=no_probe, peer=None)
+    assert diagnose(ev).verdict.limiting_factor != "host-cpu"
+
+
 def test_saturated_thread_local_sender() -> None:
     up = dataclasses.replace(mode(40.0), sender_load=_load(thread=0.99))
     d = diagnose(_ev(up, dataclasses.replace(mode(95.0, direction="down"))))
