@@ -34,6 +34,7 @@ from benchmarks.matrix_draw import Scenario, draw, parse_id, truth
 from benchmarks.matrix_report import markdown, summary
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
+from tcpwizard.lab.hostload import cpu_quota
 from tcpwizard.lab.lab import Lab, require_root
 from tcpwizard.lab.serving import serving, tcpwizard_argv
 from tcpwizard.lab.traffic import CrossTraffic
@@ -123,6 +124,10 @@ def _cross(lab: Lab, s: Scenario) -> Iterator[None]:
         yield
 
 
+def _starved(pid: int, share: float | None) -> contextlib.AbstractContextManager[object]:
+    return contextlib.nullcontext() if share is None else cpu_quota(pid, share)
+
+
 def _verdict(doc: dict[str, Any]) -> dict[str, Any]:
     v = doc["verdict"]
     modes = (doc.get("transfer") or {}).get("modes") or []
@@ -153,7 +158,8 @@ def run_one(s: Scenario, keep: Path | None = None) -> dict[str, Any]:
         with (
             tempfile.TemporaryDirectory(prefix="tw-matrix-") as tmp,
             lab,
-            serving(lab, "b"),
+            serving(lab, "b") as serve,
+            _starved(serve.pid, s.cpu_share_b),
             _cross(lab, s),
         ):
             c0 = time.monotonic()

@@ -3,13 +3,13 @@ the verdict the physics of that scenario calls for, derived without asking the t
 
 Drawing. Scenario `SEED.INDEX` is drawn from its own generator (`random.Random` seeded with
 the id's text), so any scenario can be drawn again from its id alone (`--replay`). The
-envelope, per scenario: bottleneck rate log-uniform over 5 Mbit/s - 1 Gbit/s (the delay line's
-ceiling, DELAYLINE_MAX_RATE_BPS: it refuses more, and docs/lab.md measures ~2 Gbit/s unshaped
-on 2 cores, so 1 Gbit/s leaves the endpoints room); RTT log-uniform 2-400 ms; drop-tail queue
+envelope, per scenario: bottleneck rate log-uniform over 5 Mbit/s - 5 Gbit/s (the delay line's
+ceiling, DELAYLINE_MAX_RATE_BPS: it refuses more; above 1 Gbit/s it moves the kernel's
+super-packets whole, docs/lab.md); RTT log-uniform 2-400 ms; drop-tail queue
 log-uniform 0.25-8 BDP (at least MIN_QUEUE_PACKETS packets); random loss 0 (half the draws)
 or uniform 0-2 %; congestion control per host, Reno or BBR (the loss-based and the model-based
 sender; the kernel also builds CUBIC, whose loss law is not modelled here); and one cause,
-uniformly, from CAUSES with its own parameters:
+uniformly, from ALL_CAUSES with its own parameters:
 
 - small-rmem-a / -b: the receiver's tcp_rmem max set so its window is g = 1/8 - 1/4 of the
   BDP. The receive window the kernel offers from a buffer of r bytes is about r / 2 with the
@@ -39,6 +39,9 @@ uniformly, from CAUSES with its own parameters:
   upload keeps the rest.
 - cross-tcp: 2-4 iperf3 TCP flows a -> b: the check's flow gets about 1 / (N + 1) of the
   line (one flow beside it would leave half, on the edge of binding).
+- cpu-starved-b: b's serve in a cgroup held to 0.5 % of one core (STARVED_SHARE): it moves
+  at most ~31 Mbit/s either way (STARVED_MAX_BPS, measured), so the line is drawn from
+  100 Mbit/s up.
 - healthy: nothing else; both hosts' buffers tuned (below).
 
 Every host gets tuned buffers first (TUNED: 4 x (BDP + queue), at least the kernel's 4 MB
@@ -112,6 +115,13 @@ INITIAL_WINDOW = 10 * MSS
 FILL_BUDGET_S = 1.5  # half of check's 3 s transfer (measure/spec.py FIXED_DURATION_S)
 CROSS_UDP_MAX_BPS = 300e6  # iperf3's UDP pair beside the delay line on 2 cores
 MAX_DRAWS = 2000
+# A far end held to 0.5 % of a core (a cgroup quota over 1 s periods, lab/hostload.py): it
+# reads or writes only in its few milliseconds per period, so a transfer moves at most about
+# a buffer per period whatever the line. Measured at 50 and 100 Mbit/s x 20 and 50 ms
+# (docs/bench-host.md): 0.2-31 Mbit/s. Drawn from 100 Mbit/s up, where that binds.
+STARVED_SHARE = 0.005
+STARVED_MAX_BPS = 31e6
+STARVED_RATE_MIN_BPS = 100e6
 
 CAUSES = (
     "healthy",
@@ -128,6 +138,10 @@ CAUSES = (
     "cross-udp",
     "cross-tcp",
 )
+# Causes added later are drawn from a generator of their own (_cause), so every id drawn
+# before they came keeps its scenario (and its `--replay`) unless it now draws a new cause.
+LATER_CAUSES = ("cpu-starved-b",)
+ALL_CAUSES = CAUSES + LATER_CAUSES
 
 # What each cause's verdict must be: (limiting_factor, host_to_fix).
 EXPECTED: dict[str, tuple[str, str | None]] = {
@@ -144,6 +158,7 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
     "middlebox": ("middlebox", "path"),
     "cross-udp": ("cross-traffic", None),
     "cross-tcp": ("cross-traffic", None),
+    "cpu-starved-b": ("host-cpu", "peer"),
 }
 AMBIGUOUS = "ambiguous"
 
@@ -171,6 +186,7 @@ class Scenario:
     strip_wscale: bool = False
     cross_udp_bps: float = 0.0
     cross_tcp_flows: int = 0
+    cpu_share_b: float | None = None  # b's serve held to this share of a core
     draws: int = 1  # envelopes drawn until the cause bound (1: the first did)
 
     @property
@@ -207,6 +223,7 @@ class Scenario:
             "policer": f"policer {(self.policer_bps or 0) / 1e6:.3g} Mbit/s",
             "cross-udp": f"UDP {self.cross_udp_bps / 1e6:.3g} Mbit/s",
             "cross-tcp": f"{self.cross_tcp_flows} TCP flows",
+            "cpu-starved-b": f"b's serve at {(self.cpu_share_b or 0):.1%} of a core",
         }.get(self.cause, "")
         loss = f", loss {self.loss:.2%}" if self.loss else ""
         return (
@@ -292,13 +309,28 @@ def _envelope(rng: random.Random, seed: int, index: int, cause: str) -> Scenario
         s = replace(s, rmem_a=tuned, rmem_b=tuned, wmem_a=tuned, wmem_b=tuned)
     elif cause == "cross-tcp":
         s = replace(s, cross_tcp_flows=rng.randint(2, 4))
+    elif cause == "cpu-starved-b":
+        rate = _log_uniform(rng, STARVED_RATE_MIN_BPS, RATE_MAX_BPS)
+        s = replace(s, rate_bps=rate, cpu_share_b=STARVED_SHARE)
+        tuned = tuned_buffer(s.bdp_bytes, s.queue_bytes)
+        s = replace(s, rmem_a=tuned, rmem_b=tuned, wmem_a=tuned, wmem_b=tuned)
     return s
+
+
+def _cause(rng: random.Random, seed: int, index: int) -> str:
+    """Uniform over ALL_CAUSES: the first causes as they were always drawn, then, with the
+    later causes' share, one of those instead (from its own generator)."""
+    cause = rng.choice(CAUSES)
+    later = random.Random(f"tcpwizard-matrix-later:{seed}:{index}")
+    if later.random() < len(LATER_CAUSES) / len(ALL_CAUSES):
+        return later.choice(LATER_CAUSES)
+    return cause
 
 
 def draw(seed: int, index: int) -> Scenario:
     """Scenario SEED.INDEX: its cause, then envelopes until that cause binds (module doc)."""
     rng = random.Random(f"tcpwizard-matrix:{seed}:{index}")
-    cause = rng.choice(CAUSES)
+    cause = _cause(rng, seed, index)
     s = _envelope(rng, seed, index, cause)
     for n in range(1, MAX_DRAWS + 1):
         if truth(s) == EXPECTED[cause]:
@@ -380,6 +412,8 @@ def _direction_limits(s: Scenario, up: bool) -> list[Limit]:
     if up and s.cross_tcp_flows > 0:
         share = 1.0 / (s.cross_tcp_flows + 1)
         out.append(Limit(0.5 * share, 1.5 * share, "cross-traffic", None))
+    if s.cpu_share_b is not None:  # b receives the upload and sends the download
+        out.append(Limit(0.0, STARVED_MAX_BPS / (s.rate_bps * GOODPUT), "host-cpu", "peer"))
     return out
 
 

@@ -14,13 +14,14 @@ import pytest
 from benchmarks.bench_matrix import load_rows, plan, write_tables
 from benchmarks.cli import build_parser, main
 from benchmarks.matrix_draw import (
+    ALL_CAUSES,
     AMBIGUOUS,
-    CAUSES,
     EXPECTED,
     RATE_MAX_BPS,
     RATE_MIN_BPS,
     RTT_MAX_S,
     RTT_MIN_S,
+    STARVED_SHARE,
     TUNED_MIN,
     Scenario,
     draw,
@@ -53,7 +54,7 @@ def test_the_drawing_is_reproducible_from_the_seed_and_ids_round_trip() -> None:
 
 def test_every_drawn_scenario_stays_in_the_envelope_and_its_cause_binds() -> None:
     drawn = draw_all(99, 0, 300)
-    assert {s.cause for s in drawn} == set(CAUSES)  # 300 draws reach all 13 causes
+    assert {s.cause for s in drawn} == set(ALL_CAUSES)  # 300 draws reach every cause
     for s in drawn:
         assert RATE_MIN_BPS <= s.rate_bps <= RATE_MAX_BPS
         assert RTT_MIN_S <= s.rtt_s <= RTT_MAX_S
@@ -116,6 +117,14 @@ def test_policer_and_cross_traffic_truths() -> None:
     assert truth(_plain(cross_udp_bps=70e6)) == ("cross-traffic", None)
     assert truth(_plain(cross_tcp_flows=3)) == ("cross-traffic", None)
     assert truth(_plain(cross_udp_bps=20e6))[0] == AMBIGUOUS  # leaves 80 %: not clearly held
+
+
+def test_a_starved_far_end_binds_where_the_line_is_well_above_what_it_moves() -> None:
+    starved = _plain(rate_bps=300e6, cpu_share_b=STARVED_SHARE)
+    assert truth(starved) == ("host-cpu", "peer")
+    assert "b's serve at 0.5% of a core" in replace(starved, cause="cpu-starved-b").describe()
+    # At 50 Mbit/s what a starved serve moves (up to 31) is more than half the line.
+    assert truth(_plain(rate_bps=50e6, cpu_share_b=STARVED_SHARE))[0] == AMBIGUOUS
 
 
 def _row(i: int, t: tuple[str, str | None], v: tuple[str, str | None], conf: float) -> Any:
