@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -40,6 +43,26 @@ def running_server(
         server.stop()
         t.join(timeout=5)
         assert not t.is_alive(), "serve did not shut down"
+
+
+@contextlib.contextmanager
+def serve_process() -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """`tcpwizard serve` as its own process on a free loopback port: (process, port)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tcpwizard", "serve", "--bind", "127.0.0.1", "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "listening on 127.0.0.1 port" in line, line
+        yield proc, int(line.split(" port ")[1].split()[0])
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # a test may have stopped it
+            proc.kill()
+            proc.wait()
 
 
 def raw_conn(server: Server, timeout: float = 5.0) -> socket.socket:

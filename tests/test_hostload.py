@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -33,6 +31,7 @@ from tcpwizard.measure.hostload import (
 from tcpwizard.measure.model import TransferResult
 from tcpwizard.measure.protocol import PeerUnavailable
 from tests import conns_data
+from tests.serve_helpers import serve_process
 from tests.test_diagnose_rules import audit, mode, path
 
 
@@ -273,15 +272,7 @@ def test_a_port_that_accepts_but_never_says_hello_is_named() -> None:
 def test_a_stalled_serve_is_waited_for_while_its_kernel_took_the_hello() -> None:
     """A real serve stopped (SIGSTOP, as a quota throttles it) past the hello's timeout
     answers when it runs again: the check goes on, and says why it waited."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tcpwizard", "serve", "--bind", "127.0.0.1", "--port", "0"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        port = int(line.split(" port ")[1].split()[0])
+    with serve_process() as (proc, port):
         proc.send_signal(signal.SIGSTOP)
         resume = threading.Timer(1.0, proc.send_signal, (signal.SIGCONT,))
         resume.start()
@@ -290,10 +281,6 @@ def test_a_stalled_serve_is_waited_for_while_its_kernel_took_the_hello() -> None
             far = ServeFar("127.0.0.1", port, None, "far", c)
             assert any("answered its hello after" in n for n in far.notes)
         resume.join()
-    finally:
-        proc.send_signal(signal.SIGCONT)
-        proc.kill()
-        proc.wait()
 
 
 def test_a_data_thread_that_ended_before_stop_still_counts() -> None:

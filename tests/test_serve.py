@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +22,15 @@ from tcpwizard.measure.protocol import (
     read_first_line,
 )
 from tcpwizard.measure.serve_limits import ServeLimits
-from tests.serve_helpers import HELLO, raw_conn, read_lines, read_one, running_server, send_line
+from tests.serve_helpers import (
+    HELLO,
+    raw_conn,
+    read_lines,
+    read_one,
+    running_server,
+    send_line,
+    serve_process,
+)
 
 
 def test_hello_ping_audit_bye() -> None:
@@ -294,26 +300,12 @@ def test_once_exits_after_first_client() -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cli_serve_graceful_shutdown(sig: signal.Signals) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tcpwizard", "serve", "--bind", "127.0.0.1", "--port", "0"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        assert "listening on 127.0.0.1 port" in line
-        port = int(line.split(" port ")[1].split()[0])
-        with ControlClient("127.0.0.1", port) as c:
-            # A connected client must not keep the server from stopping.
-            proc.send_signal(sig)
-            assert proc.wait(timeout=5) == 0
-            with pytest.raises((PeerUnavailable, ProtocolError)):
-                c.request({"type": "ping"})
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with serve_process() as (proc, port), ControlClient("127.0.0.1", port) as c:
+        # A connected client must not keep the server from stopping.
+        proc.send_signal(sig)
+        assert proc.wait(timeout=5) == 0
+        with pytest.raises((PeerUnavailable, ProtocolError)):
+            c.request({"type": "ping"})
 
 
 def test_connection_refused_is_one_clear_line() -> None:
