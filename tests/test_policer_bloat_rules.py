@@ -149,7 +149,7 @@ def test_a_probe_train_that_found_no_room_rules_the_policer_out() -> None:
     it: the idle RTT already holds that queue, and the probe's long train, which a full
     bucket lets pass, lost most of itself (lab, 100 Mbit/s x 20 ms with two BBR flows:
     90 %). BBR's plateau at a third of the line is then its share, not a policer's rate."""
-    ev = spread("bbr")
+    ev = sharing("bbr")
     assert ev.path is not None and ev.path.capacity is not None
     full = dataclasses.replace(ev.path.capacity, train_loss=0.9)
     shared = dataclasses.replace(ev, path=dataclasses.replace(ev.path, capacity=full))
@@ -159,11 +159,38 @@ def test_a_probe_train_that_found_no_room_rules_the_policer_out() -> None:
     assert diagnose(idle).verdict.limiting_factor == "policer"
 
 
+def sharing(cc: str) -> Evidence:
+    """A flow beside others' at a FIFO: its first half never runs far above the share it
+    settles on (0.93-1.64 x in the matrix's cross-traffic runs), losses all along."""
+    ev = spread(cc)
+    n = 20
+    goodputs = [12.0, 24.0, 30.0, 26.0, 22.0] + [19.3] * (n - 5)
+    rtts = [41.0, 42.0, 41.0, 40.6] + [40.4] * (n - 4)
+    retrans = [0, 40, 90, 60, 60] + [60] * (n - 5)
+    return dataclasses.replace(ev, transfer=transfer(goodputs, rtts, retrans, cc))
+
+
+def test_a_train_lost_to_a_small_queue_keeps_the_policer_when_the_flow_burst_through() -> None:
+    """A policer at 13 % of a 292 Mbit/s x 15 ms line behind a 0.68-BDP queue: the probe's
+    unpaced train lost 84 % to the queue, the available-bandwidth streams met the bucket (7 %
+    free), yet the transfer's first half ran at 2.2 x its plateau: a full bucket let it pass,
+    which others' traffic at a FIFO does not. (`congestion` at this host, before.)"""
+    ev = spread("bbr")  # a first half at 3.6 x the plateau
+    assert ev.path is not None and ev.path.capacity is not None
+    lost = dataclasses.replace(ev.path.capacity, train_loss=0.84)
+    taken = AvailBandwidth(7e6, 0.0, 14e6, 100e6, 1.8, 10, 4, 10_000)
+    policed_path = dataclasses.replace(
+        ev, path=dataclasses.replace(ev.path, capacity=lost, available=taken)
+    )
+    v = diagnose(policed_path).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+
+
 def test_a_train_lost_to_a_small_queue_on_a_free_path_keeps_the_policer() -> None:
     """An unpaced train overflows a queue of a few dozen packets (312 Mbit/s x 2 ms, a
     0.9-BDP queue: 95 % lost), but the available bandwidth shows the path three-quarters
     free: no one else's queue, so the bucket behind it still explains the plateau."""
-    ev = spread("bbr")
+    ev = sharing("bbr")
     assert ev.path is not None and ev.path.capacity is not None
     lost = dataclasses.replace(ev.path.capacity, train_loss=0.95)
     free = AvailBandwidth(76e6, 72e6, 80e6, 100e6, 1.2, 10, 3, 10_000)

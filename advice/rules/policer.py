@@ -81,6 +81,12 @@ TRAIN_LOST = LOSSY
 # deeper than this at a plateau's rate was not policed at that rate: random loss, seen
 # by a sender whose window is a handful of segments, makes such plateaus too.
 BUCKET_MAX_S = 3.0
+# A flow sharing a FIFO with others' traffic delivers at most what they leave it, give or
+# take its own queue's drain: its first half peaked at 0.93-1.64 x its plateau (IP layer) in
+# the scenario matrix's UDP cross-traffic runs; a full bucket passes a flow at the line rate:
+# 2.2-7.5 x the plateau in the policer runs whose probe train a small queue lost
+# (docs/bench-matrix.md, "Run 9").
+BUCKET_BURST = 2.0
 # Pace this far below the policed rate: a bucket never empties when the sender stays
 # under its rate, and 10 % covers the plateau's measurement error (within 10 % in the lab).
 PACE_SHARE = 0.9
@@ -222,6 +228,15 @@ def _drained(m: ModeResult, plateau_ip: float) -> bool:
     return bool(first) and ip_rate(max(first), mss) >= plateau_ip / POLICED_SHARE
 
 
+def _burst_through_bucket(m: ModeResult | None) -> bool:
+    """The transfer's first half peaked at BUCKET_BURST x its plateau or more (IP layer)."""
+    plateau = plateau_mbps(m) if m is not None else None
+    if m is None or not plateau or not m.samples:
+        return False
+    first = [s.goodput_mbps for s in m.samples[: len(m.samples) // 2]]
+    return bool(first) and ip_rate(max(first), mss_of(m)) >= BUCKET_BURST * plateau
+
+
 def _late_losses(m: ModeResult) -> bool:
     counts = [s.tcp_info.total_retrans for s in m.samples if s.tcp_info is not None]
     return len(counts) >= 4 and counts[-1] > counts[len(counts) // 2]
@@ -352,12 +367,18 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     cc = _sender_cc(d)
     if probe is None:
         return None
-    if (probe.train_loss or 0.0) > TRAIN_LOST and not _mostly_free(ev):
+    if (
+        (probe.train_loss or 0.0) > TRAIN_LOST
+        and not _mostly_free(ev)
+        and not _burst_through_bucket(d.current)
+    ):
         # The probe's long train found no room: the bottleneck's queue was already full
         # (others' flows keep it standing) or tiny. Others' queue: the idle RTT was measured
         # through it and cannot show that the transfer built none. Unless the available
-        # bandwidth shows the path mostly free: then the queue is only small (an unpaced
-        # train overflows a few dozen packets), and a bucket may still stand behind it.
+        # bandwidth shows the path mostly free, or the transfer itself first ran far above
+        # its plateau (what others leave a flow does not let it): then the queue is only
+        # small (an unpaced train overflows a few dozen packets), and a bucket may still
+        # stand behind it (it also takes the available-bandwidth streams' excess).
         return None
     found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc)
     if found is None or _windows_explain(d, found):
