@@ -420,6 +420,25 @@ def test_a_loss_based_sender_cut_once_in_its_ramp_is_no_policer() -> None:
     assert diagnose(policed(cc="reno")).verdict.limiting_factor == "policer"
 
 
+def test_one_loss_episode_past_the_middle_of_a_long_path_is_the_ramp_not_a_bucket() -> None:
+    """Reno on a 75 Mbit/s x 251 ms line (3 Reno flows beside it, slow to ramp there):
+    slow start ends past the transfer's middle in one loss recovery (retransmissions a round
+    trip apart), then 63 % of the line, flat. One episode at or above Reno's backoff of the
+    line is the overshoot, wherever it falls; a bucket keeps dropping."""
+    n, rtt = 20, 251.0
+    goodputs = [0.5, 1.0, 2.0, 3.0, 6.0, 9.0, 17.0, 27.0, 40.0, 46.0] + [45.4] * (n - 10)
+    rtts = [rtt] * 8 + [rtt + 20, rtt + 10] + [rtt + 4] * (n - 10)
+    retrans = [0] * 10 + [120, 0, 800, 60] + [0] * (n - 14)
+    t = transfer(goodputs, rtts, retrans, "reno")
+    ev = Evidence(audit("reno"), audit("reno"), path(rtt, 74.6), t)
+    assert diagnose(ev).verdict.limiting_factor != "policer"
+    # Losses again a second later, as a bucket drops whenever the sender passes its rate.
+    again = retrans[:16] + [200] + [0] * (n - 17)
+    t = transfer(goodputs, rtts, again, "reno")
+    ev = Evidence(audit("reno"), audit("reno"), path(rtt, 74.6), t)
+    assert diagnose(ev).verdict.limiting_factor == "policer"
+
+
 def test_each_loss_holds_a_held_window_a_round_trip() -> None:
     # Every window loses a segment: two round trips per window, half the law.
     assert lossy_window_share(0.5, 100 * MSS, MSS) == pytest.approx(0.5, abs=1e-6)

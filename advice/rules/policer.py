@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from tcpwizard.advice.evidence import (
     CHRONO_SHARE,
@@ -177,17 +178,17 @@ def policing(
         bound = mathis_mbps(mss, rtt.idle_ms, loss, cc)
         if bound is None or m.throughput_mbps <= BOUND_LIFT * bound:
             return None  # random loss explains the rate: the congestion rule speaks
-    late = _late_losses(m)
-    if not (_drained(m, plateau) or late):
+    if not (_drained(m, plateau) or _late_losses(m)):
         # One burst in slow start and a flat rate with no loss after it is the ramp's
         # overshoot; a policer shows its bucket draining (a faster start) or keeps dropping.
         return None
-    if not late and cc in LOSS_BASED and plateau >= backoff(cc) * line:
-        # Losses only in the ramp, then a flat rate no lower than the sender's backoff of
-        # the line: the window that overflowed the path (at least the line's BDP), cut once
-        # and growing a segment per round trip since. A bucket drops again whenever the
-        # sender passes its rate; this one never did. (Reno at 81 % of a 417 Mbit/s x
-        # 125 ms line after one slow-start burst read `policer`, docs/bench-matrix.md.)
+    if cc in LOSS_BASED and plateau >= backoff(cc) * line and _loss_episodes(m, rtt.idle_ms) == 1:
+        # One loss episode, then a flat rate no lower than the sender's backoff of the line:
+        # the window that overflowed the path (at least the line's BDP), cut once and growing
+        # a segment per round trip since. A bucket drops again whenever the sender passes its
+        # rate; this one never did. (Reno at 81 % of a 417 Mbit/s x 125 ms line after one
+        # slow-start burst, and at 63 % of a 75 Mbit/s x 251 ms line whose ramp ended past
+        # the transfer's middle, read `policer`: docs/bench-matrix.md.)
         return None
     pattern = loss_pattern(m)
     bursty = pattern is not None and pattern.bursty
@@ -235,6 +236,22 @@ def _burst_through_bucket(m: ModeResult | None) -> bool:
         return False
     first = [s.goodput_mbps for s in m.samples[: len(m.samples) // 2]]
     return bool(first) and ip_rate(max(first), mss_of(m)) >= BUCKET_BURST * plateau
+
+
+def _loss_episodes(m: ModeResult, rtt_ms: float) -> int:
+    """Loss recoveries in the transfer: sampled intervals with new retransmissions, a new
+    episode after a gap of more than two round trips without any (one recovery sends its
+    retransmissions a round trip apart, so its intervals may skip one)."""
+    times = []
+    last = 0
+    for s in m.samples:
+        if s.tcp_info is None:
+            continue
+        if s.tcp_info.total_retrans > last:
+            times.append(s.t_s)
+        last = max(last, s.tcp_info.total_retrans)
+    gap_s = 2 * rtt_ms / 1e3
+    return sum(1 for a, b in pairwise(times) if b - a > gap_s) + bool(times)
 
 
 def _late_losses(m: ModeResult) -> bool:
