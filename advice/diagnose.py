@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tcpwizard.advice import calibration
+from tcpwizard.advice.ceiling import ceiling_mbps
 from tcpwizard.advice.evidence import CHRONO_SHARE, CROSS_FREE_SHARE
 from tcpwizard.advice.evidence import HEALTHY_SHARE as HEALTHY_SHARE
 from tcpwizard.advice.evidence import Candidate as _Candidate
@@ -126,7 +127,10 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
             if w is None or window_limit_mbps(w, rtt) < claim_mbps:
                 return False
     cc = m.congestion_control or (d.sender.congestion_control if d.sender else "")
-    if cc in LOSS_BASED and _late_retransmits(m) >= LATE_LOSS_EVENTS:
+    at_ceiling = ceiling_mbps(m, rtt) is not None
+    if cc in LOSS_BASED and _late_retransmits(m) >= LATE_LOSS_EVENTS and not at_ceiling:
+        # Losses going on once up to speed hold a loss-based window down, unless the rate
+        # kept returning to a flat ceiling: then they are a full path's sawtooth.
         return False
     if cc in LOSS_BASED and m.retransmits and m.bytes:
         # Near the Mathis bound of its own loss rate, loss held the window down.
