@@ -35,6 +35,7 @@ from tcpwizard.advice.window_law import (
     LOSS_BASED,
     SEND_OVERSHOOT_BYTES,
     UNSCALED_WINDOW,
+    lossy_window_share,
     mathis_mbps,
     max_receive_window,
     max_send_window,
@@ -421,7 +422,7 @@ def _rule_receiver_window(ev: Evidence, d: _Direction) -> _Candidate | None:
                 f" < capacity {_fmt(cap)}"
             )
             confidence = max(confidence, 0.55)
-            if _at_bound(cur, limit):
+            if _at_bound(cur, _lossy(ev, d, limit, window), limit):
                 confidence = max(confidence, 0.75)
     return _buffer_candidate(
         ev,
@@ -466,7 +467,7 @@ def _rule_sender_buffer(ev: Evidence, d: _Direction) -> _Candidate | None:
             # The measured rate sits at that bound: the buffer, not the network, set it
             # (TCP_INFO's sndbuf_limited undercounts with pacing congestion control, and
             # misses a sender that is also cwnd-limited now and then).
-            if cur is not None and _at_bound(cur, limit, high):
+            if cur is not None and _at_bound(cur, _lossy(ev, d, limit, inflight), high):
                 confidence = max(confidence, 0.75)
     return _buffer_candidate(
         ev,
@@ -507,6 +508,13 @@ def _loss_fraction(ev: Evidence, d: _Direction) -> float | None:
     if ev.path and ev.path.rtt.loss_pct > 0:
         return ev.path.rtt.loss_pct / 100
     return None
+
+
+def _lossy(ev: Evidence, d: _Direction, limit_mbps: float, window: float) -> float:
+    """A window law's rate with the loss the transfer saw: each window with a loss in it
+    waits a round trip for its repair (advice/window_law.py lossy_window_share)."""
+    loss = _loss_fraction(ev, d) or 0.0
+    return limit_mbps * lossy_window_share(loss, window, _mss(d))
 
 
 def _at_bound(m: ModeResult, limit_mbps: float, high_mbps: float | None = None) -> bool:

@@ -462,3 +462,22 @@ def test_a_send_buffer_that_holds_a_lossy_flow_below_its_law_is_no_policer() -> 
     small = (("net.ipv4.tcp_wmem", "4096 16384 735807"), *TUNED[::2])
     ev = Evidence(HostAudit("h", "6.18", (), "bbr", small), audit(), path(rtt, 164), t)
     assert diagnose(ev).verdict.limiting_factor != "policer"
+
+
+def test_a_send_buffer_on_a_very_lossy_path_is_still_the_buffer() -> None:
+    """Reno with a 918 KB tcp_wmem over 211 ms (224 Mbit/s line) losing 14 % of its
+    segments (its ACKs queued behind the other way's transfer) moved 16 Mbit/s, under the
+    window law's 17-35: each window waited a round trip for its repair, so the law with
+    that loss reaches down to half. The buffer, which holds it to a tenth of the line, is
+    named; `congestion` at the sender read it before."""
+    n, rtt = 20, 211.0
+    goodputs = [0.5, 1.0, 2.0, 5.0, 9.0, 13.0, 18.0, 15.0, 20.0, 16.0] + [16.2] * (n - 10)
+    rtts = [rtt + 2] * n
+    retrans = [0, 0, 0, 10, 20, 30, 40, 40, 50, 50] + [60] * (n - 10)
+    # TCP_INFO's send-buffer counter read 0 (it misses a sender also held by its cwnd).
+    m = dataclasses.replace(transfer(goodputs, rtts, retrans, "reno").modes[0], sndbuf_limited=0.0)
+    small = (("net.ipv4.tcp_wmem", "4096 16384 939677"), *TUNED[::2])
+    sender = HostAudit("h", "6.18", (), "reno", small)
+    ev = Evidence(sender, audit("reno"), path(rtt, 224), TransferResult((m,)))
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "local"), v
