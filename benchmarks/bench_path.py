@@ -88,7 +88,7 @@ def bench_hops(count: int = 20, seed: int = 20) -> str:
 AVAIL_SCRIPT = """
 import json, sys
 from tcpwizard.measure.availbw import measure_available
-from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.wire.control import ControlClient
 c = ControlClient(sys.argv[1], 5301)
 s = c.udp_socket()
 r = measure_available(c, s, float(sys.argv[2]), float(sys.argv[3]))

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tcpwizard.measure import engine
-from tcpwizard.measure.control import ControlClient, Presetup
-from tcpwizard.measure.protocol import PeerUnavailable
 from tcpwizard.measure.serve_limits import ServeLimits
-from tcpwizard.measure.wire import AttachRole
+from tcpwizard.measure.wire.control import ControlClient, Presetup
+from tcpwizard.measure.wire.protocol import PeerUnavailable
+from tcpwizard.measure.wire.transfer_msgs import AttachRole
 
 # Half of serve's default limit on connections that have not yet said their first line
 # (the oldest is dropped beyond it): another client's handshakes still fit beside ours.

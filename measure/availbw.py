@@ -26,8 +26,9 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from tcpwizard.measure import capacity, udpwire
-from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure import capacity
+from tcpwizard.measure.wire import udp
+from tcpwizard.measure.wire.control import ControlClient
 
 STREAM_S = 0.06  # each stream lasts this long at its rate
 MIN_PACKETS, MAX_PACKETS = 40, 2000
@@ -178,8 +179,8 @@ def measure_available(
     """Streams at a ladder of rates up to capacity_bps toward serve, within about
     budget_s: the available bandwidth, its range and how many streams loaded the path."""
     start = time.monotonic()
-    size = udpwire.udp_payload_size(client.family, mtu)
-    wire = udpwire.wire_bytes(client.family, size)
+    size = udp.udp_payload_size(client.family, mtu)
+    wire = udp.wire_bytes(client.family, size)
     sender = capacity._Sender(sock, client.udp_token, size)
     base = int.from_bytes(os.urandom(3), "big") << 8
     results: list[StreamResult] = []

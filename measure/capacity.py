@@ -33,17 +33,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tcpwizard.measure import udpwire
-from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.model import CapacityEstimate
 from tcpwizard.measure.rtt import icmp_echo_packet, open_icmp, parse_icmp_reply
-from tcpwizard.measure.wire_probe import (
+from tcpwizard.measure.wire import udp
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.probe_msgs import (
     MAX_TRAIN_PACKETS,
     ProbeReport,
     ProbeReportRequest,
     ProbeTrain,
 )
-from tcpwizard.measure.wire_session import ErrorReply
+from tcpwizard.measure.wire.session import ErrorReply
 
 TRAIN_LEN = 200  # long enough to empty a token bucket of ~100 packets
 PROBE_TRAIN_LEN = 48
@@ -556,8 +556,8 @@ class _Sender:
 
     def send(self, train: int, seq: int) -> int:
         now = time.time_ns()
-        udpwire.HEADER.pack_into(
-            self.buf, 0, udpwire.MAGIC, udpwire.KIND_TRAIN_UP, self.token, train, seq, now, 0
+        udp.HEADER.pack_into(
+            self.buf, 0, udp.MAGIC, udp.KIND_TRAIN_UP, self.token, train, seq, now, 0
         )
         with contextlib.suppress(BlockingIOError, OSError):
             self.sock.send(self.buf)
@@ -576,7 +576,7 @@ class _Sender:
         t0 = time.perf_counter_ns()
         for i in range(count):
             if gap and i % burst == 0:
-                udpwire.wait_until_ns(round(t0 + i * gap))
+                udp.wait_until_ns(round(t0 + i * gap))
             tx[i] = self.send(train + i // SEGMENT, i % SEGMENT)
         return tx
 
@@ -586,13 +586,13 @@ class _Sender:
         kernel has no UDP GSO."""
 
         def stamp(buf: bytearray, offset: int, i: int, now: int) -> None:
-            udpwire.HEADER.pack_into(
-                buf, offset, udpwire.MAGIC, udpwire.KIND_TRAIN_UP, self.token,
+            udp.HEADER.pack_into(
+                buf, offset, udp.MAGIC, udp.KIND_TRAIN_UP, self.token,
                 train + i // SEGMENT, i % SEGMENT, now, 0,
             )  # fmt: skip
             tx[i] = now
 
-        sent = udpwire.send_train_batches(self.sock, count, self.size, stamp)
+        sent = udp.send_train_batches(self.sock, count, self.size, stamp)
         if sent == 0:
             self.gso = False
             tx.clear()
@@ -605,7 +605,7 @@ class _Sender:
         tx: dict[int, int] = {}
         t0 = time.perf_counter_ns()
         for i in range(npairs):
-            udpwire.wait_until_ns(round(t0 + i * spacing_s * 1e9))
+            udp.wait_until_ns(round(t0 + i * spacing_s * 1e9))
             tx[2 * i] = self.send(train, 2 * i)
             tx[2 * i + 1] = self.send(train, 2 * i + 1)
         return tx
@@ -659,8 +659,8 @@ def measure_upload(
     """Capacity client -> serve within about budget_s seconds. link_bps: the egress
     interface's speed, a bound no estimate may exceed."""
     deadline = time.monotonic() + budget_s
-    size = udpwire.udp_payload_size(client.family, mtu)
-    wire = udpwire.wire_bytes(client.family, size)
+    size = udp.udp_payload_size(client.family, mtu)
+    wire = udp.wire_bytes(client.family, size)
     sender = _Sender(sock, client.udp_token, size)
     base_id = int.from_bytes(os.urandom(3), "big") << 4
 
@@ -728,17 +728,17 @@ def measure_download(
     on slow paths, long on fast ones); it does not bias the estimate. link_bps: this host's
     interface speed, a bound no estimate may exceed."""
     deadline = time.monotonic() + budget_s
-    size = udpwire.udp_payload_size(client.family, mtu)
-    wire = udpwire.wire_bytes(client.family, size)
-    reg = udpwire.pack(udpwire.KIND_REGISTER, client.udp_token)
+    size = udp.udp_payload_size(client.family, mtu)
+    wire = udp.wire_bytes(client.family, size)
+    reg = udp.pack(udp.KIND_REGISTER, client.udp_token)
     registered = False
     for _ in range(3):  # UDP may drop the registration; it is tiny, retry a little
         sock.send(reg)
         if _wait(sock, min(0.3, max(0.0, deadline - time.monotonic()))):
             with contextlib.suppress(OSError):
-                data, _a, _t, _k = udpwire.recv_stamped(sock)
-                pkt = udpwire.unpack(data)
-                registered = pkt is not None and pkt.kind == udpwire.KIND_REGISTER_ACK
+                data, _a, _t, _k = udp.recv_stamped(sock)
+                pkt = udp.unpack(data)
+                registered = pkt is not None and pkt.kind == udp.KIND_REGISTER_ACK
         if registered:
             break
     if not registered:
@@ -805,11 +805,11 @@ def _download_train(
     quiet_until = deadline
     while len(rx) < count and _wait(sock, min(deadline, quiet_until) - time.monotonic()):
         try:
-            data, _a, t, _k = udpwire.recv_stamped(sock)
+            data, _a, t, _k = udp.recv_stamped(sock)
         except OSError:
             break
-        pkt = udpwire.unpack(data)
-        if pkt and pkt.kind == udpwire.KIND_TRAIN_DOWN and 0 <= pkt.train - base < len(sizes):
+        pkt = udp.unpack(data)
+        if pkt and pkt.kind == udp.KIND_TRAIN_DOWN and 0 <= pkt.train - base < len(sizes):
             i = (pkt.train - base) * SEGMENT + pkt.seq
             rx.setdefault(i, t)
             tx.setdefault(i, pkt.client_ns)
@@ -848,13 +848,13 @@ def send_pairs(
     first answer to each) by packet index."""
     tx: dict[int, int] = {}
     rx: dict[int, int] = {}
-    udpwire.enable_rx_timestamps(sock)
+    udp.enable_rx_timestamps(sock)
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
 
     def collect() -> None:
         try:
-            data, src, t, _k = udpwire.recv_stamped(sock, 65535)
+            data, src, t, _k = udp.recv_stamped(sock, 65535)
         except OSError:
             return
         k = answer_of(data, src)
@@ -885,8 +885,8 @@ def peerless_pairs(
     infos = socket.getaddrinfo(host, None, socket.AF_UNSPEC, socket.SOCK_DGRAM)
     family, _, _, _, addr = infos[0]
     sock, raw = open_icmp(family)
-    payload_len = udpwire.udp_payload_size(family) if size > 1472 else size
-    wire = udpwire.wire_bytes(family, payload_len)  # ICMP header is 8 bytes, like UDP
+    payload_len = udp.udp_payload_size(family) if size > 1472 else size
+    wire = udp.wire_bytes(family, payload_len)  # ICMP header is 8 bytes, like UDP
     ident = os.getpid() & 0xFFFF
     reply_kind = 129 if family == socket.AF_INET6 else 0
     with sock:

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tcpwizard.exitcodes import ExitCode, TcpWizardError
-from tcpwizard.measure import buffers, spec
+from tcpwizard.measure import buffers
 from tcpwizard.measure.drs import DrsConfig, DrsReceiverChannel, run_echo
 from tcpwizard.measure.hostload import HostLoad
 from tcpwizard.measure.model import TCP_INFO_FIELDS, Mode, TcpInfoSample
 from tcpwizard.measure.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
+from tcpwizard.measure.wire import spec
 
 # One send() hands the kernel up to this much. Measured on loopback (docs/bench-transfer.md):
 # 4 MiB sends carried one stream at 41-43 Gbit/s in 6 of 6 runs against 27-38 with 1 MiB,

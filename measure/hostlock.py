@@ -18,8 +18,8 @@ import socket
 import time
 from typing import Any
 
-from tcpwizard.measure.protocol import LineReader, ProtocolError, decode, encode
-from tcpwizard.measure.wire_session import ClientHello, ErrorReply
+from tcpwizard.measure.wire.protocol import LineReader, ProtocolError, decode, encode
+from tcpwizard.measure.wire.session import ClientHello, ErrorReply
 
 # Bounds of the "retry after" a refused client is told: never a busy loop, never an hour.
 MIN_RETRY_S = 1.0

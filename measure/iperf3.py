@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcpwizard.measure import spec
 from tcpwizard.measure.farends.interface import FarEndError
+from tcpwizard.measure.wire import spec
 
 DEFAULT_PORT = spec.IPERF3_PORT
 COOKIE_SIZE = 37

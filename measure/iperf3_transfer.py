@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tcpwizard.measure import buffers, engine, rates, spec
+from tcpwizard.measure import buffers, engine, rates
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
     Progress,
@@ -46,6 +46,7 @@ from tcpwizard.measure.model import (
 from tcpwizard.measure.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
 from tcpwizard.measure.transfer import live_rate, merge, with_window_rates
+from tcpwizard.measure.wire import spec
 
 # The modes iperf3 can take part in, per direction. Upload DRS needs the receiver's half
 # of DRS on the far end, which only serve has.

@@ -36,12 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tcpwizard.exitcodes import PermissionRequired, Unavailable, UsageError
-from tcpwizard.measure import spec, udpwire
 from tcpwizard.measure.hop_model import HopCounts, MtuFinding, PathHops, ProbeReply, analyse
 from tcpwizard.measure.rtt import icmp_echo_packet
 from tcpwizard.measure.syntrace import MAX_TIME_S as MAX_SYN_TIME_S
 from tcpwizard.measure.syntrace import syn_trace
 from tcpwizard.measure.syntrace_model import SynTrace
+from tcpwizard.measure.wire import spec, udp
 
 METHODS = ("auto", "icmp", "udp", "tcp")
 MAX_TTL = 30
@@ -165,7 +165,7 @@ def _errqueue(sock: socket.socket, family: int) -> tuple[bytes, int, int, int, i
     offender = ""
     rx_ns = time.time_ns()
     for level, ctype, cdata in anc:
-        if level == socket.SOL_SOCKET and ctype == udpwire.SCM_TIMESTAMPNS and len(cdata) >= 16:
+        if level == socket.SOL_SOCKET and ctype == udp.SCM_TIMESTAMPNS and len(cdata) >= 16:
             sec, nsec = struct.unpack_from("@qq", cdata)
             rx_ns = sec * 1_000_000_000 + nsec
         elif (level, ctype) in (
@@ -219,7 +219,7 @@ class UdpProber(Prober):
             else (socket.IPPROTO_IP, IP_RECVERR)
         )
         self.sock.setsockopt(level, opt, 1)
-        udpwire.enable_rx_timestamps(self.sock)
+        udp.enable_rx_timestamps(self.sock)
         self._df(self.sock)
 
     def fds(self) -> list[int]:
@@ -283,7 +283,7 @@ class IcmpProber(Prober):
                 "ICMP probes need root (a raw socket); use --method udp or tcp"
             ) from None
         self.sock.setblocking(False)
-        udpwire.enable_rx_timestamps(self.sock)
+        udp.enable_rx_timestamps(self.sock)
         self._df(self.sock)
         self.ident = (os.getpid() ^ int.from_bytes(os.urandom(2), "big")) & 0xFFFF
 
@@ -308,7 +308,7 @@ class IcmpProber(Prober):
         out: list[ProbeReply] = []
         for _ in range(256):
             try:
-                data, addr, rx, _k = udpwire.recv_stamped(self.sock, 65535)
+                data, addr, rx, _k = udp.recv_stamped(self.sock, 65535)
             except (BlockingIOError, InterruptedError):
                 break
             who = str(addr[0]) if isinstance(addr, tuple) else ""
@@ -386,7 +386,7 @@ class TcpProber(Prober):
             else (socket.IPPROTO_IP, IP_RECVERR)
         )
         s.setsockopt(*recverr, 1)
-        udpwire.enable_rx_timestamps(s)
+        udp.enable_rx_timestamps(s)
         self.sent_ns[seq] = time.time_ns()
         s.connect_ex((str(self.addr[0]), self.port, *self.addr[2:]))
         self.socks[s.fileno()] = (seq, s)

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from tcpwizard.exitcodes import PermissionRequired
-from tcpwizard.measure import capacity, rtt, spec, synpairs
-from tcpwizard.measure.control import ControlClient, resolve
+from tcpwizard.measure import capacity, rtt, synpairs
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate, RttStats
-from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
+from tcpwizard.measure.wire import spec
+from tcpwizard.measure.wire.control import ControlClient, resolve
+from tcpwizard.measure.wire.protocol import AuthFailed, PeerUnavailable
 
 Progress = Callable[[str], None]
 

@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 
 from tcpwizard.exitcodes import PermissionRequired
-from tcpwizard.measure import udpwire
 from tcpwizard.measure.model import RttStats
-from tcpwizard.measure.protocol import PeerUnavailable
 from tcpwizard.measure.stats import rtt_stats
+from tcpwizard.measure.wire import udp
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 MAX_PROBES = 1000
-ECHO_SIZE = udpwire.HEADER_LEN  # small: less transmission time in the RTT on slow links
+ECHO_SIZE = udp.HEADER_LEN  # small: less transmission time in the RTT on slow links
 
 
 def _wait_readable(sock: socket.socket, until: float) -> bool:
@@ -69,23 +69,23 @@ def udp_echo(
     RTT = (kernel receive time of the reply) - (our send time) - (server turnaround,
     kernel receive to its sendto(), reported in the reply): what is left is the path."""
     train = int.from_bytes(os.urandom(4), "big")  # tells this run's replies from stale ones
-    size = max(udpwire.HEADER_LEN, size)
+    size = max(udp.HEADER_LEN, size)
     # Kernel transmit stamps, keyed by send order (OPT_ID restarts at 0 here); without them
     # the user-space time just before send() is used.
-    tx_kernel = udpwire.set_tx_timestamps(sock, True)
+    tx_kernel = udp.set_tx_timestamps(sock, True)
     sent_ids: dict[int, int] = {}  # OPT_ID -> seq
     tx_ns: dict[int, int] = {}  # seq -> kernel transmit time
     next_id = 0
 
     def take_stamps() -> None:
-        for ident, ns in udpwire.drain_tx_timestamps(sock):
+        for ident, ns in udp.drain_tx_timestamps(sock):
             seq = sent_ids.get(ident)
             if seq is not None:
                 tx_ns[seq] = ns
 
     def send(seq: int) -> None:
         nonlocal next_id
-        pkt = udpwire.pack(udpwire.KIND_ECHO, token, train, seq, time.time_ns(), 0, size)
+        pkt = udp.pack(udp.KIND_ECHO, token, train, seq, time.time_ns(), 0, size)
         try:
             sock.send(pkt)
         except OSError:
@@ -97,11 +97,11 @@ def udp_echo(
         if tx_kernel:
             take_stamps()
         try:
-            data, _addr, rx_ns, _kernel = udpwire.recv_stamped(sock, flags=socket.MSG_DONTWAIT)
+            data, _addr, rx_ns, _kernel = udp.recv_stamped(sock, flags=socket.MSG_DONTWAIT)
         except OSError:  # includes BlockingIOError: only transmit stamps were waiting
             return None
-        pkt = udpwire.unpack(data)
-        if pkt is None or pkt.kind != udpwire.KIND_ECHO_REPLY or pkt.train != train:
+        pkt = udp.unpack(data)
+        if pkt is None or pkt.kind != udp.KIND_ECHO_REPLY or pkt.train != train:
             return None
         if tx_kernel:
             take_stamps()
@@ -113,8 +113,8 @@ def udp_echo(
         got = _paced_probe_loop(sock, count, interval, timeout, send, receive)
     finally:
         if tx_kernel:
-            udpwire.set_tx_timestamps(sock, False)
-            udpwire.drain_tx_timestamps(sock)
+            udp.set_tx_timestamps(sock, False)
+            udp.drain_tx_timestamps(sock)
     return rtt_stats([got[s] for s in sorted(got)], count, "udp-echo")
 
 
@@ -218,7 +218,7 @@ def icmp_echo(
     ident = os.getpid() & 0xFFFF
     sent_at: dict[int, int] = {}
     try:
-        udpwire.enable_rx_timestamps(sock)
+        udp.enable_rx_timestamps(sock)
         if not raw:
             sock.connect(addr)
             ident = sock.getsockname()[1] & 0xFFFF  # ping sockets rewrite the id to the port
@@ -233,7 +233,7 @@ def icmp_echo(
 
         def receive() -> tuple[int, float] | None:
             try:
-                data, _a, rx_ns, _k = udpwire.recv_stamped(sock, 65535)
+                data, _a, rx_ns, _k = udp.recv_stamped(sock, 65535)
             except OSError:
                 return None
             parsed = parse_icmp_reply(data, family, raw)

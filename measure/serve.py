@@ -21,22 +21,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tcpwizard import __version__
-from tcpwizard.measure import auth, spec, udpwire
 from tcpwizard.measure.hostlock import HostLock
 from tcpwizard.measure.peer_audit import host_audit
-from tcpwizard.measure.protocol import (
-    MAX_MESSAGE,
-    LineReader,
-    ProtocolError,
-    decode,
-    encode,
-    read_first_line,
-)
 from tcpwizard.measure.serve_limits import ServeLimits
 from tcpwizard.measure.synopts import save_syns, saved_syn
-from tcpwizard.measure.wire import TRANSFER_PREFIX, Attach
-from tcpwizard.measure.wire_fields import message_type
-from tcpwizard.measure.wire_probe import (
+from tcpwizard.measure.wire import auth, spec, udp
+from tcpwizard.measure.wire.fields import message_type
+from tcpwizard.measure.wire.probe_msgs import (
     MAX_ARRIVALS_PER_TRAIN,
     MAX_TRAINS_PER_SESSION,
     ProbeReport,
@@ -44,7 +35,15 @@ from tcpwizard.measure.wire_probe import (
     ProbeTrain,
     ProbeTrainDone,
 )
-from tcpwizard.measure.wire_session import (
+from tcpwizard.measure.wire.protocol import (
+    MAX_MESSAGE,
+    LineReader,
+    ProtocolError,
+    decode,
+    encode,
+    read_first_line,
+)
+from tcpwizard.measure.wire.session import (
     HMAC_AUTH,
     NO_AUTH,
     AuditReply,
@@ -59,6 +58,7 @@ from tcpwizard.measure.wire_session import (
     Pong,
     ServerHello,
 )
+from tcpwizard.measure.wire.transfer_msgs import TRANSFER_PREFIX, Attach
 
 Log = Callable[[str], None]
 # With a host lock (serve --lock), the client that measures keeps serve to itself this long
@@ -133,7 +133,7 @@ class Server:
         self.transfer = transfer if transfer is not None else _load_transfer(self.limits)
         self.tcp, self.udp = _bind_pair(bind, port)
         self.port = self.tcp.getsockname()[1]
-        self.kernel_timestamps = udpwire.enable_rx_timestamps(self.udp)
+        self.kernel_timestamps = udp.enable_rx_timestamps(self.udp)
 
     # -- lifecycle -------------------------------------------------------------------------
     def serve_forever(self) -> None:
@@ -301,7 +301,7 @@ class Server:
                 )
                 conn.sendall(encode(measuring.to_wire()))
             return
-        token = secrets.token_bytes(udpwire.TOKEN_LEN)
+        token = secrets.token_bytes(udp.TOKEN_LEN)
         session = UdpSession(token, peer)
         reader = LineReader(conn, partial_timeout=self.limits.slow_client_timeout_s)
         with self._lock:
@@ -562,7 +562,7 @@ class Server:
             raise ProtocolError(
                 f"train of {ask.count * size} bytes exceeds the serve limit", "limit"
             )
-        wire = udpwire.wire_bytes(self.udp.family, size)
+        wire = udp.wire_bytes(self.udp.family, size)
         gap_ns = wire * 8 * 1e6 / ask.rate_kbps if ask.rate_kbps else 0.0
         deadline = time.monotonic() + self.limits.max_duration_s
         buf = bytearray(size)
@@ -573,20 +573,20 @@ class Server:
             # Back to back: batches per system call, or at 1 Gbit/s the train leaves at
             # Python's pace of one sendto per packet, not the path's.
             def stamp(batch: bytearray, offset: int, seq: int, now: int) -> None:
-                udpwire.HEADER.pack_into(
-                    batch, offset, udpwire.MAGIC, udpwire.KIND_TRAIN_DOWN, session.token,
+                udp.HEADER.pack_into(
+                    batch, offset, udp.MAGIC, udp.KIND_TRAIN_DOWN, session.token,
                     ask.train, seq, now, 0,
                 )  # fmt: skip
 
-            sent = udpwire.send_train_batches(self.udp, ask.count, size, stamp, session.address)
+            sent = udp.send_train_batches(self.udp, ask.count, size, stamp, session.address)
         for seq in range(sent, ask.count):
             if gap_ns and seq % ask.burst == 0:
-                udpwire.wait_until_ns(round(p0 + seq * gap_ns))
-            udpwire.HEADER.pack_into(
+                udp.wait_until_ns(round(p0 + seq * gap_ns))
+            udp.HEADER.pack_into(
                 buf,
                 0,
-                udpwire.MAGIC,
-                udpwire.KIND_TRAIN_DOWN,
+                udp.MAGIC,
+                udp.KIND_TRAIN_DOWN,
                 session.token,
                 ask.train,
                 seq,
@@ -606,14 +606,14 @@ class Server:
         self.udp.settimeout(0.2)
         while not self.stop_event.is_set():
             try:
-                data, addr, rx_ns, _kernel = udpwire.recv_stamped(self.udp)
+                data, addr, rx_ns, _kernel = udp.recv_stamped(self.udp)
             except TimeoutError:
                 continue
             except OSError:
                 if self.stop_event.is_set():
                     return
                 continue  # e.g. ICMP port unreachable reported on the socket
-            pkt = udpwire.unpack(data)
+            pkt = udp.unpack(data)
             if pkt is None:
                 continue
             with self._lock:
@@ -626,17 +626,17 @@ class Server:
                 continue
 
     def _udp_packet(
-        self, pkt: udpwire.Packet, data: bytes, addr: Any, rx_ns: int, session: UdpSession
+        self, pkt: udp.Packet, data: bytes, addr: Any, rx_ns: int, session: UdpSession
     ) -> None:
-        if pkt.kind == udpwire.KIND_ECHO:
+        if pkt.kind == udp.KIND_ECHO:
             # Turnaround = kernel arrival -> just before sendto; the client subtracts it.
             reply = bytearray(data)
             turn = max(0, time.time_ns() - rx_ns)
-            udpwire.HEADER.pack_into(
+            udp.HEADER.pack_into(
                 reply,
                 0,
-                udpwire.MAGIC,
-                udpwire.KIND_ECHO_REPLY,
+                udp.MAGIC,
+                udp.KIND_ECHO_REPLY,
                 pkt.token,
                 pkt.train,
                 pkt.seq,
@@ -644,7 +644,7 @@ class Server:
                 turn,
             )
             self.udp.sendto(bytes(reply), addr)
-        elif pkt.kind == udpwire.KIND_TRAIN_UP:
+        elif pkt.kind == udp.KIND_TRAIN_UP:
             with session.cond:
                 arr = session.trains.get(pkt.train)
                 if arr is None:
@@ -654,9 +654,9 @@ class Server:
                 if len(arr) < MAX_ARRIVALS_PER_TRAIN:
                     arr.append((pkt.seq, rx_ns))
                 session.cond.notify_all()
-        elif pkt.kind == udpwire.KIND_REGISTER:
+        elif pkt.kind == udp.KIND_REGISTER:
             session.address = addr
-            ack = udpwire.pack(udpwire.KIND_REGISTER_ACK, pkt.token, 0, pkt.seq, pkt.client_ns)
+            ack = udp.pack(udp.KIND_REGISTER_ACK, pkt.token, 0, pkt.seq, pkt.client_ns)
             self.udp.sendto(ack, addr)
 
 

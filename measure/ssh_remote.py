@@ -113,8 +113,8 @@ def standalone(argv: list[str]) -> int:
     serve from the zipapp copied by hand to a host without tcpwizard (until Ctrl-C)."""
     import argparse
 
-    from tcpwizard.measure.auth import read_secret_file
     from tcpwizard.measure.serve import Server
+    from tcpwizard.measure.wire.auth import read_secret_file
 
     parser = argparse.ArgumentParser(prog="tcpwizard-farend.pyz", description=standalone.__doc__)
     parser.add_argument("--bind", default="::")

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
-from tcpwizard.measure import buffers, engine, hostload, rates, spec
+from tcpwizard.measure import buffers, engine, hostload, rates
 from tcpwizard.measure.attach import Opening, wanted
-from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
     Progress,
@@ -35,17 +34,19 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
-from tcpwizard.measure.protocol import PeerUnavailable, ProtocolError
 from tcpwizard.measure.steady import SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control
-from tcpwizard.measure.wire import (
+from tcpwizard.measure.wire import spec
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.fields import message_type
+from tcpwizard.measure.wire.protocol import PeerUnavailable, ProtocolError
+from tcpwizard.measure.wire.session import ErrorReply
+from tcpwizard.measure.wire.transfer_msgs import (
     TransferReady,
     TransferResultReply,
     TransferRunning,
     TransferStart,
 )
-from tcpwizard.measure.wire_fields import message_type
-from tcpwizard.measure.wire_session import ErrorReply
 
 ATTACH_MARGIN = 12.0  # serve waits 10 s for attaches; a little more before we give up
 

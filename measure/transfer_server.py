@@ -1,6 +1,7 @@
 """The serve end of test transfers (docs/transfer.md, docs/protocol.md).
 
-One request on the control connection runs one transfer (the messages: measure/wire.py):
+One request on the control connection runs one transfer (the messages:
+measure/wire/transfer_msgs.py):
 
   client -> transfer_start (mode, direction, streams, length, sampling)
   serve  -> transfer_ready (the session token, serve's buffer limits and length limits)
@@ -24,12 +25,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tcpwizard.measure import buffers, engine, hostload, wire
-from tcpwizard.measure.protocol import ProtocolError, encode
+from tcpwizard.measure import buffers, engine, hostload
 from tcpwizard.measure.serve_limits import ServeLimits
 from tcpwizard.measure.steady import SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control
-from tcpwizard.measure.wire import (
+from tcpwizard.measure.wire import transfer_msgs
+from tcpwizard.measure.wire.fields import message_type
+from tcpwizard.measure.wire.protocol import ProtocolError, encode
+from tcpwizard.measure.wire.session import ErrorReply
+from tcpwizard.measure.wire.transfer_msgs import (
     MAX_STALL_S,
     Attach,
     TransferReady,
@@ -37,12 +41,10 @@ from tcpwizard.measure.wire import (
     TransferRunning,
     TransferStart,
 )
-from tcpwizard.measure.wire_fields import message_type
-from tcpwizard.measure.wire_session import ErrorReply
 
 ATTACH_TIMEOUT = 10.0  # from transfer_ready until every stream has attached
 MAX_STALL = MAX_STALL_S
-MAX_SOCKET_BUFFER = wire.MAX_SOCKET_BUFFER
+MAX_SOCKET_BUFFER = transfer_msgs.MAX_SOCKET_BUFFER
 
 
 @dataclass

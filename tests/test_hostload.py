@@ -19,7 +19,6 @@ from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.rules import host_cpu, host_drops
 from tcpwizard.advice.rules.host_conns import host_conn_verdict
 from tcpwizard.measure import engine
-from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.farends.serve import ServeFar
 from tcpwizard.measure.hostload import (
     CoreLoad,
@@ -31,7 +30,8 @@ from tcpwizard.measure.hostload import (
     read_thread_ticks,
 )
 from tcpwizard.measure.model import TransferResult
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 from tests import conns_data
 from tests.test_diagnose_rules import audit, mode, path
 

@@ -217,7 +217,7 @@ def test_release_asked_while_a_connection_closes_frees_the_host_at_once(tmp_path
     closed: serve then lets go the moment the last one is done, not after the grace."""
     import socket
 
-    from tcpwizard.measure.protocol import encode
+    from tcpwizard.measure.wire.protocol import encode
 
     path = str(tmp_path / "measure.lock")
     with _serve(HostLock(path)) as srv:

@@ -17,7 +17,7 @@ from tcpwizard.lab.middlebox import ruleset
 from tcpwizard.lab.spec import LabSpec, MiddleboxSpec
 from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.synopts import SynOptions, parse_options, parse_syn, save_syns, saved_syn
-from tcpwizard.measure.wire_session import ServerHello
+from tcpwizard.measure.wire.session import ServerHello
 from tests import tui_data
 
 # Linux's SYN options: MSS 1460, SACK-permitted, timestamps, NOP, window scale 7.

@@ -300,14 +300,14 @@ def test_bench_summary_applies_the_criteria() -> None:
 
 
 def test_kernel_transmit_timestamps_on_loopback() -> None:
-    from tcpwizard.measure import udpwire
+    from tcpwizard.measure.wire import udp
 
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rx.bind(("127.0.0.1", 0))
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     tx.connect(rx.getsockname())
     try:
-        if not udpwire.set_tx_timestamps(tx, True):
+        if not udp.set_tx_timestamps(tx, True):
             pytest.skip("no SO_TIMESTAMPING")
         before = time.time_ns()
         for _ in range(3):
@@ -315,7 +315,7 @@ def test_kernel_transmit_timestamps_on_loopback() -> None:
         deadline = time.monotonic() + 2
         stamps: list[tuple[int, int]] = []
         while len(stamps) < 3 and time.monotonic() < deadline:
-            stamps += udpwire.drain_tx_timestamps(tx)
+            stamps += udp.drain_tx_timestamps(tx)
         assert [i for i, _ in stamps] == [0, 1, 2]  # OPT_ID counts our datagrams
         assert all(before <= ns <= time.time_ns() for _, ns in stamps)
     finally:

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from tcpwizard.measure import ssh_remote, zipapp
-from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.probe import probe
-from tcpwizard.measure.protocol import AuthFailed
 from tcpwizard.measure.ssh import NoPython, SshFailed, split_destination, ssh_arguments, ssh_serve
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.protocol import AuthFailed
 
 APP = ("tcpwizard.cli", "tcpwizard.commands", "tcpwizard.output", "tcpwizard.tui", "tcpwizard.run")
 

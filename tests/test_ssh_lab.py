@@ -154,7 +154,7 @@ def test_check_over_ssh_gives_serves_verdict_and_leaves_nothing(
 
 NEAR_END = """
 import json, sys
-from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.wire.control import ControlClient
 from tcpwizard.measure.ssh import ssh_serve
 with ssh_serve(sys.argv[1], sys.argv[2:]) as far:
     with ControlClient(far.host, far.port, far.secret, timeout=5.0) as client:

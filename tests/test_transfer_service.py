@@ -17,12 +17,12 @@ import pytest
 
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.main import main
-from tcpwizard.measure.control import ControlClient
 from tcpwizard.measure.farends.interface import TransferHooks, TransferOptions
-from tcpwizard.measure.protocol import ProtocolError
 from tcpwizard.measure.serve import Server
-from tcpwizard.measure.spec import MAX_STREAMS
 from tcpwizard.measure.transfer import run_transfer
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.protocol import ProtocolError
+from tcpwizard.measure.wire.spec import MAX_STREAMS
 from tcpwizard.output.measure_json import transfer_json
 
 from .serve_helpers import raw_conn, read_lines, running_server, send_line

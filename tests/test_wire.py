@@ -10,17 +10,14 @@ from typing import Any
 import pytest
 
 from tcpwizard.measure.engine import SideReport
-from tcpwizard.measure.protocol import ProtocolError, decode, encode
-from tcpwizard.measure.wire import (
-    MAX_SOCKET_BUFFER,
-    Attach,
-    TransferReady,
-    TransferResultReply,
-    TransferRunning,
-    TransferStart,
+from tcpwizard.measure.wire.probe_msgs import (
+    ProbeReport,
+    ProbeReportRequest,
+    ProbeTrain,
+    ProbeTrainDone,
 )
-from tcpwizard.measure.wire_probe import ProbeReport, ProbeReportRequest, ProbeTrain, ProbeTrainDone
-from tcpwizard.measure.wire_session import (
+from tcpwizard.measure.wire.protocol import ProtocolError, decode, encode
+from tcpwizard.measure.wire.session import (
     HMAC_AUTH,
     NO_AUTH,
     AuditReply,
@@ -34,6 +31,14 @@ from tcpwizard.measure.wire_session import (
     Ping,
     Pong,
     ServerHello,
+)
+from tcpwizard.measure.wire.transfer_msgs import (
+    MAX_SOCKET_BUFFER,
+    Attach,
+    TransferReady,
+    TransferResultReply,
+    TransferRunning,
+    TransferStart,
 )
 
 

@@ -10,7 +10,7 @@ from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import PathEstimate
 from tcpwizard.measure.probe import Progress as ProbeProgress
 from tcpwizard.measure.probe import probe
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 if TYPE_CHECKING:
     from tcpwizard.measure.availbw import AvailBandwidth

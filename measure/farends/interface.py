@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from tcpwizard.checks.facts import HostFacts
-from tcpwizard.measure import engine, spec
+from tcpwizard.measure import engine
 from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import (
     Direction,
@@ -30,7 +30,8 @@ from tcpwizard.measure.model import (
     TransferResult,
 )
 from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.wire import spec
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 if TYPE_CHECKING:  # measured by serve's far end only, which imports it when asked
     from tcpwizard.measure.availbw import AvailBandwidth

@@ -18,7 +18,7 @@ from tcpwizard.measure.farends.interface import (
 from tcpwizard.measure.handshake import HandshakeFacts, handshake_with
 from tcpwizard.measure.model import PathEstimate, TransferResult
 from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 if TYPE_CHECKING:
     from tcpwizard.measure.availbw import AvailBandwidth

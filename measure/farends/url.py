@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from tcpwizard import __version__
 from tcpwizard.exitcodes import Unavailable
-from tcpwizard.measure import buffers, engine, rates, spec
+from tcpwizard.measure import buffers, engine, rates
 from tcpwizard.measure.farends.common import Unaudited, port_probe
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
@@ -36,9 +36,10 @@ from tcpwizard.measure.farends.interface import (
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, ReceiverView, TransferResult
 from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.protocol import PeerUnavailable
 from tcpwizard.measure.tcpinfo import read_tcp_info
 from tcpwizard.measure.transfer import live_rate, merge, with_window_rates
+from tcpwizard.measure.wire import spec
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 URL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
 MAX_REDIRECTS = 5

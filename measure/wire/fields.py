@@ -1,4 +1,4 @@
-"""Reading the fields of a decoded control message (measure/protocol.py: decode) for the
+"""Reading the fields of a decoded control message (measure/wire/protocol.py: decode) for the
 typed messages of measure/wire*.py: strict readers that raise the ProtocolError serve
 answers with (`bad-request` unless said otherwise), and lenient ones for what the client
 takes from serve as it comes."""
@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from tcpwizard.measure.protocol import ProtocolError
+from tcpwizard.measure.wire.protocol import ProtocolError
 
 
 def message_type(msg: Mapping[str, object]) -> str:

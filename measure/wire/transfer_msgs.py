@@ -9,10 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from tcpwizard.measure import engine, spec
+from tcpwizard.measure import engine
 from tcpwizard.measure.model import Direction, Mode
-from tcpwizard.measure.protocol import ProtocolError
-from tcpwizard.measure.wire_fields import opt_float, opt_int, typed_field
+from tcpwizard.measure.wire import spec
+from tcpwizard.measure.wire.fields import opt_float, opt_int, typed_field
+from tcpwizard.measure.wire.protocol import ProtocolError
 
 MAX_SOCKET_BUFFER = (1 << 31) - 1  # SO_RCVBUF/SO_SNDBUF take a C int
 MIN_STALL_S, MAX_STALL_S = 1.0, 30.0

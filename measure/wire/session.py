@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
-from tcpwizard.measure.protocol import SUPPORTED_VERSIONS, ProtocolError
 from tcpwizard.measure.synopts import SynOptions
-from tcpwizard.measure.wire_fields import int_in, message_type, opt_float, opt_int, typed_field
+from tcpwizard.measure.wire.fields import int_in, message_type, opt_float, opt_int, typed_field
+from tcpwizard.measure.wire.protocol import SUPPORTED_VERSIONS, ProtocolError
 
 NO_AUTH = "none"
 HMAC_AUTH = "hmac-sha256"

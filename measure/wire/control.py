@@ -15,9 +15,11 @@ from types import TracebackType
 from typing import Any
 
 from tcpwizard import __version__
-from tcpwizard.measure import auth, udpwire
 from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
-from tcpwizard.measure.protocol import (
+from tcpwizard.measure.tcpinfo import read_tcp_info
+from tcpwizard.measure.wire import auth, udp
+from tcpwizard.measure.wire.fields import message_type
+from tcpwizard.measure.wire.protocol import (
     MAX_MESSAGE,
     AuthFailed,
     LineReader,
@@ -25,10 +27,7 @@ from tcpwizard.measure.protocol import (
     ProtocolError,
     encode,
 )
-from tcpwizard.measure.tcpinfo import read_tcp_info
-from tcpwizard.measure.wire import Attach, AttachRole
-from tcpwizard.measure.wire_fields import message_type
-from tcpwizard.measure.wire_session import (
+from tcpwizard.measure.wire.session import (
     NO_AUTH,
     AuditReply,
     AuditRequest,
@@ -39,6 +38,7 @@ from tcpwizard.measure.wire_session import (
     ErrorReply,
     ServerHello,
 )
+from tcpwizard.measure.wire.transfer_msgs import Attach, AttachRole
 
 Presetup = Callable[[socket.socket], None]
 
@@ -288,7 +288,7 @@ class ControlClient:
         sock = socket.socket(self.family, socket.SOCK_DGRAM)
         addr = (self.address[0], self.udp_port, *self.address[2:])
         sock.connect(addr)
-        udpwire.enable_rx_timestamps(sock)
+        udp.enable_rx_timestamps(sock)
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         return sock

@@ -1,6 +1,6 @@
 """The probe messages of serve's control protocol (docs/protocol.md): asking for the
 arrival times of upload trains, and for download trains, as typed, frozen dataclasses with
-one `to_wire` and one `from_wire` each. The UDP packets themselves are measure/udpwire.py."""
+one `to_wire` and one `from_wire` each. The UDP packets themselves are measure/wire/udp.py."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tcpwizard.measure import udpwire
-from tcpwizard.measure.protocol import ProtocolError
-from tcpwizard.measure.wire_fields import int_in, typed_field
+from tcpwizard.measure.wire import udp
+from tcpwizard.measure.wire.fields import int_in, typed_field
+from tcpwizard.measure.wire.protocol import ProtocolError
 
 # Trains serve records per session, and arrivals per train (bounds its memory per client).
 MAX_TRAINS_PER_SESSION = 16
@@ -136,7 +136,7 @@ class ProbeTrain:
     @classmethod
     def from_wire(cls, msg: Mapping[str, Any]) -> ProbeTrain:
         count = int_in(msg, "count", 64, 1, MAX_TRAIN_PACKETS)
-        size = int_in(msg, "size", 1472, udpwire.HEADER_LEN, udpwire.MAX_DATAGRAM)
+        size = int_in(msg, "size", 1472, udp.HEADER_LEN, udp.MAX_DATAGRAM)
         rate_kbps = int_in(msg, "rate_kbps", 0, 0, MAX_RATE_KBPS)
         burst = int_in(msg, "burst", 1, 1, MAX_BURST)
         train = int_in(msg, "train", 0, 0, MAX_TRAIN_ID)
