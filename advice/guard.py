@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from tcpwizard.advice.model import Verdict
 from tcpwizard.measure.availbw import AvailBandwidth
+from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -30,7 +31,6 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
-from tcpwizard.measure.rates import IP_TCP_HEADERS
 from tcpwizard.units import format_mbps
 
 LINE_RATE_ENV = "TCPWIZARD_LINE_RATE_MBPS"

@@ -10,7 +10,7 @@ measurement) or limited by something the other rules name from the transfer itse
 from __future__ import annotations
 
 from tcpwizard.advice.evidence import CHRONO_SHARE, HEALTHY_SHARE, chrono, pick_current
-from tcpwizard.measure import rates
+from tcpwizard.measure.engine import rates
 from tcpwizard.measure.model import PathEstimate, TransferResult
 from tcpwizard.units import format_mbps
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcpwizard.measure.loaded_rtt import peak_mbps, percentile
+from tcpwizard.measure.engine.loaded_rtt import peak_mbps, percentile
 from tcpwizard.measure.synopts import parse_options
 
 LINK_ETHERNET = 1
@@ -559,7 +559,7 @@ def _second_half(values: list[tuple[float, int]], mid: float) -> list[int]:
 
 def _steady_mbps(series: list[tuple[float, int]]) -> float:
     """The rate once up to speed: bytes over the second half of the series, over its time
-    (as measure/rates.py steady_mbps does for a transfer's samples)."""
+    (as measure/engine/rates.py steady_mbps does for a transfer's samples)."""
     if len(series) < 4:
         return 0.0
     mid = (series[0][0] + series[-1][0]) / 2

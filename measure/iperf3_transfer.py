@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tcpwizard.measure import buffers, engine, rates
+from tcpwizard.measure.engine import buffers, datapath, rates
+from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop
+from tcpwizard.measure.engine.transfer import live_rate, merge, with_window_rates
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
     Progress,
@@ -43,9 +45,7 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
-from tcpwizard.measure.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
-from tcpwizard.measure.transfer import live_rate, merge, with_window_rates
 from tcpwizard.measure.wire import spec
 
 # The modes iperf3 can take part in, per direction. Upload DRS needs the receiver's half
@@ -60,7 +60,7 @@ END_MARGIN_S = 15.0
 DOWNLOAD_MIN_S = 2.0  # results exchange after the test: a few RTTs, generously
 
 
-def iperf3_window(mode: Mode, plan: engine.BufferPlan) -> int | None:
+def iperf3_window(mode: Mode, plan: datapath.BufferPlan) -> int | None:
     """iperf3's -w for a mode: the same buffer the far end would have in our engine."""
     if mode in ("untuned", "static"):
         return plan.pre_rcvbuf
@@ -82,8 +82,8 @@ def run_iperf3_transfer(
     Iperf3Error when the first test cannot run at all (nothing there, not iperf3, busy,
     authentication): then nothing was measured. A later refusal ends the remaining modes
     with that error; a one-off server (`iperf3 -s -1`) answers the first test only."""
-    if not 1 <= options.streams <= engine.MAX_STREAMS:
-        raise engine.TransferError(f"streams must be 1-{engine.MAX_STREAMS}")
+    if not 1 <= options.streams <= datapath.MAX_STREAMS:
+        raise datapath.TransferError(f"streams must be 1-{datapath.MAX_STREAMS}")
     results: list[ModeResult] = []
     target = Iperf3Target(address, port, hooks, timeout, on_handshake)
     peer_cc = ""
@@ -155,10 +155,10 @@ def run_iperf3_mode(
     limits = buffers.read_host_limits(target.hooks.sysctl_root)
     force = options.force and buffers.can_force()
     try:
-        plan = engine.plan_buffers(
+        plan = datapath.plan_buffers(
             mode, limits, options.static_request, force, streams=options.streams
         )
-    except engine.TransferError as exc:
+    except datapath.TransferError as exc:
         return ModeResult.failed(mode, direction, options.streams, str(exc)), ""
     duration = options.duration_s if options.nbytes is None else None
     params = Iperf3Params(
@@ -184,7 +184,7 @@ def run_iperf3_mode(
                 Progress(mode, direction, "start", 0.0, 0, 0.0, duration, options.nbytes)
             )
         if direction == "up":
-            local = engine.run_sender(
+            local = datapath.run_sender(
                 data,
                 duration_s=duration,
                 nbytes=options.nbytes,
@@ -213,11 +213,11 @@ def _sampler(
     nbytes: int | None,
     hooks: TransferHooks,
     stop: threading.Event,
-) -> engine.Sampler:
+) -> datapath.Sampler:
     live = rates.LiveRate()
     progress, cancel = hooks.progress, hooks.cancel
 
-    def on_sample(s: engine.SideSample) -> None:
+    def on_sample(s: datapath.SideSample) -> None:
         if cancel is not None and cancel.is_set():
             stop.set()
         if progress is None:
@@ -229,7 +229,7 @@ def _sampler(
 
 
 def _finish(
-    session: Iperf3Session, local: engine.SideReport, sender: bool
+    session: Iperf3Session, local: datapath.SideReport, sender: bool
 ) -> tuple[ServerResults | None, str | None]:
     """TEST_END and the results exchange; what went wrong instead, if anything."""
     share = local.bytes // max(1, local.streams)
@@ -244,19 +244,19 @@ def _finish(
 def _receive(
     session: Iperf3Session,
     data: list[socket.socket],
-    plan: engine.BufferPlan,
+    plan: datapath.BufferPlan,
     duration: float | None,
     options: TransferOptions,
     stop: threading.Event,
-    on_sample: engine.Sampler,
-) -> tuple[engine.SideReport, ServerResults | None, str | None]:
+    on_sample: datapath.Sampler,
+) -> tuple[datapath.SideReport, ServerResults | None, str | None]:
     """Receive while a second thread ends the test on time and exchanges the results; the
     receiver keeps reading meanwhile, so the server never blocks on a full window."""
     box: dict[str, object] = {}
     started = time.monotonic()
     received = [0]
 
-    def sample(s: engine.SideSample) -> None:
+    def sample(s: datapath.SideSample) -> None:
         received[0] = s.bytes
         # The sender is iperf3's: the receiver judges the rate (bytes that arrived, per
         # round trip of our own RTT estimate) and ends the test once it is steady.
@@ -282,7 +282,7 @@ def _receive(
         # The client ends an iperf3 test, by time or by bytes received.
         while not stop.is_set() and not over():
             time.sleep(0.01)
-        stub = engine.SideReport("receiver", len(data))
+        stub = datapath.SideReport("receiver", len(data))
         box["result"] = _finish(session, stub, sender=False)
         for s in data:  # the server closes them after IPERF_DONE; we need not wait
             with contextlib.suppress(OSError):
@@ -290,8 +290,8 @@ def _receive(
 
     ctl = threading.Thread(target=control, daemon=True)
     ctl.start()
-    max_s = (duration or spec.BYTE_LIMITED_MAX_S) + engine.MAX_DRAIN_S + options.stall_timeout_s
-    local = engine.run_receiver(
+    max_s = (duration or spec.BYTE_LIMITED_MAX_S) + datapath.MAX_DRAIN_S + options.stall_timeout_s
+    local = datapath.run_receiver(
         data,
         plan=plan,
         sample_interval=options.sample_interval_s,
@@ -310,7 +310,7 @@ def _receive(
 def _upload_result(
     mode: Mode,
     streams: int,
-    local: engine.SideReport,
+    local: datapath.SideReport,
     server: ServerResults | None,
     err: str | None,
 ) -> ModeResult:
@@ -339,7 +339,7 @@ def _upload_result(
 def _download_result(
     mode: Mode,
     streams: int,
-    local: engine.SideReport,
+    local: datapath.SideReport,
     server: ServerResults | None,
     err: str | None,
     data: list[socket.socket],

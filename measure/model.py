@@ -87,7 +87,7 @@ class TransferSample:
     tcp_info: TcpInfoSample | None = None
     # The cumulative bytes delivered by t_s, counted where they were delivered: the
     # receiver's kernel (tcpi_bytes_received) or its own reads, or the sender's acknowledged
-    # bytes. Rates over any window come from these (measure/rates.py).
+    # bytes. Rates over any window come from these (measure/engine/rates.py).
     delivered_bytes: int | None = None
 
 

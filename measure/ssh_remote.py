@@ -113,7 +113,7 @@ def standalone(argv: list[str]) -> int:
     serve from the zipapp copied by hand to a host without tcpwizard (until Ctrl-C)."""
     import argparse
 
-    from tcpwizard.measure.serve import Server
+    from tcpwizard.measure.serve.server import Server
     from tcpwizard.measure.wire.auth import read_secret_file
 
     parser = argparse.ArgumentParser(prog="tcpwizard-farend.pyz", description=standalone.__doc__)
@@ -142,7 +142,7 @@ def standalone(argv: list[str]) -> int:
 
 def main(workdir: str, zip_path: str) -> int:
     _import_all(zip_path)
-    from tcpwizard.measure.serve import Server
+    from tcpwizard.measure.serve.server import Server
 
     stdin = sys.stdin.buffer
     secret = bytes.fromhex(stdin.readline().decode("ascii").strip())

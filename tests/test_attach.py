@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from tcpwizard.measure.attach import BATCH, Opening, _Want
+from tcpwizard.measure.engine.attach import BATCH, Opening, _Want
 from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 

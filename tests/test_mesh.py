@@ -17,8 +17,8 @@ import pytest
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import UsageError
 from tcpwizard.exporter import Exporter, Target, parse_targets
-from tcpwizard.measure.hostlock import MAX_RETRY_S, MIN_RETRY_S, HostLock, ask_serve
-from tcpwizard.measure.serve import RESERVATION_GRACE_S, Server
+from tcpwizard.measure.serve.hostlock import MAX_RETRY_S, MIN_RETRY_S, HostLock, ask_serve
+from tcpwizard.measure.serve.server import RESERVATION_GRACE_S, Server
 from tcpwizard.mesh import plan_for, rounds, schedule
 
 

@@ -13,8 +13,8 @@ from tcpwizard.advice.rules.policer import BUCKET_MAX_S, _bucket_s
 from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
 from tcpwizard.measure.availbw import AvailBandwidth
+from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
 from tcpwizard.measure.hostload import CoreLoad, HostDrops, HostLoad
-from tcpwizard.measure.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,

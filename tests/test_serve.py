@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from tcpwizard.checks.facts import facts_from_json
-from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.serve.limits import ServeLimits
 from tcpwizard.measure.wire import auth, udp
 from tcpwizard.measure.wire.control import ControlClient
 from tcpwizard.measure.wire.protocol import (

@@ -88,8 +88,8 @@ def test_zipapp_imports_only_the_standard_library() -> None:
 def test_zipapp_holds_serve_and_the_audit_and_no_app_layer() -> None:
     names = set(zipapp.closure())
     for needed in (
-        "tcpwizard.measure.serve",
-        "tcpwizard.measure.transfer_server",  # loaded by serve through importlib
+        "tcpwizard.measure.serve.server",
+        "tcpwizard.measure.serve.transfers",  # loaded by serve through importlib
         "tcpwizard.checks.facts",
         "tcpwizard.measure.ssh_remote",
     ):

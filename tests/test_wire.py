@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tcpwizard.measure.engine import SideReport
+from tcpwizard.measure.engine.datapath import SideReport
 from tcpwizard.measure.wire.probe_msgs import (
     ProbeReport,
     ProbeReportRequest,
@@ -87,7 +87,7 @@ def test_ready_and_running() -> None:
 
 
 def test_static_request_at_100_gbit_fits_what_serve_accepts() -> None:
-    from tcpwizard.measure.transfer import static_request
+    from tcpwizard.measure.engine.transfer import static_request
 
     request = static_request(0.200, 100e9)  # 2.5 GB of BDP
     assert TransferStart.from_wire({**start(static_request=request).to_wire()}).static_request

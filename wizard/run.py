@@ -29,7 +29,8 @@ from tcpwizard.checks.window import recommended_buffer
 from tcpwizard.context import Context
 from tcpwizard.documents import path_outcome
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, Unavailable
-from tcpwizard.measure.engine import MAX_STREAMS
+from tcpwizard.measure.engine.datapath import MAX_STREAMS
+from tcpwizard.measure.engine.transfer import static_request
 from tcpwizard.measure.farends import registry
 from tcpwizard.measure.farends.interface import (
     FarEnd,
@@ -43,7 +44,6 @@ from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.pathprobe import PathOptions, trace
-from tcpwizard.measure.transfer import static_request
 from tcpwizard.measure.tsg_transfers import TransferCapture, TransferRecorder
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.protocol import AuthFailed, PeerUnavailable

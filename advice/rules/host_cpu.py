@@ -22,8 +22,8 @@ from tcpwizard.advice.evidence import (
     probe_capacity,
 )
 from tcpwizard.checks.model import Fix, HostRole
+from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
 from tcpwizard.measure.hostload import HostLoad
-from tcpwizard.measure.rates import IP_TCP_HEADERS
 
 # /proc/stat counts in ticks (1/USER_HZ s); over T seconds a fully busy core reads at least
 # 1 - 2/(HZ*T), 0.95 from T = 0.4 s at HZ = 100 (shorter transfers are not judged).

@@ -8,7 +8,7 @@ cannot send at once. Random loss is told apart by the loss bound: random drops a
 loss-based sender saw would hold it at the Mathis bound; a policer drops many segments per
 event (its bucket empties, everything above the rate goes) and the sender runs far above it.
 
-The policed rate is the plateau measured from delivered bytes (measure/loaded_rtt.py).
+The policed rate is the plateau measured from delivered bytes (measure/engine/loaded_rtt.py).
 The fix is on the sender (pace below the policed rate: losses stop, and with them the
 retransmissions and the stalls) or with the network's operator (a higher contracted rate);
 parallel streams only share the same bucket and lose more.
@@ -44,7 +44,7 @@ from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.capacity import LOSSY, main_train_bytes
 from tcpwizard.measure.capture import FlowDirection
 from tcpwizard.measure.conns import ConnObservation
-from tcpwizard.measure.loaded_rtt import (
+from tcpwizard.measure.engine.loaded_rtt import (
     LoadedRtt,
     LossPattern,
     loaded_rtt,
@@ -52,8 +52,8 @@ from tcpwizard.measure.loaded_rtt import (
     mss_of,
     plateau_mbps,
 )
+from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.measure.model import ModeResult
-from tcpwizard.measure.rates import ip_rate
 from tcpwizard.units import format_mbps
 
 # Below this share of the line rate the probe saw, the plateau is not the line: TCP/IP

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tcpwizard.checks.facts import FactsError, HostFacts, facts_from_json
+from tcpwizard.measure.engine.transfer import run_transfer
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
     Abilities,
@@ -24,7 +25,6 @@ from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.probe import Progress as ProbeProgress
 from tcpwizard.measure.probe import probe
-from tcpwizard.measure.transfer import run_transfer
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.control import ControlClient
 from tcpwizard.measure.wire.protocol import AuthFailed, PeerUnavailable, ProtocolError

@@ -2,7 +2,7 @@
 
 Every TCP message is one UTF-8 JSON object terminated by ``\\n`` and at most
 MAX_MESSAGE bytes long (docs/protocol.md). Kept free of sockets-level policy so the
-transfer engine (measure/transfer_server.py) can import it without pulling in serve.
+transfer engine (measure/serve/transfers.py) can import it without pulling in serve.
 """
 
 from __future__ import annotations

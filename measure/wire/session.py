@@ -269,7 +269,7 @@ class _TypeOnly:
 
 @dataclass(frozen=True)
 class AuditRequest(_TypeOnly):
-    """client -> serve: the raw facts of serve's host (measure/peer_audit.py)."""
+    """client -> serve: the raw facts of serve's host (measure/serve/peer_audit.py)."""
 
     TYPE = "audit"
 

@@ -31,7 +31,7 @@ QUICK_MODES: tuple[Mode, ...] = ("autotune",)
 # receive window, the far end's send buffer) for a few seconds more.
 REVERSE_MODES: tuple[Mode, ...] = ("autotune",)
 # Without --duration/--bytes each transfer of check ends once its rate is steady
-# (measure/steady.py); these are the caps, reached only by a path still ramping up.
+# (measure/engine/steady.py); these are the caps, reached only by a path still ramping up.
 STEADY_CAP_S = 5.0
 QUICK_DURATION_S = 1.5  # check --quick, whether its transfers can end early or not
 # A transfer that cannot end early runs this long: `transfer` without --duration, and

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from tcpwizard.measure import engine
+from tcpwizard.measure.engine import datapath
 from tcpwizard.measure.model import Direction, Mode
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.fields import opt_float, opt_int, typed_field
@@ -167,7 +167,7 @@ class TransferRunning:
 class TransferResultReply:
     """serve -> client: serve's side of the transfer, once it has ended."""
 
-    report: engine.SideReport
+    report: datapath.SideReport
 
     TYPE = "transfer_result"
 
@@ -178,7 +178,7 @@ class TransferResultReply:
     def from_wire(cls, msg: Mapping[str, Any]) -> TransferResultReply:
         """ProtocolError `malformed` for a report the engine cannot read."""
         try:
-            return cls(engine.SideReport.from_json(msg.get("report")))
+            return cls(datapath.SideReport.from_json(msg.get("report")))
         except ValueError as exc:
             raise ProtocolError(f"serve sent a bad report: {exc}", "malformed") from None
 

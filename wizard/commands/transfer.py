@@ -13,9 +13,9 @@ from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.documents import TransferDocument
 from tcpwizard.exitcodes import PermissionRequired, UsageError
+from tcpwizard.measure.engine.transfer import run_transfer, static_request
 from tcpwizard.measure.farends.interface import TransferHooks, TransferOptions
 from tcpwizard.measure.model import Mode, TransferResult
-from tcpwizard.measure.transfer import run_transfer, static_request
 from tcpwizard.measure.wire import spec
 from tcpwizard.units import parse_duration, parse_rate, parse_size
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, plateau_mbps
 from tcpwizard.measure.hostload import HostLoad
-from tcpwizard.measure.loaded_rtt import loaded_rtt, plateau_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -110,7 +110,7 @@ def sample_json(s: TransferSample) -> dict[str, Any]:
 
 
 def latency_json(m: ModeResult, idle_ms: float | None) -> dict[str, Any] | None:
-    """The RTT the transfer caused (measure/loaded_rtt.py): median and p90 of the sender's
+    """The RTT the transfer caused (measure/engine/loaded_rtt.py): median and p90 of the sender's
     smoothed RTT over the second half against the idle RTT, and responsiveness (RPM)."""
     lr = loaded_rtt(m, idle_ms)
     if lr is None:

@@ -22,9 +22,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tcpwizard.measure import rates
+from tcpwizard.measure.engine import rates
+from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.measure.model import ModeResult
-from tcpwizard.measure.rates import ip_rate
 
 MIN_SAMPLES = 3  # fewer RTT samples say nothing about a distribution
 
@@ -87,7 +87,7 @@ def mss_of(m: ModeResult) -> int:
 def plateau_mbps(m: ModeResult) -> float | None:
     """The rate the transfer held once up to speed, at the IP layer (what a policer or a
     shaper counts): the bytes delivered over the second half, over its time
-    (measure/rates.py steady_mbps), headers added back. Not a median of window rates: on
+    (measure/engine/rates.py steady_mbps), headers added back. Not a median of window rates: on
     a 2-core machine under load, lumps at the windows' edges lifted that median to 104-108
     Mbit/s on a 100 Mbit/s lab line; bytes over seconds cannot pass the line."""
     steady = rates.steady_mbps(m.samples)

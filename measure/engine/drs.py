@@ -59,7 +59,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tcpwizard.measure import buffers
+from tcpwizard.measure.engine import buffers
 from tcpwizard.measure.tcpinfo import TcpInfo, read_tcp_info
 
 SBUF = b"SBUF"

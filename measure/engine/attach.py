@@ -15,8 +15,8 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tcpwizard.measure import engine
-from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.engine import datapath
+from tcpwizard.measure.serve.limits import ServeLimits
 from tcpwizard.measure.wire.control import ControlClient, Presetup
 from tcpwizard.measure.wire.protocol import PeerUnavailable
 from tcpwizard.measure.wire.transfer_msgs import AttachRole
@@ -34,7 +34,7 @@ class _Want:
     presetup: Presetup | None
 
 
-def wanted(plan: engine.BufferPlan, streams: int) -> tuple[_Want, ...]:
+def wanted(plan: datapath.BufferPlan, streams: int) -> tuple[_Want, ...]:
     """Every connection a transfer of `plan` with `streams` streams needs, data first."""
     data = tuple(_Want("data", i, plan.presetup) for i in range(streams))
     drs = tuple(_Want("drs", i, None) for i in range(streams)) if plan.drs else ()

@@ -25,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tcpwizard.measure import buffers, engine, hostload
-from tcpwizard.measure.serve_limits import ServeLimits
-from tcpwizard.measure.steady import SteadyStop
+from tcpwizard.measure import hostload
+from tcpwizard.measure.engine import buffers, datapath
+from tcpwizard.measure.engine.steady import SteadyStop
+from tcpwizard.measure.serve.limits import ServeLimits
 from tcpwizard.measure.tcpinfo import congestion_control
 from tcpwizard.measure.wire import transfer_msgs
 from tcpwizard.measure.wire.fields import message_type
@@ -99,10 +100,10 @@ class TransferService:
         except OSError as exc:
             raise ProtocolError(f"cannot read buffer limits: {exc}", "internal") from None
         try:
-            plan = engine.plan_buffers(
+            plan = datapath.plan_buffers(
                 mode, host, static, force and buffers.can_force(), streams=streams
             )
-        except engine.TransferError as exc:
+        except datapath.TransferError as exc:
             raise ProtocolError(str(exc)) from None
 
         session = self._new_session(streams, plan.drs)
@@ -133,7 +134,7 @@ class TransferService:
             send(TransferRunning(role).to_wire())
             load = hostload.sample_host()
             if role == "sender":
-                report = engine.run_sender(
+                report = datapath.run_sender(
                     data,
                     duration_s=duration,
                     nbytes=nbytes,
@@ -146,7 +147,7 @@ class TransferService:
                     steady=SteadyStop() if until_steady and nbytes is None else None,
                 )
             else:
-                report = engine.run_receiver(
+                report = datapath.run_receiver(
                     data,
                     drs_socks=drs,
                     plan=plan,
@@ -154,7 +155,7 @@ class TransferService:
                     sample_interval=interval,
                     stall_timeout=stall,
                     # The sender may drain for MAX_DRAIN_S after the duration.
-                    max_seconds=self.limits.max_duration_s + engine.MAX_DRAIN_S + stall,
+                    max_seconds=self.limits.max_duration_s + datapath.MAX_DRAIN_S + stall,
                 )
             report.host_load = load.stop()
             send(TransferResultReply(report).to_wire())
@@ -202,7 +203,7 @@ class TransferService:
             return
         # The control thread owns the transfer; this thread only keeps the socket's
         # lifetime bounded and closes it if the session never runs.
-        bound = self.limits.max_duration_s + engine.MAX_DRAIN_S + ATTACH_TIMEOUT + 2 * MAX_STALL
+        bound = self.limits.max_duration_s + datapath.MAX_DRAIN_S + ATTACH_TIMEOUT + 2 * MAX_STALL
         if not session.done.wait(timeout=bound):
             with session.cond:
                 if slot[0][slot[1]] is sock:

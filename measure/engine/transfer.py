@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
-from tcpwizard.measure import buffers, engine, hostload, rates
-from tcpwizard.measure.attach import Opening, wanted
+from tcpwizard.measure import hostload
+from tcpwizard.measure.engine import buffers, datapath, rates
+from tcpwizard.measure.engine.attach import Opening, wanted
+from tcpwizard.measure.engine.steady import SteadyStop
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
     Progress,
@@ -34,7 +36,6 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
-from tcpwizard.measure.steady import SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.control import ControlClient
@@ -74,8 +75,8 @@ def run_transfer(
     an open `control` connection). Raises PeerUnavailable if serve cannot be reached at all;
     failures during a mode end that mode with `error` set and, since the control connection
     is then gone, the remaining modes with the same error."""
-    if not 1 <= options.streams <= engine.MAX_STREAMS:
-        raise engine.TransferError(f"streams must be 1-{engine.MAX_STREAMS}")
+    if not 1 <= options.streams <= datapath.MAX_STREAMS:
+        raise datapath.TransferError(f"streams must be 1-{datapath.MAX_STREAMS}")
     own = control is None
     ctrl = control if control is not None else ControlClient(host, port, secret, timeout)
     results: list[ModeResult] = []
@@ -131,10 +132,10 @@ def run_mode(
     local_limits = buffers.read_host_limits(sysctl_root)
     force = options.force and buffers.can_force()
     try:
-        plan = engine.plan_buffers(
+        plan = datapath.plan_buffers(
             mode, local_limits, options.static_request, force, streams=options.streams
         )
-    except engine.TransferError as exc:
+    except datapath.TransferError as exc:
         # This mode cannot run (static without a BDP); the others still can.
         return ModeOutcome(ModeResult.failed(mode, direction, options.streams, str(exc)), "", True)
     stall = options.stall_timeout_s
@@ -197,7 +198,7 @@ def run_mode(
 
 def _run_local(
     ctrl: ControlClient,
-    plan: engine.BufferPlan,
+    plan: datapath.BufferPlan,
     direction: Direction,
     data: list[socket.socket],
     drs: list[socket.socket],
@@ -206,13 +207,13 @@ def _run_local(
     options: TransferOptions,
     progress: ProgressFn | None,
     cancel: threading.Event | None = None,
-) -> tuple[engine.SideReport, engine.SideReport | None, str | None, bool]:
+) -> tuple[datapath.SideReport, datapath.SideReport | None, str | None, bool]:
     """Run our role, then collect the far end's report. The far end's report is awaited in
     a thread from the start, so a serve that dies is noticed even while we send."""
     mode = plan.mode
     live = rates.LiveRate()
 
-    def on_sample(s: engine.SideSample) -> None:
+    def on_sample(s: datapath.SideSample) -> None:
         if cancel is not None and cancel.is_set():
             stop.set()  # checked every sample interval (<= 250 ms)
         if progress is None:
@@ -225,7 +226,7 @@ def _run_local(
     stop = threading.Event()
     peer_box: dict[str, Any] = {}
     # The longest the far end can legitimately take: the transfer, its drain, the stall.
-    wait = (duration or 0.0) + engine.MAX_DRAIN_S + 3 * options.stall_timeout_s + 10.0
+    wait = (duration or 0.0) + datapath.MAX_DRAIN_S + 3 * options.stall_timeout_s + 10.0
     if duration is None:
         wait += spec.BYTE_LIMITED_MAX_S  # serve's max_duration bounds it on that side
 
@@ -241,7 +242,7 @@ def _run_local(
     collector.start()
     load = hostload.sample_host()
     if direction == "up":
-        local = engine.run_sender(
+        local = datapath.run_sender(
             data,
             duration_s=duration,
             nbytes=nbytes,
@@ -254,14 +255,14 @@ def _run_local(
             steady=SteadyStop() if options.until_steady and nbytes is None else None,
         )
     else:
-        local = engine.run_receiver(
+        local = datapath.run_receiver(
             data,
             drs_socks=drs,
             plan=plan,
             sample_interval=options.sample_interval_s,
             stall_timeout=options.stall_timeout_s,
             max_seconds=(duration or spec.BYTE_LIMITED_MAX_S)
-            + engine.MAX_DRAIN_S
+            + datapath.MAX_DRAIN_S
             + options.stall_timeout_s,
             stop=stop,
             on_sample=on_sample,
@@ -269,7 +270,7 @@ def _run_local(
     local.host_load = load.stop()
     collector.join(timeout=wait)
     err: str | None = peer_box.get("error")
-    peer: engine.SideReport | None = None
+    peer: datapath.SideReport | None = None
     msg = peer_box.get("msg")
     control_ok = False
     if isinstance(msg, dict):
@@ -297,8 +298,8 @@ def merge(
     mode: Mode,
     direction: Direction,
     streams: int,
-    sender: engine.SideReport | None,
-    receiver: engine.SideReport | None,
+    sender: datapath.SideReport | None,
+    receiver: datapath.SideReport | None,
     error: str | None = None,
 ) -> ModeResult:
     """One ModeResult from the two sides' reports (either may be missing after a failure):
@@ -379,7 +380,7 @@ def merge(
     )
 
 
-def _delivered(r: engine.SideSample, counted: Sequence[tuple[float, int]]) -> int:
+def _delivered(r: datapath.SideSample, counted: Sequence[tuple[float, int]]) -> int:
     """The bytes delivered by a sampling instant: the sender's TCP_INFO count (acknowledged
     and selectively acknowledged, the kernel's `delivered`) interpolated at that instant
     where the sender sampled it, else the receiver's kernel count, else its reads. The
@@ -415,7 +416,7 @@ def _delivered_while_sending(
     return None
 
 
-def live_rate(live: rates.LiveRate, s: engine.SideSample) -> float:
+def live_rate(live: rates.LiveRate, s: datapath.SideSample) -> float:
     """A live sample's rate from the bytes TCP delivered, over a round trip or more."""
     rtt = s.tcp_info.rtt_us / 1e6 if s.tcp_info is not None and s.tcp_info.rtt_us else None
     return live.add(s.t, s.delivered if s.delivered is not None else s.bytes, rtt or s.drs_rtt_s)
@@ -424,7 +425,7 @@ def live_rate(live: rates.LiveRate, s: engine.SideSample) -> float:
 def with_window_rates(
     samples: Sequence[TransferSample], rtt_s: float | None = None
 ) -> list[TransferSample]:
-    """Each sample's goodput over a window of at least a round trip (measure/rates.py)
+    """Each sample's goodput over a window of at least a round trip (measure/engine/rates.py)
     instead of its own sampling interval, which aliases against TCP's bursts. `rtt_s`
     defaults to the sender's smallest RTT in the samples."""
     points = rates.sample_rates(samples, rtt_s)
@@ -436,7 +437,7 @@ def with_window_rates(
     ]
 
 
-def _nearest(rows: Sequence[engine.SideSample], t: float) -> engine.SideSample | None:
+def _nearest(rows: Sequence[datapath.SideSample], t: float) -> datapath.SideSample | None:
     if not rows:
         return None
     return min(rows, key=lambda r: abs(r.t - t))

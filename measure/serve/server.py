@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tcpwizard import __version__
-from tcpwizard.measure.hostlock import HostLock
-from tcpwizard.measure.peer_audit import host_audit
-from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.serve.hostlock import HostLock
+from tcpwizard.measure.serve.limits import ServeLimits
+from tcpwizard.measure.serve.peer_audit import host_audit
 from tcpwizard.measure.synopts import save_syns, saved_syn
 from tcpwizard.measure.wire import auth, spec, udp
 from tcpwizard.measure.wire.fields import message_type
@@ -661,9 +661,9 @@ class Server:
 
 
 def _load_transfer(limits: ServeLimits) -> TransferHandler | None:
-    """The transfer engine lives in measure/transfer_server.py (engineer T)."""
+    """The transfer engine lives in measure/serve/transfers.py (engineer T)."""
     try:
-        mod = importlib.import_module("tcpwizard.measure.transfer_server")
+        mod = importlib.import_module("tcpwizard.measure.serve.transfers")
     except ImportError:
         return None
     cls = getattr(mod, "TransferService", None)

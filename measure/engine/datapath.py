@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tcpwizard.exitcodes import ExitCode, TcpWizardError
-from tcpwizard.measure import buffers
-from tcpwizard.measure.drs import DrsConfig, DrsReceiverChannel, run_echo
+from tcpwizard.measure.engine import buffers
+from tcpwizard.measure.engine.drs import DrsConfig, DrsReceiverChannel, run_echo
+from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.hostload import HostLoad
 from tcpwizard.measure.model import TCP_INFO_FIELDS, Mode, TcpInfoSample
-from tcpwizard.measure.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
 from tcpwizard.measure.wire import spec
 
@@ -148,7 +148,7 @@ def drs_start_request(bdp: int | None, streams: int, top: int) -> int:
     """The SO_*BUF argument DRS starts each stream with: its share of the BDP a probe
     measured (the kernel doubles it: drsFTP's 2 x BDP), so the window carries slow start
     from the first round trip instead of growing behind it; without a BDP the stock
-    buffer, and DRS grows from there. The measured BDP then takes over (measure/drs.py)."""
+    buffer, and DRS grows from there. The measured BDP then takes over (measure/engine/drs.py)."""
     if not bdp or bdp <= 0:
         return buffers.UNTUNED_BYTES
     return max(buffers.UNTUNED_BYTES, min(top, bdp // max(1, streams)))
@@ -441,7 +441,7 @@ def run_sender(
     transfer). With end="drain" (a far end that closes only when told on its own control
     connection, like iperf3) wait instead until every byte is acknowledged, and keep the
     sockets open. With `steady`, sending also ends once the rate has stopped growing
-    (measure/steady.py; the duration is then the cap). Never raises for peer failures:
+    (measure/engine/steady.py; the duration is then the cap). Never raises for peer failures:
     they land in report.error."""
     if duration_s is None and nbytes is None:
         raise TransferError("a transfer needs a duration or a byte count")
