@@ -87,7 +87,7 @@ def bench_hops(count: int = 20, seed: int = 20) -> str:
 
 AVAIL_SCRIPT = """
 import json, sys
-from tcpwizard.measure.availbw import measure_available
+from tcpwizard.measure.probes.availbw import measure_available
 from tcpwizard.measure.wire.control import ControlClient
 c = ControlClient(sys.argv[1], 5301)
 s = c.udp_socket()
@@ -136,7 +136,7 @@ def bench_avail(runs: int = 10, loads: tuple[float, ...] = (60e6, 120e6, 160e6))
 
 
 def bench_tsg(nbytes: str = "1G") -> str:
-    from tcpwizard.measure.tsg import series_from_capture
+    from tcpwizard.measure.observe.tsg import series_from_capture
     from tcpwizard.output.tsg_plot import plot_all
 
     spec = LabSpec.symmetric(400e6, 0.004, name=f"{PREFIX}-tsg")

@@ -24,7 +24,7 @@ from tcpwizard.measure.farends.interface import (
     FarEndError,
     TransferOptions,
 )
-from tcpwizard.measure.iperf3 import ONE_OFF, Iperf3Error
+from tcpwizard.measure.farends.iperf3_control import ONE_OFF, Iperf3Error
 from tcpwizard.measure.model import Direction
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.protocol import PeerUnavailable

@@ -1,4 +1,4 @@
-"""Host load over a transfer (measure/hostload.py) on a fake /proc and /sys tree, its wire
+"""Host load over a transfer (measure/observe/hostload.py) on a fake /proc and /sys tree, its wire
 form, and the host-cpu and interface verdicts it feeds (advice/rules/)."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from tcpwizard.advice.rules import host_cpu, host_drops
 from tcpwizard.advice.rules.host_conns import host_conn_verdict
 from tcpwizard.measure.engine import datapath
 from tcpwizard.measure.farends.serve import ServeFar
-from tcpwizard.measure.hostload import (
+from tcpwizard.measure.model import TransferResult
+from tcpwizard.measure.observe.hostload import (
     CoreLoad,
     HostDrops,
     HostLoad,
@@ -29,7 +30,6 @@ from tcpwizard.measure.hostload import (
     read_cpu_ticks,
     read_thread_ticks,
 )
-from tcpwizard.measure.model import TransferResult
 from tcpwizard.measure.wire.control import ControlClient
 from tcpwizard.measure.wire.protocol import PeerUnavailable
 from tests import conns_data

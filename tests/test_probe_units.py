@@ -14,9 +14,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tcpwizard.measure import capacity
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate, RttStats
-from tcpwizard.measure.probe import bdp_bytes, probe
+from tcpwizard.measure.probes import capacity
+from tcpwizard.measure.probes.probe import bdp_bytes, probe
 from tcpwizard.measure.stats import percentile, rtt_stats
 from tcpwizard.output.measure_json import path_json
 from tests.serve_helpers import running_server
@@ -324,8 +324,8 @@ def test_kernel_transmit_timestamps_on_loopback() -> None:
 
 
 def test_syn_packet_checksum_and_parse() -> None:
-    from tcpwizard.measure.rtt import icmp_checksum
-    from tcpwizard.measure.synpairs import parse_answer, syn_packet
+    from tcpwizard.measure.probes.rtt import icmp_checksum
+    from tcpwizard.measure.probes.synpairs import parse_answer, syn_packet
 
     pkt = syn_packet(socket.AF_INET, "10.0.0.1", "10.0.0.2", 40001, 22, 12345, bytes(100))
     pseudo = socket.inet_aton("10.0.0.1") + socket.inet_aton("10.0.0.2")

@@ -21,7 +21,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Markdown, Static, TabbedContent
 
 from tcpwizard.context import Context
-from tcpwizard.measure.pathprobe import PathOptions
+from tcpwizard.measure.probes.hops import PathOptions
 from tcpwizard.measure.serve.limits import ServeLimits
 from tcpwizard.measure.serve.server import Server
 from tcpwizard.measure.serve.transfers import TransferService

@@ -40,11 +40,11 @@ from tcpwizard.measure.farends.interface import (
     TransferOptions,
 )
 from tcpwizard.measure.farends.interface import Progress as TransferProgress
-from tcpwizard.measure.handshake import HandshakeFacts
-from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
-from tcpwizard.measure.pathprobe import PathOptions, trace
-from tcpwizard.measure.tsg_transfers import TransferCapture, TransferRecorder
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.observe.tsg_transfers import TransferCapture, TransferRecorder
+from tcpwizard.measure.probes.hop_model import PathHops
+from tcpwizard.measure.probes.hops import PathOptions, trace
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.protocol import AuthFailed, PeerUnavailable
 from tcpwizard.outcome import Outcome, exit_code

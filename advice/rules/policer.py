@@ -41,9 +41,6 @@ from tcpwizard.advice.window_law import (
     window_limit_mbps,
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
-from tcpwizard.measure.capacity import LOSSY, main_train_bytes
-from tcpwizard.measure.capture import FlowDirection
-from tcpwizard.measure.conns import ConnObservation
 from tcpwizard.measure.engine.loaded_rtt import (
     LoadedRtt,
     LossPattern,
@@ -54,6 +51,9 @@ from tcpwizard.measure.engine.loaded_rtt import (
 )
 from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.measure.model import ModeResult
+from tcpwizard.measure.observe.capture import FlowDirection
+from tcpwizard.measure.observe.conns import ConnObservation
+from tcpwizard.measure.probes.capacity import LOSSY, main_train_bytes
 from tcpwizard.units import format_mbps
 
 # Below this share of the line rate the probe saw, the plateau is not the line: TCP/IP
@@ -70,7 +70,7 @@ NOISE_MS = 1.0
 # segments in bursts, not one by one (the congestion rule reads the same bound).
 BOUND_LIFT = 3.0
 # A policer on an idle path lets the probe's train pass whole: its bucket filled while
-# nothing was sent (the probe's trains last ~40 ms, measure/capacity.py TRAIN_SPAN_S; a
+# nothing was sent (the probe's trains last ~40 ms, measure/probes/capacity.py TRAIN_SPAN_S; a
 # provider's bucket holds from tens of ms of its rate up). A train losing more than the
 # probe's own "small bottleneck queue" share met a queue with no room instead.
 TRAIN_LOST = LOSSY

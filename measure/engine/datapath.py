@@ -26,9 +26,9 @@ from tcpwizard.exitcodes import ExitCode, TcpWizardError
 from tcpwizard.measure.engine import buffers
 from tcpwizard.measure.engine.drs import DrsConfig, DrsReceiverChannel, run_echo
 from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop
-from tcpwizard.measure.hostload import HostLoad
 from tcpwizard.measure.model import TCP_INFO_FIELDS, Mode, TcpInfoSample
-from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
+from tcpwizard.measure.observe.hostload import HostLoad
+from tcpwizard.measure.observe.tcpinfo import congestion_control, read_tcp_info
 from tcpwizard.measure.wire import spec
 
 # One send() hands the kernel up to this much. Measured on loopback (docs/bench-transfer.md):
@@ -190,7 +190,7 @@ class SideReport:
     congestion_control: str = ""
     forced: bool = False
     rcv_autotuning: bool = True
-    # This host's CPU and drops over the transfer (measure/hostload.py); optional on the
+    # This host's CPU and drops over the transfer (measure/observe/hostload.py); optional on the
     # wire: an older peer neither sends nor reads it.
     host_load: HostLoad | None = None
     # A timed sender: when it stopped writing (seconds since its start). What its send

@@ -60,7 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tcpwizard.measure.engine import buffers
-from tcpwizard.measure.tcpinfo import TcpInfo, read_tcp_info
+from tcpwizard.measure.observe.tcpinfo import TcpInfo, read_tcp_info
 
 SBUF = b"SBUF"
 MAX_LINE = 128  # "SBUF <float> <int>" is far shorter; anything longer is garbage

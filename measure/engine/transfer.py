@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
-from tcpwizard.measure import hostload
 from tcpwizard.measure.engine import buffers, datapath, rates
 from tcpwizard.measure.engine.attach import Opening, wanted
 from tcpwizard.measure.engine.steady import SteadyStop
@@ -36,7 +35,8 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
-from tcpwizard.measure.tcpinfo import congestion_control
+from tcpwizard.measure.observe import hostload
+from tcpwizard.measure.observe.tcpinfo import congestion_control
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.control import ControlClient
 from tcpwizard.measure.wire.fields import message_type

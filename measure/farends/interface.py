@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from tcpwizard.checks.facts import HostFacts
 from tcpwizard.measure.engine import datapath
-from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import (
     Direction,
     Mode,
@@ -29,12 +28,13 @@ from tcpwizard.measure.model import (
     PathEstimate,
     TransferResult,
 )
-from tcpwizard.measure.probe import Progress as ProbeProgress
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.probes.probe import Progress as ProbeProgress
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 if TYPE_CHECKING:  # measured by serve's far end only, which imports it when asked
-    from tcpwizard.measure.availbw import AvailBandwidth
+    from tcpwizard.measure.probes.availbw import AvailBandwidth
 
 # The name a far end goes by in the report (`far_end.kind` in the JSON) and in its registry
 # entry; "none" is the report's word for a check that found nothing to ask.

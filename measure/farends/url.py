@@ -34,10 +34,10 @@ from tcpwizard.measure.farends.interface import (
     TransferHooks,
     TransferOptions,
 )
-from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, ReceiverView, TransferResult
-from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.tcpinfo import read_tcp_info
+from tcpwizard.measure.observe.handshake import HandshakeFacts, read_handshake
+from tcpwizard.measure.observe.tcpinfo import read_tcp_info
+from tcpwizard.measure.probes.probe import Progress as ProbeProgress
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.protocol import PeerUnavailable
 

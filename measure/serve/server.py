@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tcpwizard import __version__
+from tcpwizard.measure.observe.synopts import save_syns, saved_syn
 from tcpwizard.measure.serve.hostlock import HostLock
 from tcpwizard.measure.serve.limits import ServeLimits
 from tcpwizard.measure.serve.peer_audit import host_audit
-from tcpwizard.measure.synopts import save_syns, saved_syn
 from tcpwizard.measure.wire import auth, spec, udp
 from tcpwizard.measure.wire.fields import message_type
 from tcpwizard.measure.wire.probe_msgs import (

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tcpwizard.measure import hostload
 from tcpwizard.measure.engine import buffers, datapath
 from tcpwizard.measure.engine.steady import SteadyStop
+from tcpwizard.measure.observe import hostload
+from tcpwizard.measure.observe.tcpinfo import congestion_control
 from tcpwizard.measure.serve.limits import ServeLimits
-from tcpwizard.measure.tcpinfo import congestion_control
 from tcpwizard.measure.wire import transfer_msgs
 from tcpwizard.measure.wire.fields import message_type
 from tcpwizard.measure.wire.protocol import ProtocolError, encode

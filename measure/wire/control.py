@@ -15,8 +15,8 @@ from types import TracebackType
 from typing import Any
 
 from tcpwizard import __version__
-from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
-from tcpwizard.measure.tcpinfo import read_tcp_info
+from tcpwizard.measure.observe.handshake import HandshakeFacts, read_handshake
+from tcpwizard.measure.observe.tcpinfo import read_tcp_info
 from tcpwizard.measure.wire import auth, udp
 from tcpwizard.measure.wire.fields import message_type
 from tcpwizard.measure.wire.protocol import (

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
-from tcpwizard.measure.synopts import SynOptions
+from tcpwizard.measure.observe.synopts import SynOptions
 from tcpwizard.measure.wire.fields import int_in, message_type, opt_float, opt_int, typed_field
 from tcpwizard.measure.wire.protocol import SUPPORTED_VERSIONS, ProtocolError
 

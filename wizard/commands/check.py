@@ -21,7 +21,7 @@ from tcpwizard.measure.engine.datapath import MAX_STREAMS as ENGINE_MAX_STREAMS
 from tcpwizard.measure.engine.transfer import run_transfer
 from tcpwizard.measure.farends.interface import FarEndChoice, TransferOptions
 from tcpwizard.measure.farends.url import is_url, parse_url
-from tcpwizard.measure.pathprobe import PathOptions
+from tcpwizard.measure.probes.hops import PathOptions
 from tcpwizard.measure.wire import spec
 from tcpwizard.outcome import Outcome, Threshold, exit_code
 from tcpwizard.report import Report, local_report

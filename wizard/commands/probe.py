@@ -14,7 +14,7 @@ from tcpwizard.context import Context
 from tcpwizard.documents import ProbeDocument
 from tcpwizard.exitcodes import UsageError
 from tcpwizard.measure.model import PathEstimate
-from tcpwizard.measure.probe import probe
+from tcpwizard.measure.probes.probe import probe
 from tcpwizard.measure.wire import spec
 from tcpwizard.outcome import exit_code
 from tcpwizard.report import Report, TargetInfo

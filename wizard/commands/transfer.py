@@ -80,7 +80,7 @@ def options_from_args(args: argparse.Namespace, ctx: Context) -> TransferOptions
 
 def _static_from_probe(args: argparse.Namespace, secret: bytes | None, ctx: Context) -> int | None:
     """`static` needs a BDP; without --rtt/--bandwidth, measure it (a short probe)."""
-    from tcpwizard.measure.probe import probe
+    from tcpwizard.measure.probes.probe import probe
 
     ctx.progress("measuring the path for the static (2 x BDP) buffer ...")
     est = probe(

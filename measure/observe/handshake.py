@@ -11,8 +11,8 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from tcpwizard.measure.synopts import SynOptions
-from tcpwizard.measure.tcpinfo import read_tcp_info
+from tcpwizard.measure.observe.synopts import SynOptions
+from tcpwizard.measure.observe.tcpinfo import read_tcp_info
 
 # Bits of tcpi_options (include/uapi/linux/tcp.h).
 TCPI_OPT_TIMESTAMPS = 1
@@ -38,7 +38,7 @@ class HandshakeFacts:
     source: str = "handshake"
     port: int | None = None
     # The MSS our own SYN carried (tcpi_advmss) and, from a far end that runs serve, the
-    # options of our SYN as it arrived there (measure/synopts.py): what a middlebox left.
+    # options of our SYN as it arrived there (measure/observe/synopts.py): what a middlebox left.
     local_mss: int | None = None
     received_syn: SynOptions | None = None
 

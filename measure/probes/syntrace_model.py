@@ -1,7 +1,7 @@
 """Where on the path a device rewrites the TCP handshake: the SYN's options as each router
 quoted them back in its ICMP "time exceeded" (docs/middlebox.md), as tracebox does.
 
-Pure: the packets are built and parsed here, the sockets live in measure/syntrace.py. A
+Pure: the packets are built and parsed here, the sockets live in measure/probes/syntrace.py. A
 router that drops a probe for its TTL quotes the probe's IP header and, per RFC 1812 /
 Linux (`icmp_send`: up to 576 bytes in all), the whole TCP header with its options, as
 the packet arrived at that router. RFC 792 asks for only 8 bytes of the transport header:
@@ -20,7 +20,7 @@ import struct
 from collections import Counter
 from dataclasses import dataclass
 
-from tcpwizard.measure.synopts import SynOptions, parse_options
+from tcpwizard.measure.observe.synopts import SynOptions, parse_options
 
 IPPROTO_TCP = 6
 ICMP_TIME_EXCEEDED = 11

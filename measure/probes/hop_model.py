@@ -22,7 +22,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from tcpwizard.measure.syntrace_model import SynTrace
+from tcpwizard.measure.probes.syntrace_model import SynTrace
 
 # A hop's loss above what later hops carry is ICMP rate limiting when it is at least this
 # share and at least MIN_EXCESS_LOST probes.
@@ -103,7 +103,7 @@ class PathHops:
     gateway: str | None = None  # this host's next hop toward the target (route fixes)
     dev: str | None = None
     # TCP SYNs with this host's options, and the options each router quoted back
-    # (measure/syntrace.py); None when not probed (not root, or turned off).
+    # (measure/probes/syntrace.py); None when not probed (not root, or turned off).
     syn: SynTrace | None = None
 
 

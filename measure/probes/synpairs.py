@@ -16,9 +16,9 @@ import socket
 import struct
 
 from tcpwizard.exitcodes import PermissionRequired
-from tcpwizard.measure.capacity import capprobe, peerless_estimate, send_pairs
 from tcpwizard.measure.model import CapacityEstimate
-from tcpwizard.measure.rtt import icmp_checksum
+from tcpwizard.measure.probes.capacity import capprobe, peerless_estimate, send_pairs
+from tcpwizard.measure.probes.rtt import icmp_checksum
 
 IPV6_CHECKSUM = 7
 TCP_SYN, TCP_RST, TCP_ACK = 0x02, 0x04, 0x10

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tcpwizard.exitcodes import PermissionRequired, Unavailable
-from tcpwizard.measure.capture import (
+from tcpwizard.measure.observe.capture import (
     ACK,
     SYN,
     _ip_offset,

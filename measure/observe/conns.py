@@ -1,8 +1,8 @@
 """Live TCP connections of this host through inet_diag (netlink SOCK_DIAG), not `ss` text.
 
 pyroute2's DiagSocket sends the request and splits the reply; the INET_DIAG_INFO attribute
-is decoded with this project's own `struct tcp_info` parser (measure/tcpinfo.py), which knows
-the newer fields (snd_wnd, rcv_wnd, ...) and reads the window-scale nibbles right. The
+is decoded with this project's own `struct tcp_info` parser (measure/observe/tcpinfo.py),
+which knows the newer fields (snd_wnd, rcv_wnd, ...) and reads the window-scale nibbles right. The
 kernel gives TCP_INFO of every socket in this network namespace to any user (as `ss -ti`
 shows), so no root is needed; the owning process of another user's socket needs root.
 
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tcpwizard.measure.tcpinfo import TcpInfo, parse_tcp_info
+from tcpwizard.measure.observe.tcpinfo import TcpInfo, parse_tcp_info
 
 # include/uapi/linux/inet_diag.h: attribute types, and the request bits (1 << (type - 1)).
 INET_DIAG_MEMINFO = 1

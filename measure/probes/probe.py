@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tcpwizard.exitcodes import PermissionRequired
-from tcpwizard.measure import capacity, rtt, synpairs
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate, RttStats
+from tcpwizard.measure.probes import capacity, rtt, synpairs
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.control import ControlClient, resolve
 from tcpwizard.measure.wire.protocol import AuthFailed, PeerUnavailable

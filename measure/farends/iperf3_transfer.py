@@ -1,5 +1,5 @@
 """Test transfers against a stock `iperf3 -s`: iperf3's control protocol on the control
-connection (measure/iperf3.py), our own engine on the data sockets.
+connection (measure/farends/iperf3_control.py), our own engine on the data sockets.
 
 Up (we send): every mode sets our send buffer as planned, and iperf3's window parameter
 tunes the far end's receive buffer the same way (`untuned` 64 KB, `static` 2 x BDP); the
@@ -28,8 +28,7 @@ from tcpwizard.measure.farends.interface import (
     TransferHooks,
     TransferOptions,
 )
-from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
-from tcpwizard.measure.iperf3 import (
+from tcpwizard.measure.farends.iperf3_control import (
     ClientStreamResult,
     Iperf3Error,
     Iperf3Params,
@@ -45,7 +44,8 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
-from tcpwizard.measure.tcpinfo import congestion_control, read_tcp_info
+from tcpwizard.measure.observe.handshake import HandshakeFacts, read_handshake
+from tcpwizard.measure.observe.tcpinfo import congestion_control, read_tcp_info
 from tcpwizard.measure.wire import spec
 
 # The modes iperf3 can take part in, per direction. Upload DRS needs the receiver's half

@@ -1,8 +1,8 @@
 """`check user@host --ssh`: start a one-time serve on a host we can log into, and remove it.
 
 The OpenSSH client runs with the user's own configuration, keys and agent (and any extra
-options). Over one session it sends a bootstrap, the far-end zipapp (measure/zipapp.py) and
-a fresh secret on standard input; the far end (measure/ssh_remote.py) writes the zipapp into
+options). Over one session it sends a bootstrap, the far-end zipapp (measure/farends/zipapp.py) and
+a fresh secret on standard input; the far end (measure/farends/ssh_remote.py) writes the zipapp into
 a private temporary directory, loads it, deletes the directory, starts serve on a free port
 and prints one ready line. `ssh_serve()` yields where that serve listens; leaving the
 `with` block (normally, by an exception or Ctrl-C) closes the session, which stops the far
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
-from tcpwizard.measure import ssh_remote, zipapp
+from tcpwizard.measure.farends import ssh_remote, zipapp
 
 # ssh's own failures (could not connect, authentication) exit 255; a login shell that finds
 # no python3 exits 127; the bootstrap exits 3 for a Python older than 3.9.

@@ -17,7 +17,7 @@ from types import TracebackType
 from tcpwizard.exitcodes import TcpWizardError
 from tcpwizard.measure.farends.interface import Progress
 from tcpwizard.measure.model import Direction, Mode
-from tcpwizard.measure.tsg import TcpdumpCapture, TsgSeries, series_from_capture
+from tcpwizard.measure.observe.tsg import TcpdumpCapture, TsgSeries, series_from_capture
 
 TransferKey = tuple[Mode, Direction]
 # (first, last) wall-clock time (s since the epoch, as the capture's) a transfer reported.

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcpwizard.measure.model import CapacityEstimate
-from tcpwizard.measure.rtt import icmp_echo_packet, open_icmp, parse_icmp_reply
+from tcpwizard.measure.probes.rtt import icmp_echo_packet, open_icmp, parse_icmp_reply
 from tcpwizard.measure.wire import udp
 from tcpwizard.measure.wire.control import ControlClient
 from tcpwizard.measure.wire.probe_msgs import (

@@ -1,5 +1,5 @@
 """TCP SYNs with this host's options, TTL by TTL, and the options each router quotes back
-(measure/syntrace_model.py explains the reading; docs/middlebox.md the use), as tracebox
+(measure/probes/syntrace_model.py explains the reading; docs/middlebox.md the use), as tracebox
 does, over IPv4 and IPv6.
 
 The SYNs leave a raw socket (the kernel adds the IP header; IP_TTL or IPV6_UNICAST_HOPS per
@@ -20,8 +20,8 @@ import socket
 import time
 
 from tcpwizard.exitcodes import PermissionRequired
-from tcpwizard.measure.synopts import MAX_WSCALE, SynOptions
-from tcpwizard.measure.syntrace_model import (
+from tcpwizard.measure.observe.synopts import MAX_WSCALE, SynOptions
+from tcpwizard.measure.probes.syntrace_model import (
     TCP_HEADER,
     Quote,
     SynTrace,

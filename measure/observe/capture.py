@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcpwizard.measure.engine.loaded_rtt import peak_mbps, percentile
-from tcpwizard.measure.synopts import parse_options
+from tcpwizard.measure.observe.synopts import parse_options
 
 LINK_ETHERNET = 1
 LINK_RAW = (12, 101)
@@ -48,7 +48,7 @@ class SynOptions:
     timestamps: bool
     window: int  # the SYN's own (never scaled) window
     # The longest run of NOP options: more than two marks an option a device overwrote
-    # (measure/synopts.py).
+    # (measure/observe/synopts.py).
     nops: int = 0
 
 

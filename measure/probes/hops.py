@@ -36,11 +36,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tcpwizard.exitcodes import PermissionRequired, Unavailable, UsageError
-from tcpwizard.measure.hop_model import HopCounts, MtuFinding, PathHops, ProbeReply, analyse
-from tcpwizard.measure.rtt import icmp_echo_packet
-from tcpwizard.measure.syntrace import MAX_TIME_S as MAX_SYN_TIME_S
-from tcpwizard.measure.syntrace import syn_trace
-from tcpwizard.measure.syntrace_model import SynTrace
+from tcpwizard.measure.probes.hop_model import HopCounts, MtuFinding, PathHops, ProbeReply, analyse
+from tcpwizard.measure.probes.rtt import icmp_echo_packet
+from tcpwizard.measure.probes.syntrace import MAX_TIME_S as MAX_SYN_TIME_S
+from tcpwizard.measure.probes.syntrace import syn_trace
+from tcpwizard.measure.probes.syntrace_model import SynTrace
 from tcpwizard.measure.wire import spec, udp
 
 METHODS = ("auto", "icmp", "udp", "tcp")
@@ -82,7 +82,7 @@ class PathOptions:
     mtu: bool = True
     resolve: bool = True
     family: int = 0  # 0: any, 4 or 6
-    # SYNs with this host's TCP options per hop (measure/syntrace.py), as root,
+    # SYNs with this host's TCP options per hop (measure/probes/syntrace.py), as root,
     # toward this port (else `port`, else serve's).
     syn_options: bool = True
     syn_port: int | None = None

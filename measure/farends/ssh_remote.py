@@ -1,5 +1,5 @@
-"""The far end of `check user@host --ssh`: runs inside the zipapp (measure/zipapp.py) on a host
-that has only Python >= 3.9, started by measure/ssh.py over one SSH session.
+"""The far end of `check user@host --ssh`: runs inside the zipapp (measure/farends/zipapp.py)
+on a host that has only Python >= 3.9, started by measure/farends/ssh.py over one SSH session.
 
 Lifetime: bound to the SSH session, not to one control connection (a check opens several:
 the far end's audit, the probes, the transfers), so `--once` here means once per check. It
@@ -52,7 +52,7 @@ try:
     with open(_p, "wb") as _f:
         _f.write(_data)
     sys.path.insert(0, _p)
-    from tcpwizard.measure.ssh_remote import main
+    from tcpwizard.measure.farends.ssh_remote import main
     _rc = main(_d, _p)
 finally:
     shutil.rmtree(_d, ignore_errors=True)

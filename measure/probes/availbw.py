@@ -26,7 +26,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from tcpwizard.measure import capacity
+from tcpwizard.measure.probes import capacity
 from tcpwizard.measure.wire import udp
 from tcpwizard.measure.wire.control import ControlClient
 

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "tcpwizard"
-FAREND_ROOTS = ("tcpwizard.measure.ssh_remote",)
+FAREND_ROOTS = ("tcpwizard.measure.farends.ssh_remote",)
 MIN_PYTHON = (3, 9)
 # Fixed timestamps and order: the same sources always give the same bytes.
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 _MAIN = (
-    "import sys\nfrom tcpwizard.measure.ssh_remote import standalone\n"
+    "import sys\nfrom tcpwizard.measure.farends.ssh_remote import standalone\n"
     "sys.exit(standalone(sys.argv[1:]))\n"
 )
 
