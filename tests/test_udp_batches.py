@@ -1,4 +1,4 @@
-"""UDP trains in GSO batches (measure/udpwire.send_train_batches) on loopback: every datagram
+"""UDP trains in GSO batches (measure/wire/udp.send_train_batches) on loopback: every datagram
 arrives whole and in order, each batch stamped with one send time, connected or addressed."""
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ CONNECTIONS_PER_CLIENT = 2 * spec.MAX_STREAMS + 4  # streams x (data + DRS) + co
 
 
 class TransferHandler(Protocol):
-    """What serve needs from measure/transfer_server.TransferService (engineer T)."""
+    """What serve needs from measure/serve/transfers.TransferService (engineer T)."""
 
     def handle_request(
         self, request: dict[str, object], send: Callable[[dict[str, object]], None]
