@@ -1,5 +1,5 @@
 """The data path of a test transfer, shared by the client (transfer.py) and serve
-(transfer_server.py): buffer plans per mode, the sending and receiving loops over already
+(serve/transfers.py): buffer plans per mode, the sending and receiving loops over already
 connected sockets, per-interval sampling, and the per-side report that crosses the wire.
 
 Speed matters (the engine must not be the bottleneck): one thread per stream moving 4 MiB
