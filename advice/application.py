@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from tcpwizard.advice.model import Verdict
 from tcpwizard.advice.window_law import window_limit_mbps
 from tcpwizard.checks.model import Fix, HostRole
-from tcpwizard.measure.capture import FlowDirection
-from tcpwizard.measure.conns import ConnObservation
+from tcpwizard.measure.observe.capture import FlowDirection
+from tcpwizard.measure.observe.conns import ConnObservation
 from tcpwizard.units import format_bytes
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
 from tcpwizard.checks.base import sysctl_fix
 from tcpwizard.checks.model import BdpTarget, Fix, HostRole
 from tcpwizard.checks.window import recommended_buffer
-from tcpwizard.measure.capture import CaptureSummary, FlowDirection
+from tcpwizard.measure.observe.capture import CaptureSummary, FlowDirection
 from tcpwizard.units import format_bytes
 
 ZERO_SHARE = 0.05  # of the transfer's time with a zero window: the reader is the limit
@@ -46,7 +46,7 @@ UNSCALED = 65535
 # waited for the reader. Not yet measured across the reader bench.
 STILL_SHARE = 0.5
 # Of the bytes acknowledged, the share under ACKs the receiver held back
-# (measure/capture.py HELD_SPAN_S): healthy lab captures 0.00, a reader under a CPU quota
+# (measure/observe/capture.py HELD_SPAN_S): healthy lab captures 0.00, a reader under a CPU quota
 # 0.88-0.94; half is the midpoint, most of the data then waited for the reader.
 HELD_SHARE = 0.5
 

@@ -29,7 +29,7 @@ from tcpwizard.advice.window_law import LOSS_BASED, mathis_mbps, window_limit_mb
 from tcpwizard.checks.base import sysctl_fix
 from tcpwizard.checks.model import BdpTarget, Fix, HostRole
 from tcpwizard.checks.window import recommended_buffer
-from tcpwizard.measure.conns import ConnObservation
+from tcpwizard.measure.observe.conns import ConnObservation
 from tcpwizard.units import format_bytes
 
 BUSY_MBPS = 0.1  # below this a connection is idle: nothing to judge

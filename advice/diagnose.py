@@ -43,10 +43,10 @@ from tcpwizard.advice.window_law import (
     window_limit_mbps,
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
-from tcpwizard.measure import rates
+from tcpwizard.measure.engine import rates
+from tcpwizard.measure.engine.rates import ip_rate
+from tcpwizard.measure.engine.rates import sample_rates as window_rates
 from tcpwizard.measure.model import ModeResult
-from tcpwizard.measure.rates import ip_rate
-from tcpwizard.measure.rates import sample_rates as window_rates
 from tcpwizard.units import format_mbps
 
 OVERRULE_MIN = 0.3  # a weak probe yields only to a transfer at least this share of its claim
@@ -195,7 +195,7 @@ def _capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
         return probe.mbps, ""
     low, mode = floor
     if low >= probe.mbps:
-        # Bytes delivered at that rate, over round trips (measure/rates.py), not a burst:
+        # Bytes delivered at that rate, over round trips (measure/engine/rates.py), not a burst:
         # the path carries at least that much, and the probe that said less is the weaker
         # evidence (_capacity_sure lowers the verdict's confidence accordingly).
         return low, (
@@ -277,7 +277,7 @@ def _fmt(mbps: float | None) -> str:
 
 def steady_mbps(m: ModeResult) -> float:
     """Goodput once the connection is up to speed: the bytes delivered over the second half,
-    over its time (measure/rates.py). A short test on a long path spends a noticeable share
+    over its time (measure/engine/rates.py). A short test on a long path spends a noticeable share
     of its time in slow start, which says nothing about the hosts' tuning; the whole
     transfer's average, the floor, is also delivered bytes."""
     steady = rates.steady_mbps(m.samples)
@@ -1030,7 +1030,7 @@ def _gap(
     current = worst.current.throughput_mbps
     cap = _capacity(ev, worst)
     # The tuned side: what the best tuned mode held once up to speed. Each mode's test ends
-    # when its own rate settles (measure/steady.py), so a mode that settles sooner (DRS,
+    # when its own rate settles (measure/engine/steady.py), so a mode that settles sooner (DRS,
     # sized from the BDP) carries more of the common slow start in its whole-run average.
     held = [
         (steady_mbps(m), m)

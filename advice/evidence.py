@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from tcpwizard.advice.model import LimitingFactor
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
-from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
-from tcpwizard.measure.syntrace_model import SynTrace
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.probes.syntrace_model import SynTrace
 
 # The share of the capacity a transfer the hosts do not hold back reaches: TCP/IP headers
 # cost ~3.5 % at MTU 1500, a settled rate's sampling spread about as much again.
@@ -32,7 +32,7 @@ class Evidence:
     peer_fixes: tuple[Fix, ...] = ()
     # What the far end agreed to in the TCP handshake (no cooperation needed from it).
     peer_handshake: HandshakeFacts | None = None
-    # `check --hops`: the SYN's options as each router quoted them (measure/syntrace.py),
+    # `check --hops`: the SYN's options as each router quoted them (measure/probes/syntrace.py),
     # which names the hop of a device that rewrites the handshake.
     syn_hops: SynTrace | None = None
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import Verdict
-from tcpwizard.measure.availbw import AvailBandwidth
+from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -30,7 +30,7 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
-from tcpwizard.measure.rates import IP_TCP_HEADERS
+from tcpwizard.measure.probes.availbw import AvailBandwidth
 from tcpwizard.units import format_mbps
 
 LINE_RATE_ENV = "TCPWIZARD_LINE_RATE_MBPS"

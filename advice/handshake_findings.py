@@ -9,7 +9,7 @@ from tcpwizard.checks.buffer_checks import TcpRmem, TcpWmem
 from tcpwizard.checks.model import BdpTarget, Finding, Fix, Severity
 from tcpwizard.checks.protocol_checks import Sack, Timestamps, WindowScaling
 from tcpwizard.checks.window import MAX_UNSCALED_WINDOW, mbps, recommended_buffer
-from tcpwizard.measure.handshake import HandshakeFacts
+from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.units import format_bytes, format_rate
 
 SOURCE = "handshake"

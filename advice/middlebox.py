@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.checks.model import Fix, HostAudit
-from tcpwizard.measure.capture import FlowDirection
-from tcpwizard.measure.handshake import HandshakeFacts
-from tcpwizard.measure.synopts import MAX_LINUX_NOPS, SynOptions
-from tcpwizard.measure.syntrace_model import SynTrace, past_last_router
+from tcpwizard.measure.observe.capture import FlowDirection
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.observe.synopts import MAX_LINUX_NOPS, SynOptions
+from tcpwizard.measure.probes.syntrace_model import SynTrace, past_last_router
 
 UP = "local->peer"  # in this host's SYN, on the way to the far end
 DOWN = "peer->local"  # in the far end's SYN-ACK, on the way back
@@ -105,7 +105,7 @@ def syn_tampering(hs: HandshakeFacts | None, peer: HostAudit | None) -> tuple[Ta
 
 def device_hop(trace: SynTrace | None, found: tuple[Tampering, ...]) -> str | None:
     """Where on the path the device is, from the routers' quotes of our SYN (`check
-    --hops`, measure/syntrace.py): the first hop that quoted it rewritten, or, when only
+    --hops`, measure/probes/syntrace.py): the first hop that quoted it rewritten, or, when only
     the far end saw the rewrite, past the last router that quoted it intact. None without
     hop probes, for a rewrite of the SYN-ACK only (the probes carry this host's SYN), or
     when no router quoted the options."""

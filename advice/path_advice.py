@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from tcpwizard.advice.window_law import mathis_mbps
 from tcpwizard.checks.model import Finding, Fix
 from tcpwizard.exitcodes import ExitCode, exit_for_severities
-from tcpwizard.measure.hop_model import PathHops
-from tcpwizard.measure.syntrace_model import SynHopFinding
+from tcpwizard.measure.probes.hop_model import PathHops
+from tcpwizard.measure.probes.syntrace_model import SynHopFinding
 
 CRIT_LOSS_PCT = 1.0
 

@@ -1,6 +1,6 @@
 """When a transfer falls short of the path with no host to blame, measure what others leave.
 
-The available bandwidth (measure/availbw.py) costs about two seconds of periodic streams, so
+The available bandwidth (measure/probes/availbw.py) costs about two seconds of periodic streams, so
 `check` runs it unasked only when it can change the verdict: the upload (the direction the
 streams measure) reached less than the healthy share of the probed capacity while neither
 window held the sender. Then the path is either shared (`cross-traffic`, which needs the
@@ -10,7 +10,7 @@ measurement) or limited by something the other rules name from the transfer itse
 from __future__ import annotations
 
 from tcpwizard.advice.evidence import CHRONO_SHARE, HEALTHY_SHARE, chrono, pick_current
-from tcpwizard.measure import rates
+from tcpwizard.measure.engine import rates
 from tcpwizard.measure.model import PathEstimate, TransferResult
 from tcpwizard.units import format_mbps
 

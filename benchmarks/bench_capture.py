@@ -19,7 +19,7 @@ import uuid
 
 from tcpwizard.advice.capture import judge_capture
 from tcpwizard.lab.netns import ip, kill_ns_processes, ns_add, ns_del, stop
-from tcpwizard.measure.capture import read_capture
+from tcpwizard.measure.observe.capture import read_capture
 from tcpwizard.units import format_bytes, parse_size
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tcpwizard.measure.spec import MAX_STREAMS
+from tcpwizard.measure.wire.spec import MAX_STREAMS
 
 Tool = Literal["tcpwizard", "iperf3"]
 SERVE_START_S = 0.8  # serve imports the package before it listens

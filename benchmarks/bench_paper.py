@@ -37,7 +37,7 @@ from tcpwizard.lab.netns import LabError
 from tcpwizard.lab.serving import SERVE_PORT, serving, tcpwizard_argv
 from tcpwizard.lab.spec import LabSpec
 from tcpwizard.lab.tools import iperf3_tcp
-from tcpwizard.measure.transfer import static_request
+from tcpwizard.measure.engine.transfer import static_request
 
 RESULTS_NAME = "bench-paper.json"
 EXTRA_CALLS = 2  # failed transfer calls tolerated per group before its cells stay short

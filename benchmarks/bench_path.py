@@ -87,8 +87,8 @@ def bench_hops(count: int = 20, seed: int = 20) -> str:
 
 AVAIL_SCRIPT = """
 import json, sys
-from tcpwizard.measure.availbw import measure_available
-from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.probes.availbw import measure_available
+from tcpwizard.measure.wire.control import ControlClient
 c = ControlClient(sys.argv[1], 5301)
 s = c.udp_socket()
 r = measure_available(c, s, float(sys.argv[2]), float(sys.argv[3]))
@@ -136,7 +136,7 @@ def bench_avail(runs: int = 10, loads: tuple[float, ...] = (60e6, 120e6, 160e6))
 
 
 def bench_tsg(nbytes: str = "1G") -> str:
-    from tcpwizard.measure.tsg import series_from_capture
+    from tcpwizard.measure.observe.tsg import series_from_capture
     from tcpwizard.output.tsg_plot import plot_all
 
     spec = LabSpec.symmetric(400e6, 0.004, name=f"{PREFIX}-tsg")

@@ -30,9 +30,9 @@ from tcpwizard.exitcodes import ExitCode, PermissionRequired
 from tcpwizard.lab import Lab, LabSpec
 from tcpwizard.lab.serving import SERVE_PORT, serving
 from tcpwizard.lab.tools import iperf3_tcp
-from tcpwizard.measure import buffers
+from tcpwizard.measure.engine import buffers
+from tcpwizard.measure.engine.transfer import static_request
 from tcpwizard.measure.model import Mode
-from tcpwizard.measure.transfer import static_request
 
 ALL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
 TCP_GOODPUT_SHARE = 1448 / 1500

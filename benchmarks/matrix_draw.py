@@ -112,7 +112,7 @@ CLEAN_MAX_MS = 5.0
 # neither clean nor the >= 2 BDP median of a bloated Reno queue: between.
 BBR_QUEUE_BDPS = 2.0
 INITIAL_WINDOW = 10 * MSS
-FILL_BUDGET_S = 1.5  # half of check's 3 s transfer (measure/spec.py FIXED_DURATION_S)
+FILL_BUDGET_S = 1.5  # half of check's 3 s transfer (measure/wire/spec.py FIXED_DURATION_S)
 CROSS_UDP_MAX_BPS = 300e6  # iperf3's UDP pair beside the delay line on 2 cores
 MAX_DRAWS = 2000
 # A far end held to 0.5 % of a core (a cgroup quota over 1 s periods, lab/hostload.py): it

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import stop
 from tcpwizard.lab.spec import Side
-from tcpwizard.measure import spec
+from tcpwizard.measure.wire import spec
 
 SERVE_PORT = spec.SERVE_PORT
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Literal
 
-from tcpwizard.measure.hostload import HostLoad
+from tcpwizard.measure.observe.hostload import HostLoad
 
 if TYPE_CHECKING:
-    from tcpwizard.measure.availbw import AvailBandwidth
+    from tcpwizard.measure.probes.availbw import AvailBandwidth
 
 Direction = Literal["up", "down"]
 Mode = Literal["untuned", "autotune", "static", "overprovisioned", "drs"]
@@ -55,7 +55,7 @@ class PathEstimate:
     peer: bool = False  # a serve answered (False: peerless probes, lower confidence)
     capacity_down: CapacityEstimate | None = None  # serve -> client, when measured
     notes: tuple[str, ...] = ()  # what was skipped or fell back, and why
-    # What cross traffic leaves of the upload capacity (measure/availbw.py), when asked.
+    # What cross traffic leaves of the upload capacity (measure/probes/availbw.py), when asked.
     available: AvailBandwidth | None = None
 
 
@@ -87,7 +87,7 @@ class TransferSample:
     tcp_info: TcpInfoSample | None = None
     # The cumulative bytes delivered by t_s, counted where they were delivered: the
     # receiver's kernel (tcpi_bytes_received) or its own reads, or the sender's acknowledged
-    # bytes. Rates over any window come from these (measure/rates.py).
+    # bytes. Rates over any window come from these (measure/engine/rates.py).
     delivered_bytes: int | None = None
 
 
@@ -130,7 +130,7 @@ class ModeResult:
     notes: tuple[str, ...] = ()
     # Downloads from a far end that reports no TCP_INFO: our receiving socket's view.
     receiver_view: ReceiverView | None = None
-    # Each end's CPU and drops over the transfer (measure/hostload.py), where it reported.
+    # Each end's CPU and drops over the transfer (measure/observe/hostload.py), where it reported.
     sender_load: HostLoad | None = None
     receiver_load: HostLoad | None = None
 

@@ -7,7 +7,7 @@ from typing import Any
 from tcpwizard.advice.conns import judge
 from tcpwizard.conns_report import ConnEntry, ConnsReport
 from tcpwizard.exitcodes import ExitCode
-from tcpwizard.measure.conns import ConnKey, ConnObservation, Owner
+from tcpwizard.measure.observe.conns import ConnKey, ConnObservation, Owner
 
 SYSCTLS = {"net.ipv4.tcp_rmem": "4096 131072 6291456", "net.ipv4.tcp_wmem": "4096 16384 4194304"}
 

@@ -7,9 +7,9 @@ import dataclasses
 import socket
 import struct
 
-from tcpwizard.measure.hop_model import HopCounts, MtuFinding, PathHops, analyse
-from tcpwizard.measure.synopts import SynOptions
-from tcpwizard.measure.syntrace_model import (
+from tcpwizard.measure.observe.synopts import SynOptions
+from tcpwizard.measure.probes.hop_model import HopCounts, MtuFinding, PathHops, analyse
+from tcpwizard.measure.probes.syntrace_model import (
     HopSyn,
     SynTrace,
     checksum,

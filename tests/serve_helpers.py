@@ -12,8 +12,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from tcpwizard.measure.serve import Server, TransferHandler
-from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.serve.limits import ServeLimits
+from tcpwizard.measure.serve.server import Server, TransferHandler
 
 
 @contextlib.contextmanager

@@ -12,9 +12,9 @@ from tcpwizard.advice.capture import CaptureDiagnosis
 from tcpwizard.advice.conns import judge
 from tcpwizard.advice.diagnose import diagnose
 from tcpwizard.advice.model import Verdict
-from tcpwizard.measure.capture import FlowDirection
-from tcpwizard.measure.conns import ConnKey, DiagRecord, combine
-from tcpwizard.measure.tcpinfo import TcpInfo
+from tcpwizard.measure.observe.capture import FlowDirection
+from tcpwizard.measure.observe.conns import ConnKey, DiagRecord, combine
+from tcpwizard.measure.observe.tcpinfo import TcpInfo
 from tests.conns_data import SYSCTLS, obs
 
 MSS = 1448

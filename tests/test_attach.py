@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from tcpwizard.measure.attach import BATCH, Opening, _Want
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.engine.attach import BATCH, Opening, _Want
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 
 class _Ctrl:

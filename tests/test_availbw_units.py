@@ -1,5 +1,5 @@
-"""Available bandwidth (measure/availbw.py) and the `cross-traffic` verdict, without a network:
-the slope of synthetic streams through a fluid FIFO bottleneck, the estimate from a fleet,
+"""Available bandwidth (measure/probes/availbw.py) and the `cross-traffic` verdict, without a
+network: the slope of synthetic streams through a fluid FIFO bottleneck, the estimate from a fleet,
 and diagnose naming a shared path (and not a quiet one)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
-from tcpwizard.measure.availbw import (
+from tcpwizard.measure.model import TransferSample
+from tcpwizard.measure.probes.availbw import (
     LADDER,
     LADDER_HIGH,
     AvailBandwidth,
@@ -18,7 +19,6 @@ from tcpwizard.measure.availbw import (
     stream_result,
     theil_sen,
 )
-from tcpwizard.measure.model import TransferSample
 from tests.test_diagnose_rules import _t, audit, fixes, mode, path
 
 WIRE = 1500

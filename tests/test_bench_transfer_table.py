@@ -16,7 +16,7 @@ from benchmarks.bench_transfer import (
     render_table,
     time_to_share,
 )
-from tcpwizard.measure.buffers import HostBufferLimits
+from tcpwizard.measure.engine.buffers import HostBufferLimits
 
 MB = 1 << 20
 

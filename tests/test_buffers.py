@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tcpwizard.measure import buffers
-from tcpwizard.measure.buffers import HostBufferLimits
+from tcpwizard.measure.engine import buffers
+from tcpwizard.measure.engine.buffers import HostBufferLimits
 
 
 def _fake_tree(root: Path, rmem: int, wmem: int) -> None:

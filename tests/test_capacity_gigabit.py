@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tcpwizard.measure import capacity
+from tcpwizard.measure.probes import capacity
 
 WIRE = 1500
 

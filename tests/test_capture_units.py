@@ -18,7 +18,12 @@ from tcpwizard.advice.capture import CaptureReport, judge_capture, judge_directi
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.main import main
-from tcpwizard.measure.capture import CaptureSummary, FlowDirection, SynOptions, read_capture
+from tcpwizard.measure.observe.capture import (
+    CaptureSummary,
+    FlowDirection,
+    SynOptions,
+    read_capture,
+)
 from tcpwizard.output import capture_json, capture_text
 
 ROOT = Path(__file__).resolve().parent.parent

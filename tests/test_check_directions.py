@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tcpwizard.cli import build_parser
 from tcpwizard.measure.farends.interface import TransferOptions
-from tcpwizard.measure.spec import DEFAULT_MODES, QUICK_MODES, REVERSE_MODES
+from tcpwizard.measure.wire.spec import DEFAULT_MODES, QUICK_MODES, REVERSE_MODES
 from tcpwizard.run import CheckRequest
 from tcpwizard.run import _transfer_options as transfer_options
 

@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tcpwizard.context import Context
 from tcpwizard.main import main
-from tcpwizard.measure.serve_limits import ServeLimits
-from tcpwizard.measure.transfer_server import TransferService
+from tcpwizard.measure.serve.limits import ServeLimits
+from tcpwizard.measure.serve.transfers import TransferService
 from tests.serve_helpers import running_server
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())

@@ -18,8 +18,8 @@ from tcpwizard.conns_report import ConnFilter, OwnerKey, connections_report
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.main import main
-from tcpwizard.measure.conns import ConnKey, ConnObservation, DiagRecord, Owner, observe
-from tcpwizard.measure.tcpinfo import TcpInfo
+from tcpwizard.measure.observe.conns import ConnKey, ConnObservation, DiagRecord, Owner, observe
+from tcpwizard.measure.observe.tcpinfo import TcpInfo
 from tcpwizard.output import conns_json, conns_text
 from tests.conns_data import IPERF3, SYSCTLS, obs, report
 

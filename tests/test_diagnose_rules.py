@@ -15,7 +15,6 @@ from tcpwizard.advice.streams import MAX_STREAMS
 from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
 from tcpwizard.checks.audit import CHECKS
 from tcpwizard.checks.model import Finding, Fix, HostAudit
-from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import (
     CapacityEstimate,
     Direction,
@@ -27,6 +26,7 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
+from tcpwizard.measure.observe.handshake import HandshakeFacts
 
 TUNED = {
     "net.ipv4.tcp_rmem": "4096 131072 33554432",
@@ -562,7 +562,7 @@ def test_a_window_held_below_a_buffer_that_allows_the_path_is_not_the_buffer() -
     tcp_rmem allows the 100 Mbit/s x 50 ms path many times over: data left unread held the
     window, and a larger buffer would change nothing. With the receiver's process measured
     held off the CPU, that is the verdict; without it the buffer is named only weakly."""
-    from tcpwizard.measure.hostload import HostLoad
+    from tcpwizard.measure.observe.hostload import HostLoad
 
     slow = mode(4.0, rwnd=0.85)
     v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(slow))).verdict

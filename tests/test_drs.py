@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from tcpwizard.measure import buffers, drs, engine
-from tcpwizard.measure.drs import DrsConfig, DrsReceiver, format_sbuf, parse_sbuf
+from tcpwizard.measure.engine import buffers, datapath, drs
+from tcpwizard.measure.engine.drs import DrsConfig, DrsReceiver, format_sbuf, parse_sbuf
 
 MBIT = 1e6
 
@@ -351,7 +351,7 @@ def test_sender_echoes_unchanged_and_sets_sndbuf() -> None:
 def test_receiver_only_drs_without_a_channel() -> None:
     """A far end with no DRS channel (iperf3): run_receiver with a DRS plan and no DRS
     sockets still sizes the receive buffer, with the RTT from TCP_INFO and no SBUF."""
-    plan = engine.plan_buffers("drs", buffers.read_host_limits())
+    plan = datapath.plan_buffers("drs", buffers.read_host_limits())
     ls = socket.create_server(("127.0.0.1", 0))
     rx_sock = socket.socket()
     plan.presetup(rx_sock)
@@ -359,10 +359,10 @@ def test_receiver_only_drs_without_a_channel() -> None:
     plan.postsetup(rx_sock, accepted=False)
     tx_sock, _ = ls.accept()  # an autotuned sender, as iperf3's would be
     start_rcv = rx_sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
-    out: list[engine.SideReport] = []
+    out: list[datapath.SideReport] = []
     t = threading.Thread(
         target=lambda: out.append(
-            engine.run_receiver(
+            datapath.run_receiver(
                 [rx_sock],
                 drs_socks=(),
                 plan=plan,
@@ -376,7 +376,7 @@ def test_receiver_only_drs_without_a_channel() -> None:
     )
     t.start()
     try:
-        snd = engine.run_sender([tx_sock], duration_s=0.8, nbytes=None)
+        snd = datapath.run_sender([tx_sock], duration_s=0.8, nbytes=None)
         t.join(timeout=10)
         rcv = out[0]
         assert snd.error is None and rcv.error is None
@@ -505,12 +505,12 @@ def test_drs_starts_from_the_streams_share_of_a_measured_bdp() -> None:
     lim = buffers.HostBufferLimits(
         4 << 20, 4 << 20, (4096, 131072, 16 << 20), (4096, 16384, 16 << 20)
     )
-    plan = engine.plan_buffers("drs", lim, 1_250_000)
+    plan = datapath.plan_buffers("drs", lim, 1_250_000)
     assert plan.post_rcvbuf == plan.pre_sndbuf == 1_250_000 and plan.drs_from_bdp
     assert plan.pre_rcvbuf == 4 << 20  # the SYN's window scale still sees the largest
-    four = engine.plan_buffers("drs", lim, 1_250_000, streams=4)
+    four = datapath.plan_buffers("drs", lim, 1_250_000, streams=4)
     assert four.post_rcvbuf == 312_500
-    assert engine.plan_buffers("drs", lim, 10 << 20).post_rcvbuf == 4 << 20  # the host's cap
-    stock = engine.plan_buffers("drs", lim)
+    assert datapath.plan_buffers("drs", lim, 10 << 20).post_rcvbuf == 4 << 20  # the host's cap
+    stock = datapath.plan_buffers("drs", lim)
     assert stock.post_rcvbuf == buffers.UNTUNED_BYTES and not stock.drs_from_bdp
-    assert engine.drs_start_request(1000, 1, 4 << 20) == buffers.UNTUNED_BYTES  # the floor
+    assert datapath.drs_start_request(1000, 1, 4 << 20) == buffers.UNTUNED_BYTES  # the floor

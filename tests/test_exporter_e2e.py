@@ -14,8 +14,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tcpwizard.measure.serve_limits import ServeLimits
-from tcpwizard.measure.transfer_server import TransferService
+from tcpwizard.measure.serve.limits import ServeLimits
+from tcpwizard.measure.serve.transfers import TransferService
 from tests.serve_helpers import running_server
 
 

@@ -17,7 +17,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tcpwizard.measure import spec
 from tcpwizard.measure.farends import registry
 from tcpwizard.measure.farends.interface import (
     Abilities,
@@ -25,9 +24,10 @@ from tcpwizard.measure.farends.interface import (
     FarEndError,
     TransferOptions,
 )
-from tcpwizard.measure.iperf3 import ONE_OFF, Iperf3Error
+from tcpwizard.measure.farends.iperf3_control import ONE_OFF, Iperf3Error
 from tcpwizard.measure.model import Direction
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.wire import spec
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 from .serve_helpers import running_server
 

@@ -14,8 +14,8 @@ from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.handshake_findings import handshake_findings
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.exitcodes import ExitCode
-from tcpwizard.measure.handshake import HandshakeFacts
-from tcpwizard.measure.synopts import SynOptions
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.observe.synopts import SynOptions
 from tcpwizard.output import registry
 from tcpwizard.output.document import RenderOptions
 from tcpwizard.report import FarEndInfo, Report

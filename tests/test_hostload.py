@@ -1,4 +1,4 @@
-"""Host load over a transfer (measure/hostload.py) on a fake /proc and /sys tree, its wire
+"""Host load over a transfer (measure/observe/hostload.py) on a fake /proc and /sys tree, its wire
 form, and the host-cpu and interface verdicts it feeds (advice/rules/)."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from tcpwizard.advice.conns import judge
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.rules import host_cpu, host_drops
 from tcpwizard.advice.rules.host_conns import host_conn_verdict
-from tcpwizard.measure import engine
-from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.engine import datapath
 from tcpwizard.measure.farends.serve import ServeFar
-from tcpwizard.measure.hostload import (
+from tcpwizard.measure.model import TransferResult
+from tcpwizard.measure.observe.hostload import (
     CoreLoad,
     HostDrops,
     HostLoad,
@@ -28,8 +28,8 @@ from tcpwizard.measure.hostload import (
     read_cpu_ticks,
     read_thread_ticks,
 )
-from tcpwizard.measure.model import TransferResult
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 from tests import conns_data
 from tests.serve_helpers import serve_process
 from tests.test_diagnose_rules import audit, mode, path
@@ -109,16 +109,16 @@ def _load(starved: float = 0.0, thread: float = 0.1, drops: HostDrops | None = N
 
 
 def test_wire_round_trip_and_old_peers() -> None:
-    rep = engine.SideReport("receiver", 1, 10, 1.0, host_load=_load(0.7, drops=HostDrops(1, 2)))
-    back = engine.SideReport.from_json(rep.to_json())
+    rep = datapath.SideReport("receiver", 1, 10, 1.0, host_load=_load(0.7, drops=HostDrops(1, 2)))
+    back = datapath.SideReport.from_json(rep.to_json())
     assert back.host_load == rep.host_load
     old = rep.to_json()
     del old["host_load"]  # a serve from before host load: nothing to read, no error
-    assert engine.SideReport.from_json(old).host_load is None
+    assert datapath.SideReport.from_json(old).host_load is None
     bad = rep.to_json()
     bad["host_load"]["starved"] = -1
     with pytest.raises(ValueError, match="host_load"):
-        engine.SideReport.from_json(bad)
+        datapath.SideReport.from_json(bad)
 
 
 def _ev(*modes: object) -> Evidence:

@@ -179,7 +179,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(built: dict[str, Path]) -> No
     version = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True)
     assert version.stdout.strip() == f"tcpwizard {__version__}"
     where = subprocess.run(
-        [python, "-c", "import tcpwizard.measure.serve as m; print(m.__file__)"],
+        [python, "-c", "import tcpwizard.measure.serve.server as m; print(m.__file__)"],
         capture_output=True,
         text=True,
         check=True,

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tcpwizard.measure import iperf3
-from tcpwizard.measure.iperf3 import (
+from tcpwizard.measure.farends import iperf3_control
+from tcpwizard.measure.farends.iperf3_control import (
     Iperf3Error,
     Iperf3Params,
     Iperf3Session,
@@ -41,21 +41,21 @@ def _frames(data: bytes, start: int) -> tuple[dict[str, object], int]:
 
 def test_real_client_bytes_have_the_shape_we_send() -> None:
     c2s, _ = _capture("reverse")
-    cookie = c2s[: iperf3.COOKIE_SIZE]
+    cookie = c2s[: iperf3_control.COOKIE_SIZE]
     assert cookie.endswith(b"\0") and len(cookie) == 37
     assert set(cookie[:-1].decode()) <= set("abcdefghijklmnopqrstuvwxyz234567")
-    params, pos = _frames(c2s, iperf3.COOKIE_SIZE)
+    params, pos = _frames(c2s, iperf3_control.COOKIE_SIZE)
     assert params["tcp"] is True and params["reverse"] is True and params["parallel"] == 1
     ours = Iperf3Params(duration_s=1.0, reverse=True).to_wire()
     # Every key the real client sends for such a test, we send too, with the same type.
     for key in ("tcp", "omit", "time", "num", "blockcount", "parallel", "reverse", "len"):
         assert type(ours[key]) is type(params[key]), key
-    assert c2s[pos] == iperf3.TEST_END
+    assert c2s[pos] == iperf3_control.TEST_END
     results, pos = _frames(c2s, pos + 1)
-    ours_res = client_results([iperf3.ClientStreamResult(1, 10, 0, 1.0)], sender=False)
+    ours_res = client_results([iperf3_control.ClientStreamResult(1, 10, 0, 1.0)], sender=False)
     assert set(results) - {"congestion_used"} <= set(ours_res)
     assert set(results["streams"][0]) <= set(ours_res["streams"][0])  # type: ignore[index]
-    assert c2s[pos:] == bytes([iperf3.IPERF_DONE])
+    assert c2s[pos:] == bytes([iperf3_control.IPERF_DONE])
 
 
 def test_our_cookie_and_framing() -> None:
@@ -86,10 +86,16 @@ def test_client_follows_a_real_servers_states(name: str, streams: int, reverse: 
     _, s2c = _capture(name)
     replay = _Replay(s2c)
     session = replay.session(Iperf3Params(streams=streams, reverse=reverse))
-    for state in (iperf3.PARAM_EXCHANGE, iperf3.CREATE_STREAMS, iperf3.TEST_START):
+    for state in (
+        iperf3_control.PARAM_EXCHANGE,
+        iperf3_control.CREATE_STREAMS,
+        iperf3_control.TEST_START,
+    ):
         session.expect(state)
-    session.expect(iperf3.TEST_RUNNING)
-    got = session.results([iperf3.ClientStreamResult(i, 1, 0, 1.0) for i in stream_ids(2)], True)
+    session.expect(iperf3_control.TEST_RUNNING)
+    got = session.results(
+        [iperf3_control.ClientStreamResult(i, 1, 0, 1.0) for i in stream_ids(2)], True
+    )
     assert got.streams == streams and got.bytes > 1_000_000 and got.seconds > 0.9
     assert got.congestion in ("bbr", "cubic", "reno")
     assert got.intervals and got.intervals[0].start_s == 0.0
@@ -145,8 +151,8 @@ def test_refusals_are_named(reply: bytes, kind: str) -> None:
     replay = _Replay(reply)
     session = replay.session(Iperf3Params())
     with pytest.raises(Iperf3Error) as err:
-        session.expect(iperf3.PARAM_EXCHANGE, first=True)
-        session.expect(iperf3.CREATE_STREAMS)
+        session.expect(iperf3_control.PARAM_EXCHANGE, first=True)
+        session.expect(iperf3_control.CREATE_STREAMS)
     assert err.value.kind == kind
 
 
@@ -161,7 +167,7 @@ def test_fuzzed_server_replies_never_hang_or_crash(reply: bytes, step: int) -> N
     def talk() -> None:
         try:
             if step == 0:
-                session.expect(iperf3.PARAM_EXCHANGE, first=True)
+                session.expect(iperf3_control.PARAM_EXCHANGE, first=True)
             elif step == 1:
                 session.read_json()
             elif step == 2:

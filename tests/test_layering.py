@@ -73,6 +73,12 @@ PLANTED = {
         "run.py",
         "\ndef _planted() -> None:\n    from tcpwizard.measure.farends.iperf3 import Iperf3Far\n",
     ),
+    # The wire protocol reaching up into a probe: a room below importing one above.
+    "measure-rooms": (
+        "tcpwizard.measure.wire.planted",
+        "measure/wire/planted.py",
+        "def f():\n    from tcpwizard.measure.probes import rtt\n",
+    ),
 }
 
 

@@ -17,8 +17,8 @@ import pytest
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import UsageError
 from tcpwizard.exporter import Exporter, Target, parse_targets
-from tcpwizard.measure.hostlock import MAX_RETRY_S, MIN_RETRY_S, HostLock, ask_serve
-from tcpwizard.measure.serve import RESERVATION_GRACE_S, Server
+from tcpwizard.measure.serve.hostlock import MAX_RETRY_S, MIN_RETRY_S, HostLock, ask_serve
+from tcpwizard.measure.serve.server import RESERVATION_GRACE_S, Server
 from tcpwizard.mesh import plan_for, rounds, schedule
 
 
@@ -217,7 +217,7 @@ def test_release_asked_while_a_connection_closes_frees_the_host_at_once(tmp_path
     closed: serve then lets go the moment the last one is done, not after the grace."""
     import socket
 
-    from tcpwizard.measure.protocol import encode
+    from tcpwizard.measure.wire.protocol import encode
 
     path = str(tmp_path / "measure.lock")
     with _serve(HostLock(path)) as srv:

@@ -1,4 +1,4 @@
-"""What each end sent against what the other received (measure/synopts.py,
+"""What each end sent against what the other received (measure/observe/synopts.py,
 advice/middlebox.py, the `middlebox` rule) and the lab's middlebox spec, without a lab."""
 
 from __future__ import annotations
@@ -15,9 +15,15 @@ from tcpwizard.exitcodes import UsageError
 from tcpwizard.lab.cliparse import build_spec, parse_middlebox
 from tcpwizard.lab.middlebox import ruleset
 from tcpwizard.lab.spec import LabSpec, MiddleboxSpec
-from tcpwizard.measure.handshake import HandshakeFacts
-from tcpwizard.measure.synopts import SynOptions, parse_options, parse_syn, save_syns, saved_syn
-from tcpwizard.measure.wire_session import ServerHello
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.observe.synopts import (
+    SynOptions,
+    parse_options,
+    parse_syn,
+    save_syns,
+    saved_syn,
+)
+from tcpwizard.measure.wire.session import ServerHello
 from tests import tui_data
 
 # Linux's SYN options: MSS 1460, SACK-permitted, timestamps, NOP, window scale 7.
@@ -123,7 +129,7 @@ def test_lab_middlebox_spec() -> None:
 
 def test_capture_names_the_device_only_where_the_syn_shows_it() -> None:
     from tcpwizard.advice.capture import judge_direction
-    from tcpwizard.measure.capture import SynOptions as CapturedSyn
+    from tcpwizard.measure.observe.capture import SynOptions as CapturedSyn
     from tests.test_capture_units import flow
 
     stripped = CapturedSyn(1460, None, True, True, 64240, nops=4)

@@ -16,9 +16,9 @@ import pytest
 from tcpwizard.advice.path_advice import path_advice
 from tcpwizard.advice.window_law import mathis_mbps
 from tcpwizard.exitcodes import ExitCode, UsageError
-from tcpwizard.measure.hop_model import HopCounts, analyse, binom_cdf, loss_start
-from tcpwizard.measure.pathprobe import IcmpProber, PathOptions
-from tcpwizard.measure.rtt import icmp_checksum
+from tcpwizard.measure.probes.hop_model import HopCounts, analyse, binom_cdf, loss_start
+from tcpwizard.measure.probes.hops import IcmpProber, PathOptions
+from tcpwizard.measure.probes.rtt import icmp_checksum
 from tcpwizard.output import path_json, path_text
 from tests import path_data
 

@@ -12,9 +12,7 @@ from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.rules.policer import BUCKET_MAX_S, _bucket_s
 from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
-from tcpwizard.measure.availbw import AvailBandwidth
-from tcpwizard.measure.hostload import CoreLoad, HostDrops, HostLoad
-from tcpwizard.measure.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
+from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -24,6 +22,8 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
+from tcpwizard.measure.observe.hostload import CoreLoad, HostDrops, HostLoad
+from tcpwizard.measure.probes.availbw import AvailBandwidth
 
 TUNED = (
     ("net.ipv4.tcp_rmem", "4096 131072 33554432"),

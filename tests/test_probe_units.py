@@ -14,9 +14,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tcpwizard.measure import capacity
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate, RttStats
-from tcpwizard.measure.probe import bdp_bytes, probe
+from tcpwizard.measure.probes import capacity
+from tcpwizard.measure.probes.probe import bdp_bytes, probe
 from tcpwizard.measure.stats import percentile, rtt_stats
 from tcpwizard.output.measure_json import path_json
 from tests.serve_helpers import running_server
@@ -300,14 +300,14 @@ def test_bench_summary_applies_the_criteria() -> None:
 
 
 def test_kernel_transmit_timestamps_on_loopback() -> None:
-    from tcpwizard.measure import udpwire
+    from tcpwizard.measure.wire import udp
 
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rx.bind(("127.0.0.1", 0))
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     tx.connect(rx.getsockname())
     try:
-        if not udpwire.set_tx_timestamps(tx, True):
+        if not udp.set_tx_timestamps(tx, True):
             pytest.skip("no SO_TIMESTAMPING")
         before = time.time_ns()
         for _ in range(3):
@@ -315,7 +315,7 @@ def test_kernel_transmit_timestamps_on_loopback() -> None:
         deadline = time.monotonic() + 2
         stamps: list[tuple[int, int]] = []
         while len(stamps) < 3 and time.monotonic() < deadline:
-            stamps += udpwire.drain_tx_timestamps(tx)
+            stamps += udp.drain_tx_timestamps(tx)
         assert [i for i, _ in stamps] == [0, 1, 2]  # OPT_ID counts our datagrams
         assert all(before <= ns <= time.time_ns() for _, ns in stamps)
     finally:
@@ -324,8 +324,8 @@ def test_kernel_transmit_timestamps_on_loopback() -> None:
 
 
 def test_syn_packet_checksum_and_parse() -> None:
-    from tcpwizard.measure.rtt import icmp_checksum
-    from tcpwizard.measure.synpairs import parse_answer, syn_packet
+    from tcpwizard.measure.probes.rtt import icmp_checksum
+    from tcpwizard.measure.probes.synpairs import parse_answer, syn_packet
 
     pkt = syn_packet(socket.AF_INET, "10.0.0.1", "10.0.0.2", 40001, 22, 12345, bytes(100))
     pseudo = socket.inet_aton("10.0.0.1") + socket.inet_aton("10.0.0.2")

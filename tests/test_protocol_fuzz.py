@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tcpwizard.measure import udpwire
-from tcpwizard.measure.control import ControlClient
-from tcpwizard.measure.protocol import MAX_MESSAGE
+from tcpwizard.measure.wire import udp
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.protocol import MAX_MESSAGE
 
 N_MESSAGES = 10_500
 WORKERS = 4
@@ -210,8 +210,8 @@ def test_fuzz_udp_reflector(serve_port: int) -> None:
     u.settimeout(0.5)
     makers: list[Callable[[], bytes]] = [
         lambda: _junk(rng, rng.randrange(0, 200)),
-        lambda: udpwire.MAGIC + _junk(rng, rng.randrange(0, 80)),
-        lambda: udpwire.pack(rng.randrange(0, 256) % 7, _junk(rng, 8), 1, 2, 3, 4, 64),
+        lambda: udp.MAGIC + _junk(rng, rng.randrange(0, 80)),
+        lambda: udp.pack(rng.randrange(0, 256) % 7, _junk(rng, 8), 1, 2, 3, 4, 64),
     ]
     for _ in range(3000):
         u.send(rng.choice(makers)())
@@ -224,7 +224,7 @@ def test_fuzz_udp_reflector(serve_port: int) -> None:
         except TimeoutError:
             pass
         assert got == []
-        u.send(udpwire.pack(udpwire.KIND_ECHO, c.udp_token, 9, 1, 42, 0, 64))
-        pkt = udpwire.unpack(u.recv(2000))
-        assert pkt is not None and pkt.kind == udpwire.KIND_ECHO_REPLY and pkt.client_ns == 42
+        u.send(udp.pack(udp.KIND_ECHO, c.udp_token, 9, 1, 42, 0, 64))
+        pkt = udp.unpack(u.recv(2000))
+        assert pkt is not None and pkt.kind == udp.KIND_ECHO_REPLY and pkt.client_ns == 42
     u.close()

@@ -1,4 +1,4 @@
-"""Rates from delivered bytes over honest intervals (measure/rates.py) and the physical
+"""Rates from delivered bytes over honest intervals (measure/engine/rates.py) and the physical
 bounds every report obeys (advice/guard.py), with property tests over the guard."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tcpwizard.advice import guard
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.lab.ratecheck import over_line, rate_fields
-from tcpwizard.measure import rates
+from tcpwizard.measure.engine import rates
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,

@@ -17,7 +17,7 @@ from tcpwizard.advice.apply import BACKUP_NAME, FILE_NAME
 from tcpwizard.checks.model import Fix
 from tcpwizard.exitcodes import TcpWizardError
 from tcpwizard.exporter import load_targets
-from tcpwizard.measure.auth import read_secret_file
+from tcpwizard.measure.wire.auth import read_secret_file
 from tcpwizard.output.json_format import fix_json
 from tests.robustness_helpers import (
     DOCUMENTED,

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from tcpwizard.context import Context
 from tcpwizard.main import main
-from tcpwizard.measure.control import ControlClient
-from tcpwizard.measure.serve import Server
-from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.serve.limits import ServeLimits
+from tcpwizard.measure.serve.server import Server
+from tcpwizard.measure.wire.control import ControlClient
 from tests.serve_helpers import HELLO, raw_conn, read_lines, read_one, running_server, send_line
 
 HELLO_LINE = json.dumps(HELLO).encode() + b"\n"

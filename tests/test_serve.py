@@ -12,16 +12,16 @@ from collections.abc import Callable
 import pytest
 
 from tcpwizard.checks.facts import facts_from_json
-from tcpwizard.measure import auth, udpwire
-from tcpwizard.measure.control import ControlClient
-from tcpwizard.measure.protocol import (
+from tcpwizard.measure.serve.limits import ServeLimits
+from tcpwizard.measure.wire import auth, udp
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.protocol import (
     MAX_MESSAGE,
     AuthFailed,
     PeerUnavailable,
     ProtocolError,
     read_first_line,
 )
-from tcpwizard.measure.serve_limits import ServeLimits
 from tests.serve_helpers import (
     HELLO,
     raw_conn,
@@ -37,7 +37,7 @@ def test_hello_ping_audit_bye() -> None:
     with running_server() as srv, ControlClient("127.0.0.1", srv.port) as c:
         assert c.version == 1
         assert c.server_info["auth"] == "none"
-        assert len(c.udp_token) == udpwire.TOKEN_LEN
+        assert len(c.udp_token) == udp.TOKEN_LEN
         assert c.request({"type": "ping", "id": 7}) == {
             "type": "pong",
             "id": 7,
@@ -279,14 +279,14 @@ def test_udp_echo_only_for_live_sessions() -> None:
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         u.settimeout(0.3)
         u.connect(("127.0.0.1", srv.port))
-        u.send(udpwire.pack(udpwire.KIND_ECHO, b"\0" * 8, 1, 1, 5, 0, 64))
+        u.send(udp.pack(udp.KIND_ECHO, b"\0" * 8, 1, 1, 5, 0, 64))
         with pytest.raises(TimeoutError):
             u.recv(100)
         with ControlClient("127.0.0.1", srv.port) as c:
-            u.send(udpwire.pack(udpwire.KIND_ECHO, c.udp_token, 1, 2, 5, 0, 64))
-            pkt = udpwire.unpack(u.recv(100))
+            u.send(udp.pack(udp.KIND_ECHO, c.udp_token, 1, 2, 5, 0, 64))
+            pkt = udp.unpack(u.recv(100))
             assert pkt is not None
-            assert (pkt.kind, pkt.seq, pkt.client_ns) == (udpwire.KIND_ECHO_REPLY, 2, 5)
+            assert (pkt.kind, pkt.seq, pkt.client_ns) == (udp.KIND_ECHO_REPLY, 2, 5)
             assert 0 <= pkt.turnaround_ns < 100_000_000
         u.close()
 

@@ -1,5 +1,5 @@
 """`check --ssh` without sshd: the far-end zipapp (stdlib only, Python 3.9, `python3 -I`), and
-measure/ssh.py driven through a stand-in `ssh` that runs the remote command on this host (as
+measure/farends/ssh.py driven through a stand-in `ssh` that runs the remote command on this host (as
 `nobody` when we are root, so the far end provably needs no root). The real OpenSSH pair in
 the lab: tests/test_ssh_lab.py."""
 
@@ -22,11 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from tcpwizard.measure import ssh_remote, zipapp
-from tcpwizard.measure.control import ControlClient
-from tcpwizard.measure.probe import probe
-from tcpwizard.measure.protocol import AuthFailed
-from tcpwizard.measure.ssh import NoPython, SshFailed, split_destination, ssh_arguments, ssh_serve
+from tcpwizard.measure.farends import ssh_remote, zipapp
+from tcpwizard.measure.farends.ssh import (
+    NoPython,
+    SshFailed,
+    split_destination,
+    ssh_arguments,
+    ssh_serve,
+)
+from tcpwizard.measure.probes.probe import probe
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.protocol import AuthFailed
 
 APP = ("tcpwizard.cli", "tcpwizard.commands", "tcpwizard.output", "tcpwizard.tui", "tcpwizard.run")
 
@@ -88,10 +94,10 @@ def test_zipapp_imports_only_the_standard_library() -> None:
 def test_zipapp_holds_serve_and_the_audit_and_no_app_layer() -> None:
     names = set(zipapp.closure())
     for needed in (
-        "tcpwizard.measure.serve",
-        "tcpwizard.measure.transfer_server",  # loaded by serve through importlib
+        "tcpwizard.measure.serve.server",
+        "tcpwizard.measure.serve.transfers",  # loaded by serve through importlib
         "tcpwizard.checks.facts",
-        "tcpwizard.measure.ssh_remote",
+        "tcpwizard.measure.farends.ssh_remote",
     ):
         assert needed in names
     assert not [n for n in names if n.startswith(APP) or n.startswith("tcpwizard.lab")]
@@ -213,7 +219,7 @@ def test_zipapp_runs_on_python_3_9(tmp_path: Path) -> None:
         _probe_and_audit(port)
 
 
-# -- measure/ssh.py through a stand-in ssh ---------------------------------------------------
+# -- measure/farends/ssh.py through a stand-in ssh -------------------------------------------
 
 FAKE_SSH = """#!/bin/sh
 # Stands in for OpenSSH's client: `-G` prints the host, anything else runs the remote
@@ -313,7 +319,7 @@ def test_a_far_end_that_never_answers_times_out(
 
 NEAR_END = """
 import json, sys, time
-from tcpwizard.measure.ssh import ssh_serve
+from tcpwizard.measure.farends.ssh import ssh_serve
 with ssh_serve("far", ssh=sys.argv[1]) as far:
     print(json.dumps({"pid": far.pid, "port": far.port, "workdir": far.workdir}), flush=True)
     time.sleep(60)

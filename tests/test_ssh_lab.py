@@ -154,8 +154,8 @@ def test_check_over_ssh_gives_serves_verdict_and_leaves_nothing(
 
 NEAR_END = """
 import json, sys
-from tcpwizard.measure.control import ControlClient
-from tcpwizard.measure.ssh import ssh_serve
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.farends.ssh import ssh_serve
 with ssh_serve(sys.argv[1], sys.argv[2:]) as far:
     with ControlClient(far.host, far.port, far.secret, timeout=5.0) as client:
         source = client.peer_audit()["source"]
@@ -181,7 +181,7 @@ def test_far_end_works_in_a_private_temporary_directory(ssh_lab: SshLab) -> None
 
 HOLDING_NEAR_END = """
 import json, sys, time
-from tcpwizard.measure.ssh import ssh_serve
+from tcpwizard.measure.farends.ssh import ssh_serve
 with ssh_serve(sys.argv[1], sys.argv[2:]) as far:
     print(json.dumps({"port": far.port}), flush=True)
     time.sleep(120)

@@ -1,4 +1,4 @@
-"""The steady-rate end of a transfer (measure/steady.py), fed delivered bytes per round."""
+"""The steady-rate end of a transfer (measure/engine/steady.py), fed delivered bytes per round."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from tcpwizard.measure import engine
-from tcpwizard.measure.steady import SteadyDetector, SteadyStop
+from tcpwizard.measure.engine import datapath
+from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop
 
 MBIT = 1e6
 
@@ -76,11 +76,11 @@ def test_engine_sender_ends_at_a_steady_rate_before_the_cap() -> None:
     ls = socket.create_server(("127.0.0.1", 0))
     tx = socket.create_connection(ls.getsockname())
     rx, _ = ls.accept()
-    out: list[engine.SideReport] = []
-    t = threading.Thread(target=lambda: out.append(engine.run_receiver([rx])), daemon=True)
+    out: list[datapath.SideReport] = []
+    t = threading.Thread(target=lambda: out.append(datapath.run_receiver([rx])), daemon=True)
     t.start()
     try:
-        snd = engine.run_sender([tx], duration_s=5.0, nbytes=None, steady=SteadyStop())
+        snd = datapath.run_sender([tx], duration_s=5.0, nbytes=None, steady=SteadyStop())
         t.join(timeout=10)
         assert snd.error is None and out and out[0].error is None
         # Loopback is at full rate within a round: it ends early, not at the 5 s cap (how

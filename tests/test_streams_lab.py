@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tcpwizard.lab import LabSpec
-from tcpwizard.measure.spec import MAX_STREAMS
+from tcpwizard.measure.wire.spec import MAX_STREAMS
 from tests.lab_fixtures import LabFactory
 
 pytestmark = pytest.mark.lab

@@ -1,6 +1,6 @@
 """`lab --hops` with a device on router 2 that rewrites every SYN (nftables in its forward
 hook): `tcpwizard path` sends SYNs with this host's options hop by hop and reads each
-router's quote of them (measure/syntrace.py). Router 2 drops a probe for its TTL before
+router's quote of them (measure/probes/syntrace.py). Router 2 drops a probe for its TTL before
 its forward hook runs, so router 3 is the first to quote the SYN rewritten: the finding
 reads "between hop 2 and hop 3". Judged on the majority of the tries (tests/majority.py)."""
 

@@ -1,4 +1,4 @@
-"""The SYN probes of `path` (measure/syntrace.py): the segment built (checksum, options in
+"""The SYN probes of `path` (measure/probes/syntrace.py): the segment built (checksum, options in
 the kernel's layout), routers' ICMP quotes of it parsed, and where the options changed,
 from fabricated quoted packets (tests/path_data.py); the middlebox verdict naming the hop."""
 
@@ -17,9 +17,9 @@ from scapy.layers.inet6 import ICMPv6TimeExceeded, IPv6
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.path_advice import path_advice
 from tcpwizard.exitcodes import PermissionRequired
-from tcpwizard.measure import syntrace
-from tcpwizard.measure.synopts import SynOptions, parse_options
-from tcpwizard.measure.syntrace_model import (
+from tcpwizard.measure.observe.synopts import SynOptions, parse_options
+from tcpwizard.measure.probes import syntrace
+from tcpwizard.measure.probes.syntrace_model import (
     FULL,
     NONE,
     SHORT,

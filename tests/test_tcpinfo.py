@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tcpwizard.measure.tcpinfo import (
+from tcpwizard.measure.observe.tcpinfo import (
     _FIELDS,
     KNOWN_SIZE,
     congestion_control,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from tcpwizard.measure import buffers, engine
-from tcpwizard.measure.drs import DrsConfig
-from tcpwizard.measure.engine import BufferPlan, SideReport, plan_buffers
-from tcpwizard.measure.transfer import merge
+from tcpwizard.measure.engine import buffers, datapath
+from tcpwizard.measure.engine.datapath import BufferPlan, SideReport, plan_buffers
+from tcpwizard.measure.engine.drs import DrsConfig
+from tcpwizard.measure.engine.transfer import merge
 
 LIMITS = buffers.read_host_limits()
 
@@ -70,7 +70,7 @@ def _receive_in_thread(
     out: list[SideReport] = []
     t = threading.Thread(
         target=lambda: out.append(
-            engine.run_receiver(link.rx, drs_socks=link.drs_rx, plan=plan, **kw)
+            datapath.run_receiver(link.rx, drs_socks=link.drs_rx, plan=plan, **kw)
         ),
         daemon=True,
     )
@@ -85,7 +85,7 @@ def test_plans_per_mode() -> None:
     assert a.rcv_autotuning and a.pre_rcvbuf is None and a.pre_sndbuf is None
     s = plan_buffers("static", LIMITS, static_request=1_000_000)
     assert s.pre_rcvbuf == 1_000_000
-    with pytest.raises(engine.TransferError):
+    with pytest.raises(datapath.TransferError):
         plan_buffers("static", LIMITS)
     o = plan_buffers("overprovisioned", LIMITS)
     assert o.pre_rcvbuf == LIMITS.rmem_max and o.pre_sndbuf == LIMITS.wmem_max
@@ -113,7 +113,7 @@ def test_exact_bytes_over_parallel_streams(make_link: Callable[[int, BufferPlan]
     link = make_link(4, plan)
     t, out = _receive_in_thread(link, plan, sample_interval=0.02)
     nbytes = 40_000_003  # not divisible by 4: the remainder must not be lost
-    snd = engine.run_sender(link.tx, duration_s=None, nbytes=nbytes, plan=plan)
+    snd = datapath.run_sender(link.tx, duration_s=None, nbytes=nbytes, plan=plan)
     t.join(timeout=10)
     rcv = out[0]
     assert snd.error is None and rcv.error is None
@@ -128,7 +128,7 @@ def test_duration_is_respected_and_sampled(make_link: Callable[[int, BufferPlan]
     link = make_link(2, plan)
     t, out = _receive_in_thread(link, plan, sample_interval=0.05)
     t0 = time.monotonic()
-    snd = engine.run_sender(link.tx, duration_s=0.6, nbytes=None, plan=plan, sample_interval=0.05)
+    snd = datapath.run_sender(link.tx, duration_s=0.6, nbytes=None, plan=plan, sample_interval=0.05)
     t.join(timeout=10)
     assert 0.55 <= time.monotonic() - t0 < 2.0
     rcv = out[0]
@@ -158,7 +158,9 @@ def test_drs_resizes_from_echoed_sbufs(make_link: Callable[[int, BufferPlan], Li
     assert start_rcv == 2 * 65536  # brought back after connect
     floor = DrsConfig(max_request=plan.max_request, min_request=4 * 65536)
     t, out = _receive_in_thread(link, plan, sample_interval=0.05, drs_config=floor)
-    snd = engine.run_sender(link.tx, duration_s=0.8, nbytes=None, drs_socks=link.drs_tx, plan=plan)
+    snd = datapath.run_sender(
+        link.tx, duration_s=0.8, nbytes=None, drs_socks=link.drs_tx, plan=plan
+    )
     t.join(timeout=10)
     rcv = out[0]
     assert snd.error is None and rcv.error is None
@@ -183,7 +185,7 @@ def test_receiver_vanishing_gives_error_not_hang(
 
     threading.Thread(target=vanish, daemon=True).start()
     t0 = time.monotonic()
-    snd = engine.run_sender(link.tx, duration_s=5.0, nbytes=None, plan=plan, stall_timeout=2.0)
+    snd = datapath.run_sender(link.tx, duration_s=5.0, nbytes=None, plan=plan, stall_timeout=2.0)
     assert time.monotonic() - t0 < 3.0
     assert snd.error is not None and "peer" in snd.error
     assert snd.bytes > 0  # partial results survive
@@ -193,7 +195,7 @@ def test_stalled_receiver_times_out(make_link: Callable[[int, BufferPlan], Link]
     plan = plan_buffers("untuned", LIMITS)
     link = make_link(1, plan)  # nobody reads link.rx: the buffers fill, then nothing moves
     t0 = time.monotonic()
-    snd = engine.run_sender(link.tx, duration_s=5.0, nbytes=None, plan=plan, stall_timeout=0.5)
+    snd = datapath.run_sender(link.tx, duration_s=5.0, nbytes=None, plan=plan, stall_timeout=0.5)
     assert time.monotonic() - t0 < 2.5
     assert snd.error is not None and "no progress" in snd.error
 
@@ -218,7 +220,7 @@ def test_report_json_round_trip_and_rejects_garbage(
     plan = plan_buffers("untuned", LIMITS)
     link = make_link(1, plan)
     t, out = _receive_in_thread(link, plan)
-    snd = engine.run_sender(link.tx, duration_s=None, nbytes=5_000_000, plan=plan)
+    snd = datapath.run_sender(link.tx, duration_s=None, nbytes=5_000_000, plan=plan)
     t.join(timeout=5)
     for rep in (snd, out[0]):
         back = SideReport.from_json(rep.to_json())
@@ -235,8 +237,8 @@ def test_report_json_round_trip_and_rejects_garbage(
 def test_merge_without_receiver_report_keeps_partial_results() -> None:
     snd = SideReport("sender", 1, bytes=1_000_000, seconds=1.0)
     snd.samples = [
-        engine.SideSample(0.5, 400_000, 0, 1000),
-        engine.SideSample(1.0, 1_000_000, 0, 1000),
+        datapath.SideSample(0.5, 400_000, 0, 1000),
+        datapath.SideSample(1.0, 1_000_000, 0, 1000),
     ]
     res = merge("drs", "up", 1, snd, None, error="serve closed the connection")
     assert res.error == "serve closed the connection"
@@ -251,19 +253,19 @@ def test_timed_goodput_is_what_arrived_while_the_sender_wrote() -> None:
     write_s) keeps bytes over the receiver's span."""
     from tcpwizard.measure.model import TransferSample
 
-    snd = engine.SideReport("sender", 1, bytes=4_000_000, seconds=4.0, write_s=3.0)
+    snd = datapath.SideReport("sender", 1, bytes=4_000_000, seconds=4.0, write_s=3.0)
     # 1 MB/s for 3 s, then a 1 MB send buffer drains in 0.25 s and the receiver is done.
     rows = [(t / 4, round(t / 4 * 1e6)) for t in range(1, 13)] + [(3.25, 4_000_000)]
-    rcv = engine.SideReport("receiver", 1, bytes=4_000_000, seconds=3.25)
-    rcv.samples = [engine.SideSample(t, b, 0, 0, None, None, None, delivered=b) for t, b in rows]
+    rcv = datapath.SideReport("receiver", 1, bytes=4_000_000, seconds=3.25)
+    rcv.samples = [datapath.SideSample(t, b, 0, 0, None, None, None, delivered=b) for t, b in rows]
     res = merge("autotune", "up", 1, snd, rcv)
     assert abs(res.throughput_mbps - 8.0) < 1e-6  # 3 MB in 3 s, not 4 MB in 3.25 s
     assert isinstance(res.samples[0], TransferSample)
     fixed = merge("autotune", "up", 1, dataclasses.replace(snd, write_s=None), rcv)
     assert abs(fixed.throughput_mbps - 4e6 * 8 / 3.25 / 1e6) < 1e-6
     # On the wire, the figure is optional both ways.
-    back = engine.SideReport.from_json(snd.to_json())
+    back = datapath.SideReport.from_json(snd.to_json())
     assert back.write_s == 3.0
     legacy = snd.to_json()
     del legacy["write_s"]
-    assert engine.SideReport.from_json(legacy).write_s is None
+    assert datapath.SideReport.from_json(legacy).write_s is None

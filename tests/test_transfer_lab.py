@@ -177,7 +177,7 @@ def test_a_send_buffer_far_above_the_bdp_ends_a_round_trip_after_the_last_write(
     code = (
         "import json\n"
         "from tcpwizard.measure.farends.interface import TransferOptions\n"
-        "from tcpwizard.measure.transfer import run_transfer\n"
+        "from tcpwizard.measure.engine.transfer import run_transfer\n"
         "o = TransferOptions(modes=('static',), duration_s=1.0, static_request=4 << 20,"
         " stall_timeout_s=1.0)\n"
         f"m = run_transfer({wan.addr_b!r}, {PORT}, o).modes[0]\n"

@@ -17,12 +17,12 @@ import pytest
 
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.main import main
-from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.engine.transfer import run_transfer
 from tcpwizard.measure.farends.interface import TransferHooks, TransferOptions
-from tcpwizard.measure.protocol import ProtocolError
-from tcpwizard.measure.serve import Server
-from tcpwizard.measure.spec import MAX_STREAMS
-from tcpwizard.measure.transfer import run_transfer
+from tcpwizard.measure.serve.server import Server
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.protocol import ProtocolError
+from tcpwizard.measure.wire.spec import MAX_STREAMS
 from tcpwizard.output.measure_json import transfer_json
 
 from .serve_helpers import raw_conn, read_lines, running_server, send_line
@@ -262,7 +262,7 @@ def test_static_without_bdp_fails_alone(server: Server) -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="SO_RCVBUFFORCE needs root")
 def test_force_buffers_go_past_rmem_max(server: Server) -> None:
     """The root what-if: buffers beyond net.core.rmem_max without changing any sysctl."""
-    from tcpwizard.measure.buffers import read_host_limits
+    from tcpwizard.measure.engine.buffers import read_host_limits
 
     rmem_max = read_host_limits().rmem_max
     opts = TransferOptions(modes=("overprovisioned",), duration_s=0.2, force=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tcpwizard.lab import LabSpec
-from tcpwizard.measure.tsg import TsgSeries, series_from_capture
+from tcpwizard.measure.observe.tsg import TsgSeries, series_from_capture
 from tests.lab_fixtures import LabFactory
 
 pytestmark = pytest.mark.lab

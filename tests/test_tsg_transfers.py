@@ -7,9 +7,14 @@ import os
 
 import pytest
 
-from tcpwizard.measure import tsg
 from tcpwizard.measure.farends.interface import Progress
-from tcpwizard.measure.tsg_transfers import Span, TransferKey, TransferRecorder, assign_flows
+from tcpwizard.measure.observe import tsg
+from tcpwizard.measure.observe.tsg_transfers import (
+    Span,
+    TransferKey,
+    TransferRecorder,
+    assign_flows,
+)
 
 HERE, FAR = "192.0.2.10", "198.51.100.7"
 

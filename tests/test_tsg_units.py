@@ -13,7 +13,7 @@ import pytest
 
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.main import main
-from tcpwizard.measure.tsg import series_from_capture
+from tcpwizard.measure.observe.tsg import series_from_capture
 from tcpwizard.output.tsg_plot import plot_all
 
 A, B = "10.0.0.1", "10.0.0.2"

@@ -21,10 +21,10 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Markdown, Static, TabbedContent
 
 from tcpwizard.context import Context
-from tcpwizard.measure.pathprobe import PathOptions
-from tcpwizard.measure.serve import Server
-from tcpwizard.measure.serve_limits import ServeLimits
-from tcpwizard.measure.transfer_server import TransferService
+from tcpwizard.measure.probes.hops import PathOptions
+from tcpwizard.measure.serve.limits import ServeLimits
+from tcpwizard.measure.serve.server import Server
+from tcpwizard.measure.serve.transfers import TransferService
 from tcpwizard.report import Report
 from tcpwizard.run import CheckRequest, EventFn, run_check
 from tcpwizard.run import Event as PipelineEvent

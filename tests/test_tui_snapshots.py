@@ -13,7 +13,7 @@ import pytest
 from textual.pilot import Pilot
 
 from tcpwizard.context import Context
-from tcpwizard.measure.pathprobe import PathOptions
+from tcpwizard.measure.probes.hops import PathOptions
 from tcpwizard.run import CheckRequest
 from tcpwizard.tui import TcpWizardApp
 from tests.fakes import make_tree

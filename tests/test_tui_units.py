@@ -12,7 +12,7 @@ import pytest
 from tcpwizard.cli import DEFAULT_PORT, build_parser
 from tcpwizard.exitcodes import PermissionRequired, UsageError
 from tcpwizard.measure.farends.interface import Progress
-from tcpwizard.measure.pathprobe import PathOptions
+from tcpwizard.measure.probes.hops import PathOptions
 from tcpwizard.run import CheckRequest, Event
 from tcpwizard.tui.screens.path import hops_hint
 from tcpwizard.tui.screens.transfer import sequence_series

@@ -1,4 +1,4 @@
-"""UDP trains in GSO batches (measure/udpwire.send_train_batches) on loopback: every datagram
+"""UDP trains in GSO batches (measure/wire/udp.send_train_batches) on loopback: every datagram
 arrives whole and in order, each batch stamped with one send time, connected or addressed."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tcpwizard.measure import udpwire
+from tcpwizard.measure.wire import udp
 
 SIZE = 1200
 
@@ -27,20 +27,18 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 def _stamper(stamps: dict[int, int]) -> Callable[[bytearray, int, int, int], None]:
     def stamp(buf: bytearray, offset: int, i: int, now: int) -> None:
-        udpwire.HEADER.pack_into(
-            buf, offset, udpwire.MAGIC, udpwire.KIND_TRAIN_DOWN, b"t" * 8, 7, i, now, 0
-        )
+        udp.HEADER.pack_into(buf, offset, udp.MAGIC, udp.KIND_TRAIN_DOWN, b"t" * 8, 7, i, now, 0)
         stamps[i] = now
 
     return stamp
 
 
-def _receive(rx: socket.socket, n: int) -> list[udpwire.Packet]:
+def _receive(rx: socket.socket, n: int) -> list[udp.Packet]:
     got = []
     for _ in range(n):
         data = rx.recv(65536)
         assert len(data) == SIZE
-        pkt = udpwire.unpack(data)
+        pkt = udp.unpack(data)
         assert pkt is not None
         got.append(pkt)
     return got
@@ -55,16 +53,14 @@ def test_a_train_leaves_in_batches_and_arrives_whole(
     if connected:
         tx.connect(address)
     stamps: dict[int, int] = {}
-    count = 2 * udpwire.GSO_SEGMENTS + 5
-    sent = udpwire.send_train_batches(
-        tx, count, SIZE, _stamper(stamps), None if connected else address
-    )
+    count = 2 * udp.GSO_SEGMENTS + 5
+    sent = udp.send_train_batches(tx, count, SIZE, _stamper(stamps), None if connected else address)
     assert sent == count
     got = _receive(rx, count)
     assert [p.seq for p in got] == list(range(count))
     # One send time per batch: its packets leave together.
-    assert len({stamps[i] for i in range(udpwire.GSO_SEGMENTS)}) == 1
-    assert stamps[udpwire.GSO_SEGMENTS] >= stamps[0]
+    assert len({stamps[i] for i in range(udp.GSO_SEGMENTS)}) == 1
+    assert stamps[udp.GSO_SEGMENTS] >= stamps[0]
     assert [p.client_ns for p in got] == [stamps[i] for i in range(count)]
 
 
@@ -74,9 +70,9 @@ def test_jumbo_datagrams_are_batched_within_one_call_limit(
     # 9000-byte datagrams: 32 of them would exceed one call's 64 KB, so fewer per batch.
     tx, rx = pair
     stamps: dict[int, int] = {}
-    sent = udpwire.send_train_batches(tx, 20, 9000, _stamper(stamps), rx.getsockname())
+    sent = udp.send_train_batches(tx, 20, 9000, _stamper(stamps), rx.getsockname())
     assert sent == 20
     sizes = [len(rx.recv(65536)) for _ in range(20)]
     assert sizes == [9000] * 20
-    per_call = udpwire.GSO_MAX_BYTES // 9000
+    per_call = udp.GSO_MAX_BYTES // 9000
     assert len(set(stamps.values())) == -(-20 // per_call)  # one send time per batch

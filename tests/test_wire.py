@@ -9,18 +9,15 @@ from typing import Any
 
 import pytest
 
-from tcpwizard.measure.engine import SideReport
-from tcpwizard.measure.protocol import ProtocolError, decode, encode
-from tcpwizard.measure.wire import (
-    MAX_SOCKET_BUFFER,
-    Attach,
-    TransferReady,
-    TransferResultReply,
-    TransferRunning,
-    TransferStart,
+from tcpwizard.measure.engine.datapath import SideReport
+from tcpwizard.measure.wire.probe_msgs import (
+    ProbeReport,
+    ProbeReportRequest,
+    ProbeTrain,
+    ProbeTrainDone,
 )
-from tcpwizard.measure.wire_probe import ProbeReport, ProbeReportRequest, ProbeTrain, ProbeTrainDone
-from tcpwizard.measure.wire_session import (
+from tcpwizard.measure.wire.protocol import ProtocolError, decode, encode
+from tcpwizard.measure.wire.session import (
     HMAC_AUTH,
     NO_AUTH,
     AuditReply,
@@ -34,6 +31,14 @@ from tcpwizard.measure.wire_session import (
     Ping,
     Pong,
     ServerHello,
+)
+from tcpwizard.measure.wire.transfer_msgs import (
+    MAX_SOCKET_BUFFER,
+    Attach,
+    TransferReady,
+    TransferResultReply,
+    TransferRunning,
+    TransferStart,
 )
 
 
@@ -82,7 +87,7 @@ def test_ready_and_running() -> None:
 
 
 def test_static_request_at_100_gbit_fits_what_serve_accepts() -> None:
-    from tcpwizard.measure.transfer import static_request
+    from tcpwizard.measure.engine.transfer import static_request
 
     request = static_request(0.200, 100e9)  # 2.5 GB of BDP
     assert TransferStart.from_wire({**start(static_request=request).to_wire()}).static_request

@@ -18,8 +18,6 @@ from tcpwizard.checks.model import BdpTarget, HostAudit
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.measure.farends.interface import Progress
-from tcpwizard.measure.hop_model import HopCounts, MtuFinding, PathHops, analyse
-from tcpwizard.measure.hostload import CoreLoad, HostDrops, HostLoad
 from tcpwizard.measure.model import (
     CapacityEstimate,
     Mode,
@@ -30,8 +28,10 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
-from tcpwizard.measure.tsg import TsgSeries
-from tcpwizard.measure.tsg_transfers import TransferCapture, TransferFlows
+from tcpwizard.measure.observe.hostload import CoreLoad, HostDrops, HostLoad
+from tcpwizard.measure.observe.tsg import TsgSeries
+from tcpwizard.measure.observe.tsg_transfers import TransferCapture, TransferFlows
+from tcpwizard.measure.probes.hop_model import HopCounts, MtuFinding, PathHops, analyse
 from tcpwizard.report import Report, TargetInfo
 from tcpwizard.run import Cancelled, CheckRequest, Event, EventFn, with_hops
 from tcpwizard.tui import Services

@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from tcpwizard import __version__, argtypes
 from tcpwizard.exitcodes import UsageError
-from tcpwizard.measure import spec
+from tcpwizard.measure.wire import spec
 from tcpwizard.output import registry
 
 TRANSFER_MODES = spec.MODES

@@ -14,8 +14,8 @@ from tcpwizard.advice.conns import DEFAULT_RATE_BPS, ConnDiagnosis, judge
 from tcpwizard.advice.rules.host_conns import host_conn_verdict
 from tcpwizard.checks.sysctl import SysctlReader
 from tcpwizard.exitcodes import ExitCode, UsageError
-from tcpwizard.measure.conns import ConnObservation, Owner, observe, owners
-from tcpwizard.measure.hostload import HostSampler, sample_host
+from tcpwizard.measure.observe.conns import ConnObservation, Owner, observe, owners
+from tcpwizard.measure.observe.hostload import HostSampler, sample_host
 from tcpwizard.outcome import Outcome, exit_code
 
 SYSCTLS = (

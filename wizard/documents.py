@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from tcpwizard.buffer_advice import BufferAdvice
     from tcpwizard.checks.plan import BufferPlan
     from tcpwizard.history import HistoryRow
-    from tcpwizard.measure.hop_model import PathHops
     from tcpwizard.measure.model import PathEstimate, TransferResult
+    from tcpwizard.measure.probes.hop_model import PathHops
     from tcpwizard.report import Report
 
 

@@ -15,7 +15,7 @@ from typing import TextIO, cast
 from tcpwizard.cli import build_parser
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import Failure, describe_failure
-from tcpwizard.measure.threads import favour_packet_timing
+from tcpwizard.measure.engine.threads import favour_packet_timing
 
 # Commands whose machine formats promise a document even when they fail.
 DOCUMENT_COMMANDS = frozenset({"check", "probe", "transfer", "fix", "history"})

@@ -10,10 +10,10 @@ from tcpwizard.advice.model import Verdict
 from tcpwizard.advice.path_advice import PathAdvice
 from tcpwizard.checks.model import SEVERITY_ORDER, Finding, Fix, HostAudit, Severity
 from tcpwizard.exitcodes import ExitCode
-from tcpwizard.measure.handshake import HandshakeFacts
-from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.model import PathEstimate, TransferResult
-from tcpwizard.measure.tsg_transfers import TransferCapture
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.observe.tsg_transfers import TransferCapture
+from tcpwizard.measure.probes.hop_model import PathHops
 from tcpwizard.outcome import Outcome, exit_code
 from tcpwizard.timing import CheckTiming
 

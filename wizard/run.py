@@ -29,8 +29,8 @@ from tcpwizard.checks.window import recommended_buffer
 from tcpwizard.context import Context
 from tcpwizard.documents import path_outcome
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, Unavailable
-from tcpwizard.measure import spec
-from tcpwizard.measure.engine import MAX_STREAMS
+from tcpwizard.measure.engine.datapath import MAX_STREAMS
+from tcpwizard.measure.engine.transfer import static_request
 from tcpwizard.measure.farends import registry
 from tcpwizard.measure.farends.interface import (
     FarEnd,
@@ -40,13 +40,13 @@ from tcpwizard.measure.farends.interface import (
     TransferOptions,
 )
 from tcpwizard.measure.farends.interface import Progress as TransferProgress
-from tcpwizard.measure.handshake import HandshakeFacts
-from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
-from tcpwizard.measure.pathprobe import PathOptions, trace
-from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable
-from tcpwizard.measure.transfer import static_request
-from tcpwizard.measure.tsg_transfers import TransferCapture, TransferRecorder
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.observe.tsg_transfers import TransferCapture, TransferRecorder
+from tcpwizard.measure.probes.hop_model import PathHops
+from tcpwizard.measure.probes.hops import PathOptions, trace
+from tcpwizard.measure.wire import spec
+from tcpwizard.measure.wire.protocol import AuthFailed, PeerUnavailable
 from tcpwizard.outcome import Outcome, exit_code
 from tcpwizard.report import FarEndInfo, Report, TargetInfo, severities
 from tcpwizard.timing import StageClock, check_timing

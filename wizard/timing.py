@@ -8,7 +8,7 @@ The floor is counted in round trips, from what the check measured (docs/check.md
 - each transfer: 1 round trip to open it (the request and its connections travel together),
   slow start to the window it can reach (log2 of that window over the initial window of 10
   segments, RFC 6928, plus the round that finds the pipe full), 3 round trips of steady rate
-  (BBR's full-pipe test, measure/steady.py), and 1 for the far end's report. Transfers that
+  (BBR's full-pipe test, measure/engine/steady.py), and 1 for the far end's report. Transfers that
   ran both ways at once count once, the longer of the two;
 - an available-bandwidth measurement: its own length (its streams are the measurement).
 
@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tcpwizard.checks.behaviour_checks import DEFAULT_MSS
+from tcpwizard.measure.engine.steady import SteadyStop
 from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
-from tcpwizard.measure.steady import SteadyStop
 
 INITIAL_WINDOW_SEGMENTS = 10  # RFC 6928, Linux's default
 REACH_ROUNDS = 2

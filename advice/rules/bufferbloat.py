@@ -22,7 +22,7 @@ from tcpwizard.advice.evidence import (
     rtt_ms,
 )
 from tcpwizard.checks.model import Fix, HostRole
-from tcpwizard.measure.loaded_rtt import LoadedRtt, loaded_rtt
+from tcpwizard.measure.engine.loaded_rtt import LoadedRtt, loaded_rtt
 
 # The standing queue, in bandwidth-delay products, above which the buffer is bloated. One
 # BDP is the classic buffer (Villamizar & Song 1994): what a single loss-based flow needs to

@@ -1,4 +1,4 @@
-"""`conns`: the host's own CPU and drops over the observation interval (measure/hostload.py)
+"""`conns`: the host's own CPU and drops over the observation interval (measure/observe/hostload.py)
 name a live connection's limit where they explain it, as they do for `check`'s transfers
 (advice/rules/host_cpu.py, advice/rules/host_drops.py).
 
@@ -18,8 +18,8 @@ from tcpwizard.advice.conns import ConnDiagnosis
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.advice.rules.host_cpu import SATURATED, SOFTIRQ_SHARE, cpu_fixes
 from tcpwizard.advice.rules.host_drops import HOST_SHARE, drop_fixes, lost_by
-from tcpwizard.measure.conns import ConnObservation
-from tcpwizard.measure.hostload import HostLoad
+from tcpwizard.measure.observe.conns import ConnObservation
+from tcpwizard.measure.observe.hostload import HostLoad
 
 # Verdicts the host's own evidence may replace: the ones that blame the path or nothing. A
 # policer is inferred from bursty losses; drops counted inside this host explain them directly.

@@ -1,6 +1,6 @@
 """`host-cpu`: a transfer held back by one end's CPU, not by the path or TCP's settings.
 
-Evidence per end (measure/hostload.py), over the transfer:
+Evidence per end (measure/observe/hostload.py), over the transfer:
 - starved: the transferring process was kept off the CPU for at least half the transfer (a
   cgroup CPU quota, or other work on its cores). It could have done at most half the work
   it had time for, which explains a window it did not drain or data it did not write.
@@ -22,8 +22,8 @@ from tcpwizard.advice.evidence import (
     probe_capacity,
 )
 from tcpwizard.checks.model import Fix, HostRole
-from tcpwizard.measure.hostload import HostLoad
-from tcpwizard.measure.rates import IP_TCP_HEADERS
+from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
+from tcpwizard.measure.observe.hostload import HostLoad
 
 # /proc/stat counts in ticks (1/USER_HZ s); over T seconds a fully busy core reads at least
 # 1 - 2/(HZ*T), 0.95 from T = 0.4 s at HZ = 100 (shorter transfers are not judged).

@@ -1,4 +1,4 @@
-"""`interface` from packets dropped inside a host during the transfer (measure/hostload.py):
+"""`interface` from packets dropped inside a host during the transfer (measure/observe/hostload.py):
 the sender's transmit ring and qdisc, the receiver's receive ring, FIFO and input backlog.
 
 Drops inside a host cost the transfer what loss on the path costs: the loss-based bound
@@ -13,8 +13,8 @@ from tcpwizard.advice.evidence import Candidate, Direction, Evidence, mss, probe
 from tcpwizard.advice.rules.host_cpu import cpu_bound
 from tcpwizard.advice.window_law import mathis_mbps
 from tcpwizard.checks.model import Fix, FixKind, HostRole
-from tcpwizard.measure.hostload import HostDrops
 from tcpwizard.measure.model import ModeResult
+from tcpwizard.measure.observe.hostload import HostDrops
 
 HOST_SHARE = 0.5  # of the retransmissions: the host's drops are the loss that counts
 

@@ -8,7 +8,7 @@ cannot send at once. Random loss is told apart by the loss bound: random drops a
 loss-based sender saw would hold it at the Mathis bound; a policer drops many segments per
 event (its bucket empties, everything above the rate goes) and the sender runs far above it.
 
-The policed rate is the plateau measured from delivered bytes (measure/loaded_rtt.py).
+The policed rate is the plateau measured from delivered bytes (measure/engine/loaded_rtt.py).
 The fix is on the sender (pace below the policed rate: losses stop, and with them the
 retransmissions and the stalls) or with the network's operator (a higher contracted rate);
 parallel streams only share the same bucket and lose more.
@@ -42,10 +42,7 @@ from tcpwizard.advice.window_law import (
     window_limit_mbps,
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
-from tcpwizard.measure.capacity import LOSSY, main_train_bytes
-from tcpwizard.measure.capture import FlowDirection
-from tcpwizard.measure.conns import ConnObservation
-from tcpwizard.measure.loaded_rtt import (
+from tcpwizard.measure.engine.loaded_rtt import (
     LoadedRtt,
     LossPattern,
     loaded_rtt,
@@ -53,8 +50,11 @@ from tcpwizard.measure.loaded_rtt import (
     mss_of,
     plateau_mbps,
 )
+from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.measure.model import ModeResult
-from tcpwizard.measure.rates import ip_rate
+from tcpwizard.measure.observe.capture import FlowDirection
+from tcpwizard.measure.observe.conns import ConnObservation
+from tcpwizard.measure.probes.capacity import LOSSY, main_train_bytes
 from tcpwizard.units import format_mbps
 
 # Below this share of the line rate the probe saw, the plateau is not the line: TCP/IP
@@ -71,7 +71,7 @@ NOISE_MS = 1.0
 # segments in bursts, not one by one (the congestion rule reads the same bound).
 BOUND_LIFT = 3.0
 # A policer on an idle path lets the probe's train pass whole: its bucket filled while
-# nothing was sent (the probe's trains last ~40 ms, measure/capacity.py TRAIN_SPAN_S; a
+# nothing was sent (the probe's trains last ~40 ms, measure/probes/capacity.py TRAIN_SPAN_S; a
 # provider's bucket holds from tens of ms of its rate up). A train losing more than the
 # probe's own "small bottleneck queue" share met a queue with no room instead.
 TRAIN_LOST = LOSSY

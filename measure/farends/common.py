@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tcpwizard.checks.facts import HostFacts
-from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import PathEstimate
-from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.probe import probe
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.probes.probe import Progress as ProbeProgress
+from tcpwizard.measure.probes.probe import probe
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 if TYPE_CHECKING:
-    from tcpwizard.measure.availbw import AvailBandwidth
+    from tcpwizard.measure.probes.availbw import AvailBandwidth
 
 NO_AVAILABLE = "the available bandwidth needs tcpwizard serve's reflector"
 

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from tcpwizard.checks.facts import HostFacts
-from tcpwizard.measure import engine, spec
-from tcpwizard.measure.handshake import HandshakeFacts
+from tcpwizard.measure.engine import datapath
 from tcpwizard.measure.model import (
     Direction,
     Mode,
@@ -29,11 +28,13 @@ from tcpwizard.measure.model import (
     PathEstimate,
     TransferResult,
 )
-from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.probes.probe import Progress as ProbeProgress
+from tcpwizard.measure.wire import spec
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 if TYPE_CHECKING:  # measured by serve's far end only, which imports it when asked
-    from tcpwizard.measure.availbw import AvailBandwidth
+    from tcpwizard.measure.probes.availbw import AvailBandwidth
 
 # The name a far end goes by in the report (`far_end.kind` in the JSON) and in its registry
 # entry; "none" is the report's word for a check that found nothing to ask.
@@ -92,9 +93,9 @@ class TransferOptions:
     nbytes: int | None = None
     static_request: int | None = None  # SO_*BUF argument for `static` (see static_request)
     force: bool = False  # root what-if: SO_RCVBUFFORCE/SO_SNDBUFFORCE
-    sample_interval_s: float = engine.DEFAULT_SAMPLE_INTERVAL
-    stall_timeout_s: float = engine.DEFAULT_STALL_TIMEOUT
-    # End each transfer once its rate has stopped growing (measure/steady.py), whichever
+    sample_interval_s: float = datapath.DEFAULT_SAMPLE_INTERVAL
+    stall_timeout_s: float = datapath.DEFAULT_STALL_TIMEOUT
+    # End each transfer once its rate has stopped growing (measure/engine/steady.py), whichever
     # end sends; duration_s is then the cap. `check` uses it when no length was given.
     until_steady: bool = False
     # With direction "both": both ways at the same time (as iperf3 --bidir), on two control

@@ -1,6 +1,6 @@
 """A stock `iperf3 -s` as the far end: measured transfers both ways over iperf3's own
-control protocol (measure/iperf3.py, measure/iperf3_transfer.py), its TCP options from
-the first test's handshake, a peerless probe."""
+control protocol (measure/farends/iperf3_control.py, measure/farends/iperf3_transfer.py),
+its TCP options from the first test's handshake, a peerless probe."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from tcpwizard.measure.farends.interface import (
     TransferHooks,
     TransferOptions,
 )
-from tcpwizard.measure.handshake import HandshakeFacts
-from tcpwizard.measure.iperf3_transfer import IPERF3_MODES, run_iperf3_transfer
+from tcpwizard.measure.farends.iperf3_transfer import IPERF3_MODES, run_iperf3_transfer
 from tcpwizard.measure.model import PathEstimate, TransferResult
-from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.probe import probe
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.probes.probe import Progress as ProbeProgress
+from tcpwizard.measure.probes.probe import probe
 
 
 class Iperf3Far(Unaudited):

@@ -15,13 +15,13 @@ from tcpwizard.measure.farends.interface import (
     TransferHooks,
     TransferOptions,
 )
-from tcpwizard.measure.handshake import HandshakeFacts, handshake_with
 from tcpwizard.measure.model import PathEstimate, TransferResult
-from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.protocol import PeerUnavailable
+from tcpwizard.measure.observe.handshake import HandshakeFacts, handshake_with
+from tcpwizard.measure.probes.probe import Progress as ProbeProgress
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 if TYPE_CHECKING:
-    from tcpwizard.measure.availbw import AvailBandwidth
+    from tcpwizard.measure.probes.availbw import AvailBandwidth
 
 
 class PortFar:

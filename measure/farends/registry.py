@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tcpwizard.measure import spec
 from tcpwizard.measure.farends.interface import FarEnd, FarEndError, FarEndKind
 from tcpwizard.measure.farends.iperf3 import Iperf3Far
 from tcpwizard.measure.farends.port import PortFar
 from tcpwizard.measure.farends.serve import ServeFar
 from tcpwizard.measure.farends.url import UrlFar
+from tcpwizard.measure.wire import spec
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tcpwizard.checks.facts import FactsError, HostFacts, facts_from_json
-from tcpwizard.measure import spec
-from tcpwizard.measure.control import ControlClient
+from tcpwizard.measure.engine.transfer import run_transfer
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
     Abilities,
@@ -22,18 +21,19 @@ from tcpwizard.measure.farends.interface import (
     TransferHooks,
     TransferOptions,
 )
-from tcpwizard.measure.handshake import HandshakeFacts
 from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
-from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.probe import probe
-from tcpwizard.measure.protocol import AuthFailed, PeerUnavailable, ProtocolError
-from tcpwizard.measure.transfer import run_transfer
+from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.probes.probe import Progress as ProbeProgress
+from tcpwizard.measure.probes.probe import probe
+from tcpwizard.measure.wire import spec
+from tcpwizard.measure.wire.control import ControlClient
+from tcpwizard.measure.wire.protocol import AuthFailed, PeerUnavailable, ProtocolError
 
 if TYPE_CHECKING:
-    from tcpwizard.measure.availbw import AvailBandwidth
+    from tcpwizard.measure.probes.availbw import AvailBandwidth
 
 # serve answers its hello at once; a late one (a starved serve) is waited for while serve's
-# kernel shows it took ours (measure/control.py, STARVED_HELLO_S).
+# kernel shows it took ours (measure/wire/control.py, STARVED_HELLO_S).
 HELLO_TIMEOUT_S = 3.0
 TRANSFER_TIMEOUT_S = 5.0  # a transfer request's answer (serve prepares its sockets first)
 AVAIL_TIMEOUT_S = 5.0  # serve's answer to a stream's arrival report
@@ -252,7 +252,7 @@ class ServeFar:
         )
 
     def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
-        from tcpwizard.measure.availbw import measure_available
+        from tcpwizard.measure.probes.availbw import measure_available
 
         with self.control(AVAIL_TIMEOUT_S) as client:
             udp = client.udp_socket()

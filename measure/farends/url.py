@@ -5,7 +5,7 @@ goodput from the bytes that arrive, and TCP_INFO sampled on that socket (the win
 offer, what arrives per RTT, segments out of order). With TLS, the handshake and the
 response head go through an `ssl.SSLObject` over memory buffers; after that the body's
 bytes are counted as they arrive on the TCP socket and never decrypted, so the engine's
-receiver (measure/engine.py) reads the socket as it does for any far end. Nothing is
+receiver (measure/engine/datapath.py) reads the socket as it does for any far end. Nothing is
 written to disk; a transfer ends by closing the connection (or with `Range:` when a byte
 count was asked for). Redirects are followed before the first transfer.
 """
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from tcpwizard import __version__
 from tcpwizard.exitcodes import Unavailable
-from tcpwizard.measure import buffers, engine, rates, spec
+from tcpwizard.measure.engine import buffers, datapath, rates
+from tcpwizard.measure.engine.transfer import live_rate, merge, with_window_rates
 from tcpwizard.measure.farends.common import Unaudited, port_probe
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
@@ -33,12 +34,12 @@ from tcpwizard.measure.farends.interface import (
     TransferHooks,
     TransferOptions,
 )
-from tcpwizard.measure.handshake import HandshakeFacts, read_handshake
 from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, ReceiverView, TransferResult
-from tcpwizard.measure.probe import Progress as ProbeProgress
-from tcpwizard.measure.protocol import PeerUnavailable
-from tcpwizard.measure.tcpinfo import read_tcp_info
-from tcpwizard.measure.transfer import live_rate, merge, with_window_rates
+from tcpwizard.measure.observe.handshake import HandshakeFacts, read_handshake
+from tcpwizard.measure.observe.tcpinfo import read_tcp_info
+from tcpwizard.measure.probes.probe import Progress as ProbeProgress
+from tcpwizard.measure.wire import spec
+from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 URL_MODES: tuple[Mode, ...] = ("untuned", "autotune", "static", "overprovisioned", "drs")
 MAX_REDIRECTS = 5
@@ -131,7 +132,7 @@ def parse_head(raw: bytes) -> Head:
 class _Conn:
     """One HTTP(S) connection: TCP socket, optional TLS over memory BIOs, the head read."""
 
-    def __init__(self, url: Url, address: str, plan: engine.BufferPlan | None, timeout: float):
+    def __init__(self, url: Url, address: str, plan: datapath.BufferPlan | None, timeout: float):
         self.url = url
         family = socket.AF_INET6 if ":" in address else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
@@ -234,7 +235,7 @@ def resolve_address(host: str) -> str:
 def open_download(
     url: Url,
     address: str,
-    plan: engine.BufferPlan | None,
+    plan: datapath.BufferPlan | None,
     nbytes: int | None = None,
     timeout: float = 5.0,
 ) -> tuple[_Conn, Head]:
@@ -327,8 +328,8 @@ def download_mode(
     limits = buffers.read_host_limits(sysctl_root)
     force = options.force and buffers.can_force()
     try:
-        plan = engine.plan_buffers(mode, limits, options.static_request, force)
-    except engine.TransferError as exc:
+        plan = datapath.plan_buffers(mode, limits, options.static_request, force)
+    except datapath.TransferError as exc:
         return _failed(mode, str(exc)), None
     duration = options.duration_s if options.nbytes is None else None
     try:
@@ -345,7 +346,7 @@ def download_mode(
 
     live = rates.LiveRate()
 
-    def on_sample(s: engine.SideSample) -> None:
+    def on_sample(s: datapath.SideSample) -> None:
         received[0] = s.bytes
         if cancel is not None and cancel.is_set():
             stop.set()
@@ -371,7 +372,7 @@ def download_mode(
     view.thread.start()
     threading.Thread(target=timer, daemon=True).start()
     try:
-        local = engine.run_receiver(
+        local = datapath.run_receiver(
             [conn.sock],
             plan=plan,
             sample_interval=options.sample_interval_s,

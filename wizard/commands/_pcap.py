@@ -14,7 +14,7 @@ from tcpwizard.conns_report import SYSCTLS
 from tcpwizard.context import Context
 from tcpwizard.documents import CaptureDocument
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
-from tcpwizard.measure.capture import CaptureError, CaptureSummary, read_capture
+from tcpwizard.measure.observe.capture import CaptureError, CaptureSummary, read_capture
 from tcpwizard.output import registry
 from tcpwizard.units import parse_rate
 

@@ -24,7 +24,7 @@ def _address(host: str) -> str:
 
 def plot_capture(pcap: str, out_dir: str, ctx: Context, remote: str | None = None) -> int:
     """Draw every data-carrying flow of `pcap`; returns how many."""
-    from tcpwizard.measure.tsg import series_from_capture
+    from tcpwizard.measure.observe.tsg import series_from_capture
     from tcpwizard.output.tsg_plot import plot_all, require_matplotlib
 
     require_matplotlib()
@@ -50,7 +50,7 @@ def plotting(args: argparse.Namespace, ctx: Context, host: str) -> Iterator[None
     if not out_dir:
         yield
         return
-    from tcpwizard.measure.tsg import TcpdumpCapture
+    from tcpwizard.measure.observe.tsg import TcpdumpCapture
 
     plot_ready(args)
     remote = _address(host)

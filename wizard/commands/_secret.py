@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tcpwizard.context import Context
-from tcpwizard.measure.auth import read_secret_file
+from tcpwizard.measure.wire.auth import read_secret_file
 
 
 def secret_from_args(path: str | None, ctx: Context) -> bytes | None:

@@ -1,6 +1,6 @@
 """`check [user@]host --ssh`: a serve started over SSH for this one check, then the check.
 
-The far end is started and removed by measure/ssh.py; here it only becomes the check's
+The far end is started and removed by measure/farends/ssh.py; here it only becomes the check's
 --port and --secret-file. Without python3 there, the check goes on peerless (the SSH port
 itself is then the open port for RTT probes).
 """
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from tcpwizard.commands._output import machine
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import TcpWizardError
-from tcpwizard.measure.ssh import NoPython, resolved_host, split_destination, ssh_serve
+from tcpwizard.measure.farends.ssh import NoPython, resolved_host, split_destination, ssh_serve
 
 Check = Callable[[argparse.Namespace, Context], int]
 

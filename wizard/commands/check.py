@@ -17,12 +17,12 @@ from tcpwizard.commands.fix import apply_fixes
 from tcpwizard.commands.transfer import parse_modes, parse_transfer_duration
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, TcpWizardError, UsageError
-from tcpwizard.measure import spec
-from tcpwizard.measure.engine import MAX_STREAMS as ENGINE_MAX_STREAMS
+from tcpwizard.measure.engine.datapath import MAX_STREAMS as ENGINE_MAX_STREAMS
+from tcpwizard.measure.engine.transfer import run_transfer
 from tcpwizard.measure.farends.interface import FarEndChoice, TransferOptions
 from tcpwizard.measure.farends.url import is_url, parse_url
-from tcpwizard.measure.pathprobe import PathOptions
-from tcpwizard.measure.transfer import run_transfer
+from tcpwizard.measure.probes.hops import PathOptions
+from tcpwizard.measure.wire import spec
 from tcpwizard.outcome import Outcome, Threshold, exit_code
 from tcpwizard.report import Report, local_report
 from tcpwizard.run import CheckRequest, Event, run_check

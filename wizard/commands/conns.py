@@ -6,7 +6,7 @@ import argparse
 
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, UsageError
-from tcpwizard.measure.conns import ConnsUnavailable
+from tcpwizard.measure.observe.conns import ConnsUnavailable
 from tcpwizard.units import parse_duration, parse_rate
 
 CLEAR = "\x1b[H\x1b[2J"

@@ -17,7 +17,7 @@ from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, UsageError
 from tcpwizard.exporter import Exporter, Target, load_targets, serve_exporter
-from tcpwizard.measure.hostlock import HostLock, ask_serve
+from tcpwizard.measure.serve.hostlock import HostLock, ask_serve
 from tcpwizard.outcome import Outcome, exit_code
 from tcpwizard.output.errors import error_report
 from tcpwizard.units import parse_duration

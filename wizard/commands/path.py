@@ -8,7 +8,7 @@ from tcpwizard.advice.path_advice import path_advice
 from tcpwizard.commands._output import emit, machine
 from tcpwizard.context import Context
 from tcpwizard.documents import PathDocument
-from tcpwizard.measure.pathprobe import PathOptions, trace
+from tcpwizard.measure.probes.hops import PathOptions, trace
 from tcpwizard.units import parse_duration
 
 

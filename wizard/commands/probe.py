@@ -13,9 +13,9 @@ from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.documents import ProbeDocument
 from tcpwizard.exitcodes import UsageError
-from tcpwizard.measure import spec
 from tcpwizard.measure.model import PathEstimate
-from tcpwizard.measure.probe import probe
+from tcpwizard.measure.probes.probe import probe
+from tcpwizard.measure.wire import spec
 from tcpwizard.outcome import exit_code
 from tcpwizard.report import Report, TargetInfo
 from tcpwizard.run import measured_target, verdict_outcome

@@ -10,9 +10,9 @@ from types import FrameType
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, Unavailable, UsageError
-from tcpwizard.measure.hostlock import HostLock
-from tcpwizard.measure.serve import Server
-from tcpwizard.measure.serve_limits import ServeLimits
+from tcpwizard.measure.serve.hostlock import HostLock
+from tcpwizard.measure.serve.limits import ServeLimits
+from tcpwizard.measure.serve.server import Server
 from tcpwizard.units import parse_size
 
 

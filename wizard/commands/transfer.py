@@ -13,10 +13,10 @@ from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.documents import TransferDocument
 from tcpwizard.exitcodes import PermissionRequired, UsageError
-from tcpwizard.measure import spec
+from tcpwizard.measure.engine.transfer import run_transfer, static_request
 from tcpwizard.measure.farends.interface import TransferHooks, TransferOptions
 from tcpwizard.measure.model import Mode, TransferResult
-from tcpwizard.measure.transfer import run_transfer, static_request
+from tcpwizard.measure.wire import spec
 from tcpwizard.units import parse_duration, parse_rate, parse_size
 
 
@@ -80,7 +80,7 @@ def options_from_args(args: argparse.Namespace, ctx: Context) -> TransferOptions
 
 def _static_from_probe(args: argparse.Namespace, secret: bytes | None, ctx: Context) -> int | None:
     """`static` needs a BDP; without --rtt/--bandwidth, measure it (a short probe)."""
-    from tcpwizard.measure.probe import probe
+    from tcpwizard.measure.probes.probe import probe
 
     ctx.progress("measuring the path for the static (2 x BDP) buffer ...")
     est = probe(

@@ -7,7 +7,7 @@ import argparse
 from tcpwizard.commands._secret import secret_from_args
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired, UsageError
-from tcpwizard.measure.pathprobe import PathOptions
+from tcpwizard.measure.probes.hops import PathOptions
 from tcpwizard.run import CheckRequest
 
 

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.advice.capture import CaptureDiagnosis, CaptureReport
 from tcpwizard.exitcodes import ExitCode
-from tcpwizard.measure.capture import FlowDirection, SynOptions
+from tcpwizard.measure.observe.capture import FlowDirection, SynOptions
 from tcpwizard.output.conns_json import _VERDICT
 from tcpwizard.output.json_format import fix_json
 from tcpwizard.output.schema import (

@@ -1,4 +1,4 @@
-"""Each end's CPU and drops over a transfer (measure/hostload.py) in the text, Prometheus
+"""Each end's CPU and drops over a transfer (measure/observe/hostload.py) in the text, Prometheus
 and Nagios outputs; all read the JSON report's `sender_load`/`receiver_load` objects or the
 ModeResult fields behind them."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from tcpwizard.measure.hostload import HostLoad
 from tcpwizard.measure.model import ModeResult
+from tcpwizard.measure.observe.hostload import HostLoad
 
 
 def _role(m: ModeResult, end: str) -> str:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcpwizard.measure.hostload import HostLoad
-from tcpwizard.measure.loaded_rtt import loaded_rtt, plateau_mbps
+from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, plateau_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -15,6 +14,7 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
+from tcpwizard.measure.observe.hostload import HostLoad
 
 
 def _round(x: float | None, nd: int = 3) -> float | None:
@@ -110,7 +110,7 @@ def sample_json(s: TransferSample) -> dict[str, Any]:
 
 
 def latency_json(m: ModeResult, idle_ms: float | None) -> dict[str, Any] | None:
-    """The RTT the transfer caused (measure/loaded_rtt.py): median and p90 of the sender's
+    """The RTT the transfer caused (measure/engine/loaded_rtt.py): median and p90 of the sender's
     smoothed RTT over the second half against the idle RTT, and responsiveness (RPM)."""
     lr = loaded_rtt(m, idle_ms)
     if lr is None:
@@ -160,7 +160,7 @@ def mode_json(m: ModeResult, idle_ms: float | None = None) -> dict[str, Any]:
 
 
 def load_json(load: HostLoad) -> dict[str, Any]:
-    """One end's CPU and drops over a transfer (measure/hostload.py), cores as objects."""
+    """One end's CPU and drops over a transfer (measure/observe/hostload.py), cores as objects."""
     d = load.drops
     return {
         "seconds": _round(load.seconds, 3),

@@ -8,9 +8,9 @@ from typing import Any
 
 from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.advice.path_advice import PathAdvice
-from tcpwizard.measure.hop_model import Hop, PathHops
-from tcpwizard.measure.synopts import SynOptions
-from tcpwizard.measure.syntrace_model import SynTrace
+from tcpwizard.measure.observe.synopts import SynOptions
+from tcpwizard.measure.probes.hop_model import Hop, PathHops
+from tcpwizard.measure.probes.syntrace_model import SynTrace
 from tcpwizard.output.json_format import fields_json, finding_json, fix_json
 from tcpwizard.output.schema import (
     BOOL,
@@ -57,7 +57,7 @@ def _opts(o: SynOptions | None) -> Json | None:
 
 
 def syn_json(t: SynTrace | None) -> Json | None:
-    """The SYN's options per hop and where they changed (measure/syntrace.py)."""
+    """The SYN's options per hop and where they changed (measure/probes/syntrace.py)."""
     if t is None:
         return None
     f = t.finding

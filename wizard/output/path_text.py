@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import TextIO
 
 from tcpwizard.advice.path_advice import PathAdvice
-from tcpwizard.measure.hop_model import Hop, PathHops
-from tcpwizard.measure.synopts import SynOptions
-from tcpwizard.measure.syntrace_model import FULL, NONE, SynTrace
+from tcpwizard.measure.observe.synopts import SynOptions
+from tcpwizard.measure.probes.hop_model import Hop, PathHops
+from tcpwizard.measure.probes.syntrace_model import FULL, NONE, SynTrace
 
 SEVERITY_MARK = {"crit": "CRIT", "warn": "WARN", "info": "info", "ok": "ok"}
 
@@ -86,7 +86,7 @@ def options_text(o: SynOptions) -> str:
 
 
 def syn_lines(t: SynTrace) -> list[str]:
-    """The SYN's options as each router quoted them (measure/syntrace.py)."""
+    """The SYN's options as each router quoted them (measure/probes/syntrace.py)."""
     lines = [f"SYN options per hop (port {t.port}), sent: {options_text(t.sent)}"]
     for h in t.hops:
         who = h.address or "*"

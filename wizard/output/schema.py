@@ -156,7 +156,7 @@ PATH = _obj(
         "port": INT,
         "duration_s": NUM,
         "notes": _arr(STR),
-        # check --avail only (measure/availbw.py)
+        # check --avail only (measure/probes/availbw.py)
         "available": _obj(
             {
                 **{k: NUM for k in ("mbps", "low_mbps", "high_mbps", "capacity_mbps")},

@@ -18,7 +18,7 @@ from tcpwizard.advice.snippets import (
     python_snippet,
 )
 from tcpwizard.checks.model import Fix, HostAudit
-from tcpwizard.measure.loaded_rtt import loaded_rtt, plateau_mbps
+from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, plateau_mbps
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.output import hostload_out
 from tcpwizard.report import Report

@@ -10,7 +10,7 @@ import os
 import re
 
 from tcpwizard.exitcodes import Unavailable
-from tcpwizard.measure.tsg import TsgSeries
+from tcpwizard.measure.observe.tsg import TsgSeries
 
 MB = 1e6
 

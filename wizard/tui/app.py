@@ -30,7 +30,7 @@ from tcpwizard.checks.model import Fix, HostAudit
 from tcpwizard.conns_report import ConnFilter, ConnsReport, connections_report
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import TcpWizardError
-from tcpwizard.measure.threads import favour_packet_timing
+from tcpwizard.measure.engine.threads import favour_packet_timing
 from tcpwizard.output.json_format import report_json
 from tcpwizard.report import Report
 from tcpwizard.run import Cancelled, CheckRequest, EventFn, run_check

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from tcpwizard.checks.model import Finding, Fix, HostAudit
 from tcpwizard.exitcodes import UsageError
-from tcpwizard.measure.hop_model import PathHops
 from tcpwizard.measure.model import PathEstimate
+from tcpwizard.measure.probes.hop_model import PathHops
 from tcpwizard.output.path_text import hop_marks, hop_who, next_link_mtu, rtt_text
 from tcpwizard.report import Report
 from tcpwizard.units import format_bytes, format_rate

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import TabbedContent, TabPane
 
-from tcpwizard.measure.tsg import TsgSeries
+from tcpwizard.measure.observe.tsg import TsgSeries
 from tcpwizard.tui.screens.base import WizardScreen
 from tcpwizard.tui.state import LiveSeries, RunState
 from tcpwizard.tui.widgets.modes import ModeRows

@@ -8,7 +8,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.widget import Widget
 
-from tcpwizard.measure.loaded_rtt import loaded_rtt
+from tcpwizard.measure.engine.loaded_rtt import loaded_rtt
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.tui.state import LiveSeries
 from tcpwizard.tui.text import mbps

@@ -1,0 +1,1 @@
+"""The transfer engine: data path, buffers, DRS, steady state, attach, transfers, rates."""

@@ -1,0 +1,1 @@
+"""What the kernel shows of connections: TCP_INFO, SYNs, sockets, captures, host load."""

@@ -1,0 +1,224 @@
+"""Available bandwidth beside capacity: self-loading periodic streams (pathload's SLoPS).
+
+Capacity C is what the narrow link carries; the *available* bandwidth A is what other
+traffic leaves of it. A periodic UDP stream sent at rate R toward serve (which timestamps
+every arrival with the kernel's clock) meets a queue that grows while R is above A: the
+one-way delays of its packets trend upward; below A they do not (Jain and Dovrolis,
+"End-to-end available bandwidth", SIGCOMM 2002). Pathload searches R by bisection, one
+up/flat verdict per fleet; on a noisy host (a user-space delay line, a busy CPU: one-way
+delays jump by milliseconds) that needs many fleets. Here the trend's *slope* is used as
+well: with fluid cross traffic X through a FIFO bottleneck, a stream at R > A leaves at
+R C / (R + X), so its one-way delay grows by s = (R + X) / C - 1 per unit of sending time,
+and A = C - X = R - C s. Each stream above A thus estimates A by itself; a stream whose delay
+does not grow says only A >= R.
+
+The slope is robust: one-way delays (arrival - send; the clock offset cancels) are cut into
+groups, and the Theil-Sen slope of the group medians is taken, so a few delayed packets do
+not tilt it. Streams go at a ladder of rates up to the capacity, each ~STREAM_S long and
+followed by as long an idle time (its queue drains); the whole run is bounded by a budget.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import time
+from dataclasses import dataclass
+
+from tcpwizard.measure.probes import capacity
+from tcpwizard.measure.wire import udp
+from tcpwizard.measure.wire.control import ControlClient
+
+STREAM_S = 0.06  # each stream lasts this long at its rate
+MIN_PACKETS, MAX_PACKETS = 40, 2000
+# Stream rates as shares of the capacity: half to 70 % first (above A when cross traffic
+# takes more than 30 %); only when few of them loaded the path, faster ones: light cross
+# traffic (30 % of the capacity) raises a stream at 90 % by s = 0.2 per second, twice the
+# noise, where one at 80 % stays at the noise.
+LADDER = (0.5, 0.6, 0.7, 0.5, 0.6, 0.7)
+LADDER_HIGH = (0.8, 0.9, 0.8, 0.9)
+MAX_LOSS = 0.05  # a stream losing more (a full queue, a busy sender) gives no slope
+GROUPS = 12
+SLOPE_NOISE = 0.1  # a delay growing slower than this (s per s) is no trend (busy hosts)
+BURST = 4  # packets sent back to back, the groups paced to the rate (less sender jitter)
+
+
+@dataclass(frozen=True)
+class AvailBandwidth:
+    """What cross traffic leaves free, from this host toward the far end (upload)."""
+
+    estimate_bps: float
+    low_bps: float
+    high_bps: float
+    capacity_bps: float
+    elapsed_s: float
+    streams: int
+    loaded: int  # streams whose delay grew (each one an estimate)
+    packets: int
+    note: str = ""
+
+    @property
+    def mbps(self) -> float:
+        return self.estimate_bps / 1e6
+
+    @property
+    def free_share(self) -> float:
+        """Available over capacity (0-1)."""
+        if not self.capacity_bps:
+            return 0.0
+        return max(0.0, min(1.0, self.estimate_bps / self.capacity_bps))
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    rate_bps: float  # as really sent (first to last send time)
+    slope: float  # growth of the one-way delay, seconds per second of sending
+    loss: float
+    out_bps: float = 0.0  # as it arrived (first to last arrival of what arrived)
+
+
+def theil_sen(points: list[tuple[float, float]]) -> float:
+    """Median of the pairwise slopes."""
+    slopes = [
+        (y2 - y1) / (x2 - x1)
+        for i, (x1, y1) in enumerate(points)
+        for x2, y2 in points[i + 1 :]
+        if x2 != x1
+    ]
+    return statistics.median(slopes) if slopes else 0.0
+
+
+def stream_result(
+    tx: dict[int, int], rx: dict[int, int], count: int, wire: int
+) -> StreamResult | None:
+    """One stream's sent rate, delay slope and loss from send and arrival times (ns)."""
+    idx = [i for i in sorted(rx) if i in tx]
+    if len(idx) < max(10, count // 4) or len(tx) < 2:
+        return None
+    span = (max(tx.values()) - min(tx.values())) / 1e9
+    if span <= 0:
+        return None
+    rate = (len(tx) - 1) * wire * 8 / span
+    size = max(2, len(idx) // GROUPS)
+    points = []
+    for g in range(0, len(idx) - size + 1, size):
+        grp = idx[g : g + size]
+        points.append(
+            (
+                statistics.median(tx[i] for i in grp) / 1e9,
+                statistics.median(rx[i] - tx[i] for i in grp) / 1e9,
+            )
+        )
+    rx_span = (rx[idx[-1]] - rx[idx[0]]) / 1e9
+    out = (len(idx) - 1) * wire * 8 / rx_span if rx_span > 0 else 0.0
+    return StreamResult(rate, theil_sen(points), 1 - len(idx) / count, out)
+
+
+def _estimate(r: StreamResult, capacity_bps: float) -> float:
+    """A from one loaded stream: R - C s from the delay slope; from a lossy one the rate
+    response, R + C - R C / R_out (FIFO drops share out like the queue does)."""
+    if r.loss > MAX_LOSS and r.out_bps > 0:
+        return r.rate_bps + capacity_bps - r.rate_bps * capacity_bps / r.out_bps
+    return r.rate_bps - capacity_bps * r.slope
+
+
+def estimate(results: list[StreamResult], capacity_bps: float) -> tuple[float, float, float, int]:
+    """(estimate, low, high, loaded streams) from the streams' rates and slopes."""
+    # A stream that lost many packets overflowed the queue: it rose, whatever its slope
+    # says (a full queue stops growing); its estimate comes from how fast it arrived.
+    good = [r for r in results if r.loss <= MAX_LOSS or r.out_bps > 0]
+    rising = [r for r in good if r.slope > SLOPE_NOISE or r.loss > MAX_LOSS]
+    # A queue that builds at rate R builds at every faster rate: a rising stream counts only
+    # when more than half of the streams at its rate or faster rose too (else a busy host
+    # delayed it).
+    loaded = [
+        r for r in rising
+        if 2 * sum(1 for x in rising if x.rate_bps >= r.rate_bps)
+        > sum(1 for x in good if x.rate_bps >= r.rate_bps)
+    ]  # fmt: skip
+    free = [r.rate_bps for r in good if r not in loaded]
+    floor = max(free, default=0.0)
+    if len(loaded) < 2:
+        # No stream (or a single one) built a queue, up to the fastest one sent: nothing
+        # takes the capacity.
+        return capacity_bps, min(floor, capacity_bps), capacity_bps, 0
+    values = sorted(min(capacity_bps, max(0.0, _estimate(r, capacity_bps))) for r in loaded)
+    mid = statistics.median(values)
+    q = max(1, len(values) // 4)
+    low, high = (
+        values[q - 1] if len(values) > 3 else values[0],
+        values[-q] if len(values) > 3 else values[-1],
+    )
+    return mid, min(low, mid), max(high, mid), len(loaded)
+
+
+def _arrivals(client: ControlClient, train: int, count: int, wait_s: float) -> dict[int, int]:
+    """serve's arrival times of a stream sent as segments of capacity.SEGMENT packets
+    (train ids train, train + 1, ...), keyed by packet index."""
+    sizes = capacity.segments(count)
+    out: dict[int, int] = {}
+    for first in range(0, len(sizes), capacity.REPORT_SEGMENTS):
+        ids = [train + k for k in range(first, min(len(sizes), first + capacity.REPORT_SEGMENTS))]
+        expect = sum(sizes[first : first + capacity.REPORT_SEGMENTS])
+        rx = capacity._report(client, ids, expect, wait_s if first == 0 else min(wait_s, 0.2))
+        for tid in ids:
+            for seq, t in rx.get(tid, {}).items():
+                out[(tid - train) * capacity.SEGMENT + seq] = t
+    return out
+
+
+def measure_available(
+    client: ControlClient,
+    sock: socket.socket,
+    capacity_bps: float,
+    rtt_s: float,
+    budget_s: float = 2.0,
+    mtu: int = 1500,
+) -> AvailBandwidth:
+    """Streams at a ladder of rates up to capacity_bps toward serve, within about
+    budget_s: the available bandwidth, its range and how many streams loaded the path."""
+    start = time.monotonic()
+    size = udp.udp_payload_size(client.family, mtu)
+    wire = udp.wire_bytes(client.family, size)
+    sender = capacity._Sender(sock, client.udp_token, size)
+    base = int.from_bytes(os.urandom(3), "big") << 8
+    results: list[StreamResult] = []
+    packets = 0
+    note = ""
+    ladder = list(LADDER)
+    n = 0
+    while n < len(ladder):
+        share = ladder[n]
+        if time.monotonic() - start > budget_s:
+            note = "time budget ended the streams early"
+            break
+        rising = sum(1 for r in results if r.slope > SLOPE_NOISE)
+        if n == len(LADDER) - 1 and 2 * rising < len(results):
+            ladder += LADDER_HIGH  # few loaded the path yet: try closer to the capacity
+        rate = share * capacity_bps
+        count = max(MIN_PACKETS, min(MAX_PACKETS, round(rate * STREAM_S / (wire * 8))))
+        train = base + n * 64  # a stream's segments take consecutive train ids
+        tx = sender.train(train, count, rate, wire, BURST)
+        packets += count
+        time.sleep(max(STREAM_S, rtt_s))  # the queue it built drains
+        rx = _arrivals(client, train, count, 0.5)
+        r = stream_result(tx, rx, count, wire)
+        if r is not None:
+            results.append(r)
+        n += 1
+    if not results:
+        return AvailBandwidth(0.0, 0.0, capacity_bps, capacity_bps, time.monotonic() - start,
+                              0, 0, packets, "no stream arrived (UDP blocked?)")  # fmt: skip
+    est, low, high, loaded = estimate(results, capacity_bps)
+    return AvailBandwidth(
+        estimate_bps=est,
+        low_bps=low,
+        high_bps=high,
+        capacity_bps=capacity_bps,
+        elapsed_s=time.monotonic() - start,
+        streams=len(results),
+        loaded=loaded,
+        packets=packets,
+        note=note,
+    )

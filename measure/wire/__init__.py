@@ -1,0 +1,1 @@
+"""serve's protocol on the wire: messages, constants, authentication, the control client."""
