@@ -481,3 +481,28 @@ def test_a_send_buffer_on_a_very_lossy_path_is_still_the_buffer() -> None:
     ev = Evidence(sender, audit("reno"), path(rtt, 224), TransferResult((m,)))
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "local"), v
+
+
+def test_losses_that_come_with_a_queue_are_a_full_buffer_not_a_bucket() -> None:
+    """Reno through a 0.58-BDP drop-tail queue at 639 Mbit/s x 5.5 ms: a sawtooth whose
+    median (68 % of the line) reads as a plateau, its RTT within the 1 ms timer floor of
+    idle on the whole, but up by 1-2 ms at every loss: the buffer filled before it dropped.
+    A policer drops with the RTT at idle (the same transfer with idle RTTs at its losses)."""
+    idle = 5.5
+    goodputs = [404.0, 485.0, 604.0, 617.0, 616.0, 617.0, 614.0, 496.0, 363.0, 406.0, 453.0,
+                468.0, 496.0, 513.0, 556.0, 573.0, 600.0, 610.0, 616.0, 579.0, 388.0, 391.0,
+                406.0, 436.0, 353.0, 296.0, 298.0, 312.0, 349.0, 360.0, 410.0, 424.0]  # fmt: skip
+    retrans = [169] + [0] * 5 + [8] + [0] * 11 + [19] + [0] * 4 + [33] + [0] * 8
+    rtts = [idle + 0.3] * len(goodputs)
+    for i, x in enumerate(retrans):
+        if x and i:
+            rtts[i - 1], rtts[i] = idle + 1.4, idle + 2.2  # the queue full at the loss
+    ev = Evidence(
+        audit("reno"), audit("reno"), path(idle, 639), transfer(goodputs, rtts, retrans, "reno")
+    )
+    assert diagnose(ev).verdict.limiting_factor != "policer"
+    flat = [idle + 0.3] * len(goodputs)
+    ev = Evidence(
+        audit("reno"), audit("reno"), path(idle, 639), transfer(goodputs, flat, retrans, "reno")
+    )
+    assert diagnose(ev).verdict.limiting_factor == "policer"
