@@ -44,6 +44,7 @@ from tcpwizard.advice.window_law import (
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.engine import rates
+from tcpwizard.measure.engine.loaded_rtt import loaded_rtt
 from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.measure.engine.rates import sample_rates as window_rates
 from tcpwizard.measure.model import ModeResult
@@ -602,7 +603,7 @@ def _rule_congestion(ev: Evidence, d: _Direction) -> _Candidate | None:
             f"the sender runs {cc}, which keeps its rate through loss below "
             f"{BBR_LOSS_TOLERANCE:.0%}: these losses do not hold it down"
         )
-    if (full := _fills_free_share(ev, d)) is not None:
+    if (full := _fills_free_share(ev, d) or _others_queue(ev, d)) is not None:
         # Every TCP flow that fills what a bottleneck leaves it sees the loss its rate
         # implies (that is what the loss bound says); only the free share tells those
         # losses from ones that hold it below the path.
@@ -933,6 +934,34 @@ CROSS_TAKES_FREE = 1.3  # the transfer got no more than this times what is free
 # Below the congestion and window rules (0.55-0.9 when their evidence holds), above WEAK:
 # sharing explains the gap unless the transfer's own evidence names a limit of its own.
 CROSS_SHARED_CONFIDENCE = 0.5
+# Others' standing queue, not measured as a share: below the measured share's 0.8, above
+# what congestion keeps when that queue explains its losses (FULL_SHARE_LOSS_CONFIDENCE).
+CROSS_QUEUE_CONFIDENCE = 0.7
+
+
+def _others_queue(ev: Evidence, d: _Direction) -> str | None:
+    """Evidence that others' traffic kept a queue standing at the bottleneck while this
+    transfer ran well below its capacity: a queue stands only while what arrives at least
+    fills the line, and this flow brought less than the healthy share of it, held by
+    neither window and with no rate ceiling of its own (a shaper below the probed rate
+    would give it one). The rest of what kept the queue is someone else's."""
+    cur, cap, idle = d.current, _capacity(ev, d), _rtt_ms(ev, d)
+    if cur is None or cap is None or idle is None or cur.error is not None:
+        return None
+    rate = steady_mbps(cur)
+    rwnd, sndbuf, _busy = _chrono(cur)
+    if rate >= HEALTHY_SHARE * cap or (rwnd or 0.0) >= CHRONO_SHARE:
+        return None
+    if (sndbuf or 0.0) >= CHRONO_SHARE or ceiling_mbps(cur, idle) is not None:
+        return None
+    lr = loaded_rtt(cur, idle)
+    if lr is None or lr.queue_ms <= policer.no_queue_ms(idle):
+        return None
+    return (
+        f"a queue of {lr.queue_ms:.1f} ms stood at the bottleneck (RTT under load "
+        f"{lr.median_ms:.1f} ms against {idle:.1f} ms idle) while this transfer brought "
+        f"{_fmt(rate)} of the {_fmt(cap)} capacity: others' traffic kept it standing"
+    )
 
 
 def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:
@@ -942,8 +971,26 @@ def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:
     (they split a bottleneck), so a transfer faster than what was free still shares it."""
     av = ev.path.available if ev.path else None
     cur, cap = d.current, _capacity(ev, d)
-    if av is None or d.name != "up" or cur is None or cap is None or not av.loaded:
+    if cur is None or cap is None:
         return None
+    if av is None or d.name != "up" or not av.loaded or av.free_share > CROSS_FREE_SHARE:
+        # No measured share taken (or none measured): a queue others kept standing while
+        # this transfer ran below the path says the same.
+        queue = _others_queue(ev, d)
+        if queue is None:
+            return None
+        return _Candidate(
+            d.name,
+            "cross-traffic",
+            CROSS_QUEUE_CONFIDENCE,
+            None,
+            f"{d.name}: the path is shared: others' traffic keeps a queue standing at the "
+            "bottleneck, and this transfer gets a share of what is left. No setting on "
+            "either host changes that: move the data when the path is quieter, over a less "
+            "loaded path, or ask the network's operators for a reserved or prioritised "
+            "path; parallel streams take a larger share only at the others' expense.",
+            (queue,),
+        )
     free = av.estimate_bps / 1e6
     rate = steady_mbps(cur)
     if av.free_share > CROSS_FREE_SHARE or rate >= HEALTHY_SHARE * cap:
@@ -952,6 +999,7 @@ def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:
     # A short transfer's last samples can run above what is free while it overdrives the
     # queue (unresponsive traffic loses its share of the drops too); its average cannot.
     leftover = min(rate, cur.throughput_mbps) <= CROSS_TAKES_FREE * free
+    queue = _others_queue(ev, d)
     if leftover:
         confidence = 0.8 if rate >= 0.6 * free else 0.55
         got = "this transfer gets about what is left"
@@ -966,6 +1014,8 @@ def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:
             f"transfer {_fmt(rate)} once up to speed: more than was free, so the others "
             f"gave way in part and kept about {_fmt(max(0.0, cap - rate))}"
         )
+    if queue:  # the queue others kept shows the sharing too
+        confidence = max(confidence, CROSS_QUEUE_CONFIDENCE)
     return _Candidate(
         d.name,
         "cross-traffic",
@@ -982,6 +1032,7 @@ def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:
             f"{av.free_share:.0%} free ({av.loaded} of {av.streams} periodic streams built "
             f"a queue, {av.elapsed_s:.1f} s)",
             found,
+            *((queue,) if queue else ()),
         ),
     )
 

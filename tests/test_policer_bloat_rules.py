@@ -506,3 +506,27 @@ def test_losses_that_come_with_a_queue_are_a_full_buffer_not_a_bucket() -> None:
         audit("reno"), audit("reno"), path(idle, 639), transfer(goodputs, flat, retrans, "reno")
     )
     assert diagnose(ev).verdict.limiting_factor == "policer"
+
+
+def test_a_queue_others_keep_standing_is_cross_traffic_not_congestion() -> None:
+    """Reno beside four Reno flows at 108 Mbit/s x 3.7 ms (lab): 22 Mbit/s, losses at the
+    loss bound, and a queue of 4.5 ms standing while it ran at a fifth of the line. Its
+    own flow cannot keep a queue below the line rate: the others do. The available
+    bandwidth read 61 % free (its streams ran out of time), so only the queue shows it.
+    With the RTT at idle (random loss on a lossy link) it stays `congestion`."""
+    idle, n = 5.2, 20
+    goodputs = [15.0, 22.0, 25.0, 20.0, 24.0, 21.0, 23.0, 20.0, 22.0, 21.0] + [22.0] * (n - 10)
+    retrans = [2, 4, 4, 5, 4, 4, 5, 4, 4, 4] * 2
+    free = AvailBandwidth(65e6, 40e6, 80e6, 107e6, 2.0, 6, 2, 4_000)
+
+    def ev(rtt_ms: float) -> Evidence:
+        m = transfer(goodputs, [rtt_ms] * n, retrans, "reno").modes[0]
+        t = TransferResult((dataclasses.replace(m, sndbuf_limited=0.0),))
+        e = Evidence(audit("reno"), audit("reno"), path(idle, 107), t)
+        assert e.path is not None
+        return dataclasses.replace(e, path=dataclasses.replace(e.path, available=free))
+
+    v = diagnose(ev(9.8)).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("cross-traffic", None), v
+    assert any("others' traffic kept it standing" in e for e in v.evidence)
+    assert diagnose(ev(idle + 0.2)).verdict.limiting_factor == "congestion"
