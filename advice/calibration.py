@@ -5,7 +5,10 @@ sure the evidence makes it, relative to the rule's other cases. What that number
 measured: the scenario matrix (`python -m benchmarks matrix`, docs/bench-matrix.md) runs
 checks on lab paths whose cause is known, and `python -m benchmarks calibrate` turns its
 rows into the table this module reads (advice/calibration.json): per limiting factor named,
-how many verdicts named it and how many of those were right (factor and host).
+how many verdicts named it and how many of those were right (factor and host), apart for
+a rule's weak claims, those on one line of evidence and those on two (key()). The matrix
+runs `check` against serve with transfers: a verdict made without them (no peer audit, no
+transfer) is not weighed.
 
 The confidence a report gives is the rule's own, shifted in log-odds by the difference
 between the factor's measured accuracy and the rules' mean stated confidence on those runs:
@@ -28,6 +31,22 @@ from pathlib import Path
 from typing import Any
 
 TABLE = Path(__file__).with_name("calibration.json")
+# Three evidence situations per factor, each weighed by its own runs: below the engine's
+# WEAK (advice/diagnose.py) a rule names its factor only when nothing else explains the
+# rate; below TWO_LINES it rests on one line of evidence (a window law, a loss bound: the
+# rules say 0.45-0.6); at or above it, on two that agree (the law and the rate at its bound,
+# the bound and losses that go on, a counter and the law: 0.7 and more).
+WEAK = 0.4
+TWO_LINES = 0.7
+
+
+def key(factor: str, rule: float) -> str:
+    """The table's row for a verdict naming `factor` with its rule's confidence `rule`."""
+    if rule < WEAK:
+        return f"{factor} (weak)"
+    return f"{factor} (one line)" if rule < TWO_LINES else factor
+
+
 # The rule's own stated confidence weighs as this many matrix runs. Four: one miss in a
 # factor's first run moves a 0.9 rule to 0.72, not to 0; the bench prints the leave-one-out
 # calibration error at 2, 4 and 8 beside the table (docs/bench-matrix.md).
@@ -75,9 +94,12 @@ class Calibration:
     records: Mapping[str, FactorRecord]
     measured: str = ""  # where the rows came from (seeds, when)
 
+    def record(self, factor: str, rule: float) -> FactorRecord | None:
+        return self.records.get(key(factor, rule))
+
     def confidence(self, factor: str, rule: float, prior_runs: float = PRIOR_RUNS) -> float:
         """The reported confidence of a verdict naming `factor` whose rule said `rule`."""
-        r = self.records.get(factor)
+        r = self.record(factor, rule)
         if r is None or rule <= 0 or r.mean_confidence <= 0:
             return rule
         moved = _logit(rule) + shift(r.accuracy(prior_runs), r.mean_confidence)
@@ -97,7 +119,7 @@ def build(rows: Iterable[tuple[str, float, bool]], measured: str = "") -> Calibr
     for factor, conf, ok in rows:
         if factor == "unknown":
             continue
-        groups.setdefault(factor, []).append((conf, ok))
+        groups.setdefault(key(factor, conf), []).append((conf, ok))
     records = {
         f: FactorRecord(f, len(g), sum(ok for _, ok in g), sum(c for c, _ in g) / len(g))
         for f, g in groups.items()

@@ -1241,11 +1241,12 @@ def _speak_for_both_ways(
     return best, best.host, best.explanation, best.evidence
 
 
-def _calibrated(best: _Candidate) -> tuple[float, ConfidenceBasis | None]:
-    """The candidate's confidence as the scenario matrix measured its factor's verdicts."""
+def _calibrated(ev: Evidence, best: _Candidate) -> tuple[float, ConfidenceBasis | None]:
+    """The candidate's confidence as the scenario matrix measured its factor's verdicts,
+    in the matrix's situation only: a peer audit and transfers."""
     table = calibration.table()
-    record = table.records.get(best.factor)
-    if record is None:
+    record = table.record(best.factor, best.confidence)
+    if record is None or ev.peer is None or not ev.measured:
         return best.confidence, None
     return (
         table.confidence(best.factor, best.confidence),
@@ -1280,7 +1281,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
     if (bloat := bufferbloat.prefer(best, candidates)) is not best:
         best, host, explanation, found = bloat, bloat.host, bloat.explanation, bloat.evidence
     found += bufferbloat.beside(best, candidates)
-    confidence, basis = _calibrated(best)
+    confidence, basis = _calibrated(ev, best)
     missing = []
     if ev.peer is None:
         missing.append("no peer audit (the far end does not run `tcpwizard serve`)")

@@ -24,12 +24,14 @@ from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, UsageError
 
 PRIORS = (2.0, cal.PRIOR_RUNS, 8.0)
+# The checkout's table (the package's own path may be an installed or linked copy).
+REPO_TABLE = Path(__file__).resolve().parents[1] / "advice" / cal.TABLE.name
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("rows", nargs="+", type=Path, metavar="ROWS", help="matrix.jsonl files")
     p.add_argument("--write", action="store_true", help=f"write the table to {cal.TABLE.name}")
-    p.add_argument("--table", type=Path, default=cal.TABLE, help="where --write writes it")
+    p.add_argument("--table", type=Path, default=REPO_TABLE, help="where --write writes it")
 
 
 def load(paths: Sequence[Path]) -> list[dict[str, Any]]:
