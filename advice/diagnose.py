@@ -28,6 +28,7 @@ from tcpwizard.advice.evidence import probe_capacity as _probe_capacity
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.middlebox import device_fix, syn_tampering, window_scaling_stripped
 from tcpwizard.advice.model import ConfidenceBasis, LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.ramp import still_ramping as _still_ramping
 from tcpwizard.advice.rules import CAUSE_RULES, bufferbloat, policer
 from tcpwizard.advice.rules.host_drops import held_by_host
 from tcpwizard.advice.streams import streams_fix, streams_needed
@@ -46,7 +47,6 @@ from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.engine import rates
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt
 from tcpwizard.measure.engine.rates import ip_rate
-from tcpwizard.measure.engine.rates import sample_rates as window_rates
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.units import format_mbps
 
@@ -528,29 +528,6 @@ def _at_bound(m: ModeResult, limit_mbps: float, high_mbps: float | None = None) 
 LATE_LOSS_EVENTS = 3  # retransmissions after the first half that make losses ongoing
 
 
-def _climbing(rates: Sequence[float]) -> bool:
-    """The last quarter's median well above the third quarter's. Medians, not means: after
-    a loss the receiver gets nothing for a round trip, then the held data at once (a
-    sample of three times the path's rate), and one such burst must not read as growth."""
-    q = len(rates) // 4
-    third, last = sorted(rates[2 * q : 3 * q]), sorted(rates[3 * q :])
-    return last[len(last) // 2] > 1.15 * third[len(third) // 2]
-
-
-def _still_ramping(m: ModeResult) -> bool:
-    """The rate was still climbing when the test ended (slow start or a window still
-    opening): in the goodput, and in what the sender's TCP_INFO says the network delivered
-    where the samples carry it (smooth through loss recoveries)."""
-    rates = [r for _, r in window_rates(m.samples)]
-    if len(rates) // 4 < 2:
-        return True  # too short to tell: give the ramp the benefit of the doubt
-    delivered = [s.tcp_info.delivery_rate_bps / 1e6 for s in m.samples if s.tcp_info]
-    settled = delivered[len(delivered) // 2 :]
-    if len(delivered) == len(rates) and all(settled) and not _climbing(delivered):
-        return False
-    return _climbing(rates)
-
-
 def _late_retransmits(m: ModeResult) -> int:
     """Retransmissions in the second half of a transfer (sender's TCP_INFO). Slow start's
     overshoot loses packets early; losses that go on once the rate has settled are what
@@ -955,13 +932,33 @@ def _others_queue(ev: Evidence, d: _Direction) -> str | None:
     if (sndbuf or 0.0) >= CHRONO_SHARE or ceiling_mbps(cur, idle) is not None:
         return None
     lr = loaded_rtt(cur, idle)
-    if lr is None or lr.queue_ms <= policer.no_queue_ms(idle):
+    if lr is None or lr.queue_ms <= _own_queue_ms(cur, cap, idle) + policer.no_queue_ms(idle):
         return None
     return (
         f"a queue of {lr.queue_ms:.1f} ms stood at the bottleneck (RTT under load "
         f"{lr.median_ms:.1f} ms against {idle:.1f} ms idle) while this transfer brought "
         f"{_fmt(rate)} of the {_fmt(cap)} capacity: others' traffic kept it standing"
     )
+
+
+def _own_queue_ms(m: ModeResult, cap_mbps: float, idle_ms: float) -> float:
+    """The most queue this flow's own window keeps at a bottleneck of cap_mbps: what of its
+    congestion window (the second half's median, TCP_INFO) the path's BDP does not hold.
+    A window sent unpaced beyond the BDP waits in the queue whatever the average rate (a
+    policed Reno flow at 3.6 of 31.6 Mbit/s x 3.5 ms kept 1.6 ms that way)."""
+    cwnds = sorted(
+        s.tcp_info.snd_cwnd * (s.tcp_info.snd_mss or _DEFAULT_MSS)
+        for s in m.samples[len(m.samples) // 2 :]
+        if s.tcp_info is not None
+    )
+    if not cwnds or cap_mbps <= 0:
+        return 0.0
+    window = cwnds[len(cwnds) // 2]
+    rate_bytes_ms = cap_mbps * 1e6 / 8 / 1e3
+    return max(0.0, window - rate_bytes_ms * idle_ms) / rate_bytes_ms
+
+
+_DEFAULT_MSS = 1448
 
 
 def _rule_cross_traffic(ev: Evidence, d: _Direction) -> _Candidate | None:

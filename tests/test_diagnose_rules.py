@@ -10,8 +10,9 @@ import math
 
 import pytest
 
-from tcpwizard.advice.diagnose import Evidence, _still_ramping, diagnose
+from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.model import Verdict
+from tcpwizard.advice.ramp import still_ramping as _still_ramping
 from tcpwizard.advice.streams import MAX_STREAMS
 from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
 from tcpwizard.checks.audit import CHECKS

@@ -519,9 +519,15 @@ def test_a_queue_others_keep_standing_is_cross_traffic_not_congestion() -> None:
     retrans = [2, 4, 4, 5, 4, 4, 5, 4, 4, 4] * 2
     free = AvailBandwidth(65e6, 40e6, 80e6, 107e6, 2.0, 6, 2, 4_000)
 
-    def ev(rtt_ms: float) -> Evidence:
+    def ev(rtt_ms: float, cwnd: int = 19) -> Evidence:
+        # Its window: 22 Mbit/s x 9.8 ms, 19 segments, well within the path's BDP.
         m = transfer(goodputs, [rtt_ms] * n, retrans, "reno").modes[0]
-        t = TransferResult((dataclasses.replace(m, sndbuf_limited=0.0),))
+        samples = tuple(
+            dataclasses.replace(x, tcp_info=dataclasses.replace(x.tcp_info, snd_cwnd=cwnd))
+            for x in m.samples
+            if x.tcp_info is not None
+        )
+        t = TransferResult((dataclasses.replace(m, sndbuf_limited=0.0, samples=samples),))
         e = Evidence(audit("reno"), audit("reno"), path(idle, 107), t)
         assert e.path is not None
         return dataclasses.replace(e, path=dataclasses.replace(e.path, available=free))
@@ -530,3 +536,18 @@ def test_a_queue_others_keep_standing_is_cross_traffic_not_congestion() -> None:
     assert (v.limiting_factor, v.host_to_fix) == ("cross-traffic", None), v
     assert any("others' traffic kept it standing" in e for e in v.evidence)
     assert diagnose(ev(idle + 0.2)).verdict.limiting_factor == "congestion"
+    # A window of 100 segments (145 KB against a 70 KB BDP) keeps that queue itself.
+    assert diagnose(ev(9.8, cwnd=100)).verdict.limiting_factor == "congestion"
+
+
+def test_a_rate_still_climbing_is_no_policers_plateau() -> None:
+    """BBR over 309 ms (16 round trips in 5 s) still in its startup when the test ended:
+    its second half far below the 748 Mbit/s line, a few losses at the idle RTT. A rate
+    still rising is no plateau; it read `policer` before."""
+    rtt, n = 309.0, 20
+    goodputs = [0.1, 0.3, 0.5, 0.8, 1.2, 1.9, 2.9, 4.5, 6.2, 7.0,
+                9.8, 13.0, 17.0, 22.0, 28.0, 35.0, 44.0, 55.0, 68.0, 83.0]  # fmt: skip
+    retrans = [0] * 7 + [1, 0, 1, 3, 1, 1, 2, 1, 2, 1, 1, 2, 1]
+    t = transfer(goodputs, [rtt + 0.5] * n, retrans, "bbr")
+    ev = Evidence(audit(), audit(), path(rtt, 748), t)
+    assert diagnose(ev).verdict.limiting_factor != "policer"

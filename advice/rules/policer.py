@@ -30,6 +30,7 @@ from tcpwizard.advice.evidence import (
     rtt_ms,
 )
 from tcpwizard.advice.model import Verdict, WizardGap
+from tcpwizard.advice.ramp import still_ramping
 from tcpwizard.advice.rules import host_drops
 from tcpwizard.advice.window_law import (
     LOSS_BASED,
@@ -167,6 +168,10 @@ def policing(
         return None
     if rtt.queue_ms > no_queue_ms(rtt.idle_ms) or _queue_at_losses(m, rtt.idle_ms):
         return None  # a queue: a shaper, a full bottleneck buffer, cross traffic
+    if still_ramping(m):
+        # Still climbing at the end (BBR's startup over 309 ms, 16 round trips in 5 s):
+        # no plateau yet, a bucket's or any other.
+        return None
     line = line_mbps if line_mbps else _burst_peak_mbps(m)
     if line is None or plateau >= POLICED_SHARE * line:
         return None  # the plateau is the line's rate: a bottleneck, not a policer
@@ -266,14 +271,14 @@ def _loss_episodes(m: ModeResult, rtt_ms: float) -> int:
 def _queue_at_losses(m: ModeResult, idle_ms: float) -> bool:
     """The losses after the ramp came with a queue: a drop-tail buffer drops only once it
     is full, so the RTT stands above the idle one when it drops; a policer drops with the
-    RTT at idle (Flach et al., SIGCOMM 2016). True when most loss episodes after the
-    first (slow start overshoots any buffer, a bucket's too) had an RTT, in the interval
-    before or during them, more than no_queue_ms above idle. (Reno's sawtooth through a
+    RTT at idle (Flach et al., SIGCOMM 2016). True when at least half the loss episodes
+    after the first (slow start overshoots any buffer, a bucket's too) had an RTT, in the
+    interval before or during them, more than no_queue_ms above idle. (Reno's sawtooth through a
     0.58-BDP queue at 5.4 ms: 1.14-1.49 x idle at its losses, the policer's Reno and BBR
     losses 0.98-1.05 x: docs/bench-matrix.md.)"""
     later = _episodes(m, idle_ms)[1:]
     queued = sum(1 for e in later if e and max(e) - idle_ms > no_queue_ms(idle_ms))
-    return bool(later) and 2 * queued > len(later)
+    return bool(later) and 2 * queued >= len(later)
 
 
 def _late_losses(m: ModeResult) -> bool:
