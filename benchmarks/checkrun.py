@@ -13,7 +13,8 @@ import sys
 import time
 from typing import Any
 
-from tcpwizard.advice.diagnose import Evidence, path_capacity
+from tcpwizard.advice.capacity_view import path_capacity
+from tcpwizard.advice.diagnose import Evidence
 from tcpwizard.context import Context
 from tcpwizard.run import CheckRequest, run_check
 

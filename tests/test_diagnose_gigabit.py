@@ -8,7 +8,8 @@ import dataclasses
 
 import pytest
 
-from tcpwizard.advice.diagnose import Evidence, diagnose, path_capacity
+from tcpwizard.advice.capacity_view import path_capacity
+from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.window_law import window_limit_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,

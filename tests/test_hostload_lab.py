@@ -10,7 +10,7 @@ import json
 import pytest
 
 from benchmarks.bench_host import CPU_SHARE, run_once
-from tcpwizard.advice.diagnose import HEALTHY_SHARE
+from tcpwizard.advice.evidence import HEALTHY_SHARE
 from tcpwizard.advice.rules.host_cpu import STARVED
 from tcpwizard.lab.hostload import cpu_quota
 from tcpwizard.lab.serving import serving, tcpwizard_argv

@@ -7,7 +7,7 @@ import dataclasses
 import sqlite3
 from typing import Literal, TextIO
 
-from tcpwizard.advice.diagnose import steady_mbps
+from tcpwizard.advice.capacity_view import steady_mbps
 from tcpwizard.checks import audit
 from tcpwizard.commands._output import emit, machine
 from tcpwizard.commands._path_hint import bdp_from_args

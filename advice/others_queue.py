@@ -1,0 +1,62 @@
+"""Others' traffic seen in the queue: a queue that stood at the bottleneck while this
+transfer brought well below its capacity was kept standing by someone else.
+"""
+
+from __future__ import annotations
+
+from tcpwizard.advice.capacity_view import capacity as _capacity
+from tcpwizard.advice.capacity_view import steady_mbps
+from tcpwizard.advice.ceiling import ceiling_mbps
+from tcpwizard.advice.evidence import CHRONO_SHARE, HEALTHY_SHARE, Evidence
+from tcpwizard.advice.evidence import Direction as _Direction
+from tcpwizard.advice.evidence import chrono as _chrono
+from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
+from tcpwizard.advice.rules import policer
+from tcpwizard.measure.engine.loaded_rtt import loaded_rtt
+from tcpwizard.measure.model import ModeResult
+from tcpwizard.units import format_mbps as _fmt
+
+
+def others_queue(ev: Evidence, d: _Direction) -> str | None:
+    """Evidence that others' traffic kept a queue standing at the bottleneck while this
+    transfer ran well below its capacity: a queue stands only while what arrives at least
+    fills the line, and this flow brought less than the healthy share of it, held by
+    neither window and with no rate ceiling of its own (a shaper below the probed rate
+    would give it one). The rest of what kept the queue is someone else's."""
+    cur, cap, idle = d.current, _capacity(ev, d), _rtt_ms(ev, d)
+    if cur is None or cap is None or idle is None or cur.error is not None:
+        return None
+    rate = steady_mbps(cur)
+    rwnd, sndbuf, _busy = _chrono(cur)
+    if rate >= HEALTHY_SHARE * cap or (rwnd or 0.0) >= CHRONO_SHARE:
+        return None
+    if (sndbuf or 0.0) >= CHRONO_SHARE or ceiling_mbps(cur, idle) is not None:
+        return None
+    lr = loaded_rtt(cur, idle)
+    if lr is None or lr.queue_ms <= _own_queue_ms(cur, cap, idle) + policer.no_queue_ms(idle):
+        return None
+    return (
+        f"a queue of {lr.queue_ms:.1f} ms stood at the bottleneck (RTT under load "
+        f"{lr.median_ms:.1f} ms against {idle:.1f} ms idle) while this transfer brought "
+        f"{_fmt(rate)} of the {_fmt(cap)} capacity: others' traffic kept it standing"
+    )
+
+
+def _own_queue_ms(m: ModeResult, cap_mbps: float, idle_ms: float) -> float:
+    """The most queue this flow's own window keeps at a bottleneck of cap_mbps: what of its
+    congestion window (the second half's median, TCP_INFO) the path's BDP does not hold.
+    A window sent unpaced beyond the BDP waits in the queue whatever the average rate (a
+    policed Reno flow at 3.6 of 31.6 Mbit/s x 3.5 ms kept 1.6 ms that way)."""
+    cwnds = sorted(
+        s.tcp_info.snd_cwnd * (s.tcp_info.snd_mss or _DEFAULT_MSS)
+        for s in m.samples[len(m.samples) // 2 :]
+        if s.tcp_info is not None
+    )
+    if not cwnds or cap_mbps <= 0:
+        return 0.0
+    window = cwnds[len(cwnds) // 2]
+    rate_bytes_ms = cap_mbps * 1e6 / 8 / 1e3
+    return max(0.0, window - rate_bytes_ms * idle_ms) / rate_bytes_ms
+
+
+_DEFAULT_MSS = 1448
