@@ -1,7 +1,7 @@
 """A verdict's confidence as the scenario matrix measured it.
 
-Each rule states a confidence from its own evidence (advice/diagnose.py, advice/rules/): how
-sure the evidence makes it, relative to the rule's other cases. What that number is worth is
+Each rule states a confidence from its own evidence (advice/rules/): how sure the evidence
+makes it, relative to the rule's other cases. What that number is worth is
 measured: the scenario matrix (`python -m benchmarks matrix`, docs/bench-matrix.md) runs
 checks on lab paths whose cause is known, and `python -m benchmarks calibrate` turns its
 rows into the table this module reads (advice/calibration.json): per limiting factor named,

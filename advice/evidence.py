@@ -1,6 +1,6 @@
 """The evidence one verdict is drawn from, seen per direction of the test, and the
-candidate limits the rules name. Rules (advice/diagnose.py and advice/rules/) read these
-types only; they never know which command or far end filled them."""
+candidate limits the rules name. Rules (advice/rules/, one module per limiting factor) read
+these types only; they never know which command or far end filled them."""
 
 from __future__ import annotations
 

@@ -56,6 +56,12 @@ PLANTED = {
         "if TYPE_CHECKING:\n"
         "    from tcpwizard.advice import model\n",
     ),
+    # A verdict rule reaching up into the engine that walks it.
+    "rules-below-engine": (
+        "tcpwizard.advice.rules.planted",
+        "advice/rules/planted.py",
+        "def f():\n    from tcpwizard.advice import diagnose\n",
+    ),
     "primitives-are-leaves": (
         "tcpwizard.units",
         "units.py",

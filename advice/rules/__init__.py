@@ -1,8 +1,11 @@
-"""Rules for causes outside the hosts' TCP settings, one module per limiting factor.
+"""The verdict rules, one module per limiting factor.
 
-Each module exposes `rule(ev, d) -> Candidate | None`, reading only advice.evidence's types.
-`CAUSE_RULES` is the ordered registry advice/diagnose.py walks beside its own rules; a new
-cause is one new module here plus its line below.
+Each module exposes `rule(ev, d) -> Candidate | None`, reading advice.evidence's types and
+the shared helpers beside it (advice/capacity_view.py, advice/window_evidence.py,
+advice/others_queue.py), never the engine (advice/diagnose.py). `CAUSE_RULES` holds the
+rules for causes outside the hosts' TCP settings, in order; advice/rules/registry.py puts
+the rules about the hosts' settings before them into `RULES`, the order advice/diagnose.py
+walks. A new cause is one new module here plus its line below.
 """
 
 from __future__ import annotations

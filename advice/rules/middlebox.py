@@ -20,7 +20,7 @@ from tcpwizard.measure.model import ModeResult
 
 # The window-scaling rule's own margins: a rate within 1.3x of 64 KB / RTT sits at that
 # ceiling (the window law with a round trip's jitter), and a ceiling above 85 % of the
-# capacity (TCP/IP headers cost ~3.5 %, see diagnose.HEALTHY_SHARE) holds nothing back.
+# capacity (TCP/IP headers cost ~3.5 %, see evidence.HEALTHY_SHARE) holds nothing back.
 AT_CEILING = 1.3
 # A loss-bound rate is proportional to the MSS (Mathis et al.): a clamp to less than 3/4
 # of what this host sent costs over a quarter of such a rate, more than a test's own

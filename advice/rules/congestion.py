@@ -1,0 +1,154 @@
+"""`congestion`: packet loss holds the congestion window down (the loss bound of the
+sender's congestion control at the loss measured), with parallel streams as a work-around.
+"""
+
+from __future__ import annotations
+
+from tcpwizard.advice.capacity_view import LATE_LOSS_EVENTS, steady_mbps
+from tcpwizard.advice.capacity_view import capacity as _capacity
+from tcpwizard.advice.capacity_view import late_retransmits as _late_retransmits
+from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence
+from tcpwizard.advice.evidence import Candidate as _Candidate
+from tcpwizard.advice.evidence import Direction as _Direction
+from tcpwizard.advice.evidence import chrono as _chrono
+from tcpwizard.advice.evidence import mss as _mss
+from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
+from tcpwizard.advice.others_queue import others_queue as _others_queue
+from tcpwizard.advice.streams import streams_needed
+from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
+from tcpwizard.advice.window_law import LOSS_BASED, mathis_mbps
+from tcpwizard.units import format_mbps as _fmt
+
+
+def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
+    cur, rtt = d.current, _rtt_ms(ev, d)
+    loss = _loss_fraction(ev, d)
+    if cur is None or rtt is None or not loss or cur.retransmits == 0:
+        return None
+    cc = cur.congestion_control or (d.sender.congestion_control if d.sender else "")
+    bound = mathis_mbps(_mss(d), rtt, loss, cc)
+    evidence = [
+        f"{cur.retransmits} retransmissions (~{loss:.2%} of segments)",
+        f"loss bound ({cc or 'reno'}) at that loss: {_fmt(bound)}; measured "
+        f"{_fmt(cur.throughput_mbps)}",
+    ]
+    confidence = 0.55
+    if bound is not None and cur.throughput_mbps <= 1.5 * bound:
+        confidence = 0.85
+    elif bound is not None and cur.throughput_mbps > 3 * bound:
+        late = _late_retransmits(cur)
+        cap = _capacity(ev, d)
+        low = cap is not None and steady_mbps(cur) < HEALTHY_SHARE * cap
+        if late >= LATE_LOSS_EVENTS and cc in LOSS_BASED and low:
+            # Losses go on after the ramp and the rate stays low: drop-tail overflows
+            # that lose several packets per event (a shallow queue), not one burst.
+            confidence = 0.7
+            evidence.append(
+                f"{late} of them after the first half, at {_fmt(steady_mbps(cur))} once up "
+                "to speed: repeated loss events, not one burst"
+            )
+        else:
+            # Far above the steady-state loss bound: the losses came in a burst
+            # (slow-start overshoot into the queue), not as the rate that holds the
+            # window down.
+            confidence = 0.3
+            evidence.append("throughput is far above that bound: the losses were a burst")
+    if cc.startswith("bbr") and loss < BBR_LOSS_TOLERANCE:
+        # A model-based sender paces at the bandwidth it measures and does not back off on
+        # loss this low: the loss bound is no law for it, and its rate says nothing of the
+        # losses. Something else held it (its windows, the path).
+        confidence = min(confidence, BBR_LOSS_CONFIDENCE)
+        evidence.append(
+            f"the sender runs {cc}, which keeps its rate through loss below "
+            f"{BBR_LOSS_TOLERANCE:.0%}: these losses do not hold it down"
+        )
+    if (full := _fills_free_share(ev, d) or _others_queue(ev, d)) is not None:
+        # Every TCP flow that fills what a bottleneck leaves it sees the loss its rate
+        # implies (that is what the loss bound says); only the free share tells those
+        # losses from ones that hold it below the path.
+        confidence = min(confidence, FULL_SHARE_LOSS_CONFIDENCE)
+        evidence.append(full)
+    if cc:
+        evidence.append(f"sender's congestion control: {cc}")
+    streams = _streams_work_around(ev, d, bound, cc)
+    if streams is not None:
+        n, per = streams
+        cap = _capacity(ev, d) or 0.0
+        reach = (
+            f"would reach the path: {n} x {_fmt(per)} >= capacity {_fmt(cap)}"
+            if n * per >= cap
+            else f"(the most worth opening) would reach ~{_fmt(n * per)} of {_fmt(cap)}"
+        )
+        evidence.append(f"{n} parallel streams {reach} (each stream gets about the bound)")
+    advice = (
+        " A loss-based algorithm halves its window on every loss; BBR with fq pacing keeps "
+        "most of the rate on a lossy long path."
+        if cc in LOSS_BASED
+        else " The congestion controller already ignores random loss; look for a congested "
+        "or faulty link."
+    )
+    if streams is not None:
+        advice += (
+            f" Work-around that needs no change on either host: {streams[0]} parallel "
+            "streams (iperf3 -P, globus-url-copy -p, bbcp -s, rclone --multi-thread-streams)."
+        )
+    return _Candidate(
+        d.name,
+        "congestion",
+        confidence,
+        d.sender_role,
+        f"{d.name}: packet loss holds the congestion window down.{advice}",
+        tuple(evidence),
+        streams=streams,
+    )
+
+
+# BBR reacts to loss only above a threshold: v1 (Linux's `bbr`) treats a round losing over
+# 20 % as policed (lt_loss_thresh = 50/256) and ignores less; BBRv2/v3 bound their inflight
+# when a round loses over 2 % (bbr_loss_thresh). The lower of the two.
+BBR_LOSS_TOLERANCE = 0.02
+# Below WEAK (advice/diagnose.py): such losses name the congestion only when nothing else
+# explains the rate.
+BBR_LOSS_CONFIDENCE = 0.3
+# Below CROSS_SHARED_CONFIDENCE (advice/rules/cross_traffic.py): losses that a full share of
+# a shared path explains do not outrank the sharing itself.
+FULL_SHARE_LOSS_CONFIDENCE = 0.45
+
+
+def _fills_free_share(ev: Evidence, d: _Direction) -> str | None:
+    """Evidence that this transfer filled what others left free of a shared path (the
+    available bandwidth, measured upload only): it reached the healthy share of the low
+    end of what was free, so its losses are those of a full bottleneck."""
+    av = ev.path.available if ev.path else None
+    cur = d.current
+    if av is None or d.name != "up" or cur is None or not av.loaded:
+        return None
+    if av.free_share > CROSS_FREE_SHARE:
+        return None
+    rate = steady_mbps(cur)
+    low = av.low_bps / 1e6
+    if rate < HEALTHY_SHARE * low:
+        return None
+    return (
+        f"{_fmt(rate)} once up to speed fills the {_fmt(low)}-{_fmt(av.high_bps / 1e6)} "
+        "others left free: the losses are those of a full share"
+    )
+
+
+def _streams_work_around(
+    ev: Evidence, d: _Direction, bound: float | None, cc: str
+) -> tuple[int, float] | None:
+    """(N, rate per stream) when loss holds a loss-based stream down and buffers are not
+    what limits it: N streams, each getting the Mathis bound (or what one got, if less),
+    add up to the capacity."""
+    cur, cap = d.current, _capacity(ev, d)
+    if cur is None or bound is None or cap is None or cc not in LOSS_BASED:
+        return None
+    if steady_mbps(cur) >= HEALTHY_SHARE * cap:
+        return None
+    rwnd, sndbuf, _busy = _chrono(cur)
+    if (rwnd or 0) > 0.2 or (sndbuf or 0) > 0.2:
+        return None  # a window limit: streams would only hide the buffer problem
+    per = min(bound, cur.throughput_mbps)  # the lower: rather a stream too many
+    n = streams_needed(cap, per)
+    return None if n is None else (n, per)

@@ -1,0 +1,47 @@
+"""`path-capacity`: the transfer reached the healthy share of the path's capacity; the
+network itself is the limit and the hosts are tuned well enough for it.
+"""
+
+from __future__ import annotations
+
+from tcpwizard.advice.capacity_view import capacity as _capacity
+from tcpwizard.advice.capacity_view import capacity_sure as _capacity_sure
+from tcpwizard.advice.capacity_view import capacity_view as _capacity_view
+from tcpwizard.advice.capacity_view import own_rate_only as _own_rate_only
+from tcpwizard.advice.capacity_view import reached_mbps
+from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence
+from tcpwizard.advice.evidence import Candidate as _Candidate
+from tcpwizard.advice.evidence import Direction as _Direction
+from tcpwizard.advice.rules import policer
+from tcpwizard.units import format_mbps as _fmt
+
+
+def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
+    cap, cur = _capacity(ev, d), d.current
+    if cap is None or cur is None or cap <= 0 or _own_rate_only(ev, d):
+        return None
+    if policer.rule(ev, d) is not None:
+        # A policed transfer's rate (its bucket's burst averaged in) is no proof of the
+        # path's capacity: it must not overrule a weak probe and call the path healthy.
+        return None
+    share = reached_mbps(cur) / cap
+    if share < HEALTHY_SHARE:
+        return None
+    evidence = [
+        f"{cur.mode} moved {_fmt(cur.throughput_mbps)} ({_fmt(reached_mbps(cur))} once up to "
+        f"speed) of {_fmt(cap)} capacity"
+    ]
+    if share > 1.1:
+        evidence.append("the capacity probe was the slower one (sender-limited): a lower bound")
+    if note := _capacity_view(ev, d)[1]:
+        evidence.append(note)
+    return _Candidate(
+        d.name,
+        "path-capacity",
+        min(0.95, 0.6 + min(share, 1.0) * _capacity_sure(ev, d) / 3),
+        None,
+        f"{d.name}: the transfer reached {min(share, 1.0):.0%} of the path's capacity; the "
+        "network itself is the limit and the hosts are tuned well enough for it.",
+        tuple(evidence),
+        decisive=True,
+    )
