@@ -32,6 +32,12 @@ def others_queue(ev: Evidence, d: _Direction) -> str | None:
         return None
     if (sndbuf or 0.0) >= CHRONO_SHARE or ceiling_mbps(cur, idle) is not None:
         return None
+    window = _window_segments(cur)
+    if window is not None and window < DELAYED_ACK_SEGMENTS:
+        # A window this small waits on the receiver's delayed ACK, and its RTT samples
+        # carry that wait: they show no queue (a policed Reno flow with 2 segments in
+        # flight at 3.5 ms read 2.1 ms above idle).
+        return None
     lr = loaded_rtt(cur, idle)
     if lr is None or lr.queue_ms <= _own_queue_ms(cur, cap, idle) + policer.no_queue_ms(idle):
         return None
@@ -42,21 +48,24 @@ def others_queue(ev: Evidence, d: _Direction) -> str | None:
     )
 
 
+# RFC 1122 / RFC 5681: a receiver acknowledges at least every second full segment, else on
+# its delayed-ACK timer; with fewer than two ACKs' worth in flight every round trip waits.
+DELAYED_ACK_SEGMENTS = 4
+
+
+def _window_segments(m: ModeResult) -> int | None:
+    """The congestion window over the second half (median, segments; TCP_INFO)."""
+    cwnds = sorted(s.tcp_info.snd_cwnd for s in m.samples[len(m.samples) // 2 :] if s.tcp_info)
+    return cwnds[len(cwnds) // 2] if cwnds else None
+
+
 def _own_queue_ms(m: ModeResult, cap_mbps: float, idle_ms: float) -> float:
     """The most queue this flow's own window keeps at a bottleneck of cap_mbps: what of its
     congestion window (the second half's median, TCP_INFO) the path's BDP does not hold.
-    A window sent unpaced beyond the BDP waits in the queue whatever the average rate (a
-    policed Reno flow at 3.6 of 31.6 Mbit/s x 3.5 ms kept 1.6 ms that way)."""
-    cwnds = sorted(
-        s.tcp_info.snd_cwnd * (s.tcp_info.snd_mss or _DEFAULT_MSS)
-        for s in m.samples[len(m.samples) // 2 :]
-        if s.tcp_info is not None
-    )
-    if not cwnds or cap_mbps <= 0:
+    A window sent unpaced beyond the BDP waits in the queue whatever the average rate."""
+    segments = _window_segments(m)
+    if segments is None or cap_mbps <= 0:
         return 0.0
-    window = cwnds[len(cwnds) // 2]
+    mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info and s.tcp_info.snd_mss), 1448)
     rate_bytes_ms = cap_mbps * 1e6 / 8 / 1e3
-    return max(0.0, window - rate_bytes_ms * idle_ms) / rate_bytes_ms
-
-
-_DEFAULT_MSS = 1448
+    return max(0.0, segments * mss - rate_bytes_ms * idle_ms) / rate_bytes_ms

@@ -538,6 +538,8 @@ def test_a_queue_others_keep_standing_is_cross_traffic_not_congestion() -> None:
     assert diagnose(ev(idle + 0.2)).verdict.limiting_factor == "congestion"
     # A window of 100 segments (145 KB against a 70 KB BDP) keeps that queue itself.
     assert diagnose(ev(9.8, cwnd=100)).verdict.limiting_factor == "congestion"
+    # Two segments in flight wait on the receiver's delayed ACK: their RTT shows no queue.
+    assert diagnose(ev(9.8, cwnd=2)).verdict.limiting_factor == "congestion"
 
 
 def test_a_rate_still_climbing_is_no_policers_plateau() -> None:

@@ -58,7 +58,7 @@ from tcpwizard.measure.probes.capacity import LOSSY, main_train_bytes
 from tcpwizard.units import format_mbps
 
 # Below this share of the line rate the probe saw, the plateau is not the line: TCP/IP
-# headers cost 3.5 % and a healthy transfer reaches 85 % (advice/diagnose.py HEALTHY_SHARE).
+# headers cost 3.5 % and a healthy transfer reaches 85 % (advice/evidence.py HEALTHY_SHARE).
 POLICED_SHARE = 0.85
 # No standing queue: the median RTT under load within this share of the idle RTT. A loss-
 # based sender through a drop-tail buffer of B bytes keeps on average half of it queued, so
