@@ -36,7 +36,7 @@ TABLE = Path(__file__).with_name("calibration.json")
 # rate; below TWO_LINES it rests on one line of evidence (a window law, a loss bound: the
 # rules say 0.45-0.6); at or above it, on two that agree (the law and the rate at its bound,
 # the bound and losses that go on, a counter and the law: 0.7 and more).
-WEAK = 0.4
+WEAK = 0.4  # the engine's (advice/diagnose.py reads it from here)
 TWO_LINES = 0.7
 
 

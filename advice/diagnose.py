@@ -37,7 +37,9 @@ from tcpwizard.advice.window_law import (
 from tcpwizard.checks.model import Fix, HostRole
 from tcpwizard.units import format_mbps as _fmt
 
-WEAK = 0.4  # a limit named with less confidence loses to "the hosts allow the capacity"
+# A limit named with less confidence loses to "the hosts allow the capacity" (one value,
+# shared with the calibration's evidence situations).
+WEAK = calibration.WEAK
 PATH_GAP = {"bufferbloat": "path-capacity"}
 
 

@@ -12,7 +12,7 @@ from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.rules import policer
-from tcpwizard.measure.engine.loaded_rtt import loaded_rtt
+from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, mss_of
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.units import format_mbps as _fmt
 
@@ -66,6 +66,6 @@ def _own_queue_ms(m: ModeResult, cap_mbps: float, idle_ms: float) -> float:
     segments = _window_segments(m)
     if segments is None or cap_mbps <= 0:
         return 0.0
-    mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info and s.tcp_info.snd_mss), 1448)
+    mss = mss_of(m)
     rate_bytes_ms = cap_mbps * 1e6 / 8 / 1e3
     return max(0.0, segments * mss - rate_bytes_ms * idle_ms) / rate_bytes_ms

@@ -226,20 +226,23 @@ def wizard_gap(best: Candidate, dirs: Sequence[Direction]) -> WizardGap | None:
     return WizardGap(held, held, True)
 
 
+def _first_half_peak_ip(m: ModeResult) -> float | None:
+    """The highest goodput sample of the transfer's first half, at the IP layer."""
+    first = [s.goodput_mbps for s in m.samples[: len(m.samples) // 2]]
+    return ip_rate(max(first), mss_of(m)) if first else None
+
+
 def _drained(m: ModeResult, plateau_ip: float) -> bool:
     """The first half ran well above the plateau: a full bucket let it pass at first."""
-    first = [s.goodput_mbps for s in m.samples[: len(m.samples) // 2]]
-    mss = mss_of(m)
-    return bool(first) and ip_rate(max(first), mss) >= plateau_ip / POLICED_SHARE
+    peak = _first_half_peak_ip(m)
+    return peak is not None and peak >= plateau_ip / POLICED_SHARE
 
 
 def _burst_through_bucket(m: ModeResult | None) -> bool:
     """The transfer's first half peaked at BUCKET_BURST x its plateau or more (IP layer)."""
     plateau = plateau_mbps(m) if m is not None else None
-    if m is None or not plateau or not m.samples:
-        return False
-    first = [s.goodput_mbps for s in m.samples[: len(m.samples) // 2]]
-    return bool(first) and ip_rate(max(first), mss_of(m)) >= BUCKET_BURST * plateau
+    peak = _first_half_peak_ip(m) if m is not None else None
+    return bool(plateau) and peak is not None and peak >= BUCKET_BURST * (plateau or 0.0)
 
 
 def _episodes(m: ModeResult, rtt_ms: float) -> list[list[float]]:
