@@ -4,6 +4,9 @@ backup that `rollback` restores exactly.
 What is touched: the live sysctls under the sysctl root, ONE file in the sysctl.d directory
 (`FILE_NAME`), and routes named by `route` fixes. Nothing else. The backup records the state
 before the first apply, so applying twice and rolling back once still restores the original.
+
+Why one module of this size: plan, dry run, apply and rollback share the backup's format;
+apart, the promise that rollback restores exactly would span modules.
 """
 
 from __future__ import annotations

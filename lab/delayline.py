@@ -18,6 +18,9 @@ to whole milliseconds), many packets per wakeup, bare os.read/os.write.
 The process exits when either namespace disappears, when its TUN fails, on SIGTERM/SIGINT, or
 when the optional owner process (a pytest session) is gone - then it also removes its
 namespaces and state file itself, so a killed test run leaves nothing behind.
+
+Why one module of this size: one process's per-packet loop, its hot path; the queue, the
+clock and the TUN I/O it drives are read together when the emulator is questioned.
 """
 
 from __future__ import annotations

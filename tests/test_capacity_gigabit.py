@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tcpwizard.measure.probes import capacity
+from tcpwizard.measure.probes import dispersion
 
 WIRE = 1500
 
@@ -41,11 +41,11 @@ def test_bursty_arrivals_are_scored_by_their_envelope_not_a_gap_in_a_burst() -> 
     # 1 Gbit/s, released in batches every ~150 us (stalls up to 4x), written 4 us apart.
     arrivals = _batched(1e9, 3000, 150_000)
     tx = {i: round(i * _service_ns(3e9)) for i in range(3000)}  # the sender was faster
-    score = capacity.score_train(tx, arrivals, 3000, WIRE)
+    score = dispersion.score_train(tx, arrivals, 3000, WIRE)
     assert score.bursty
     assert score.rate_bps == pytest.approx(1e9, rel=0.05)
     assert score.median_gap_bps is None  # a gap inside a burst is the receiver's cost
-    est = capacity.combine(None, score)
+    est = dispersion.combine(None, score)
     assert est is not None and est.limited_by == "coalescing"
     assert est.mbps == pytest.approx(1000, rel=0.05)
     assert "lower envelope" in est.note
@@ -54,7 +54,7 @@ def test_bursty_arrivals_are_scored_by_their_envelope_not_a_gap_in_a_burst() -> 
 def test_envelope_rate_ignores_where_the_span_ends_fall_in_a_batch() -> None:
     arrivals = _batched(500e6, 2000, 400_000, seed=7)
     times = [t for _, t in arrivals]
-    env = capacity.envelope_rate(times, WIRE)
+    env = dispersion.envelope_rate(times, WIRE)
     assert env == pytest.approx(500e6, rel=0.03)
 
 
@@ -62,26 +62,26 @@ def test_a_rate_faster_than_the_sender_is_capped_and_called_sender_limited() -> 
     # Arrivals compressed at the end of the train claim 2 Gbit/s; we sent at 600 Mbit/s.
     tx = {i: round(i * _service_ns(600e6)) for i in range(400)}
     arrivals = [(i, round(10_000_000 + i * _service_ns(2e9))) for i in range(400)]
-    score = capacity.score_train(tx, arrivals, 400, WIRE)
+    score = dispersion.score_train(tx, arrivals, 400, WIRE)
     assert score.capped_by == "sender"
-    assert score.rate_bps == pytest.approx(600e6 * capacity.SENDER_SLACK, rel=1e-3)
+    assert score.rate_bps == pytest.approx(600e6 * dispersion.SENDER_SLACK, rel=1e-3)
     assert score.capped_from_bps == pytest.approx(2e9, rel=1e-3)
-    est = capacity.combine(None, score)
+    est = dispersion.combine(None, score)
     assert est is not None and est.limited_by == "sender" and est.confidence <= 0.4
     assert "at least" in est.note
 
 
 def test_no_estimate_exceeds_the_interface_speed() -> None:
     arrivals = [(i, round(i * _service_ns(4e9))) for i in range(400)]
-    score = capacity.score_train(None, arrivals, 400, WIRE, link_bps=1e9)
+    score = dispersion.score_train(None, arrivals, 400, WIRE, link_bps=1e9)
     assert score.capped_by == "interface" and score.rate_bps == pytest.approx(1e9)
 
 
 def test_pairs_faster_than_the_interface_are_dropped_and_the_disagreement_reported() -> None:
-    score = capacity.TrainScore(400, 400, 950e6, 950e6, 3e9, 0.0)
-    est = capacity.combine((2.8e9, 0.0), score, link_bps=1e9)
+    score = dispersion.TrainScore(400, 400, 950e6, 950e6, 3e9, 0.0)
+    est = dispersion.combine((2.8e9, 0.0), score, link_bps=1e9)
     assert est is not None and est.pairs_mbps is None and "not used" in est.note
-    noisy = capacity.combine((500e6, 0.0), score)
+    noisy = dispersion.combine((500e6, 0.0), score)
     assert noisy is not None and noisy.confidence <= 0.5 and "disagree" in noisy.note
 
 
@@ -96,7 +96,7 @@ def test_capprobe_skips_pairs_squeezed_after_the_bottleneck() -> None:
         if i != 3:
             rx[2 * i] -= 100_000
             rx[2 * i + 1] -= 100_000
-    got = capacity.capprobe(tx, rx, 8, WIRE)
+    got = dispersion.capprobe(tx, rx, 8, WIRE)
     assert got is not None and got[0] == pytest.approx(100e6, rel=1e-3)
 
 
@@ -104,20 +104,20 @@ def test_an_idle_bottleneck_makes_the_train_a_lower_bound() -> None:
     # The sender paced itself at 300 Mbit/s on a 1 Gbit/s path: no packet ever queued.
     tx = {i: round(i * _service_ns(300e6)) for i in range(600)}
     arrivals = [(i, t + 5_000_000) for i, t in tx.items()]
-    score = capacity.score_train(tx, arrivals, 600, WIRE)
+    score = dispersion.score_train(tx, arrivals, 600, WIRE)
     assert score.idle == pytest.approx(1.0)
-    est = capacity.combine(None, score)
+    est = dispersion.combine(None, score)
     assert est is not None and est.limited_by == "sender"
 
 
 def test_trains_last_tens_of_milliseconds_at_high_rates_within_the_segment_limit() -> None:
-    n = capacity.train_len(1e9, WIRE)
-    assert capacity.train_len(100e6, WIRE) == round(capacity.TRAIN_SPAN_S * 100e6 / (WIRE * 8))
-    assert n * WIRE * 8 / 1e9 == pytest.approx(capacity.TRAIN_SPAN_S, rel=0.01)
-    assert capacity.train_len(10e9, WIRE) == capacity.SEGMENT * capacity.MAX_SEGMENTS
-    assert capacity.train_len(10e6, WIRE) <= capacity.TRAIN_LEN  # slow paths stay short
-    assert capacity.segments(2500) == [1024, 1024, 452]
-    assert sum(capacity.segments(capacity.train_len(1e9, WIRE))) == n
+    n = dispersion.train_len(1e9, WIRE)
+    assert dispersion.train_len(100e6, WIRE) == round(dispersion.TRAIN_SPAN_S * 100e6 / (WIRE * 8))
+    assert n * WIRE * 8 / 1e9 == pytest.approx(dispersion.TRAIN_SPAN_S, rel=0.01)
+    assert dispersion.train_len(10e9, WIRE) == dispersion.SEGMENT * dispersion.MAX_SEGMENTS
+    assert dispersion.train_len(10e6, WIRE) <= dispersion.TRAIN_LEN  # slow paths stay short
+    assert dispersion.segments(2500) == [1024, 1024, 452]
+    assert sum(dispersion.segments(dispersion.train_len(1e9, WIRE))) == n
 
 
 def test_mini_trains_squeezed_after_the_bottleneck_are_not_used() -> None:
@@ -130,7 +130,7 @@ def test_mini_trains_squeezed_after_the_bottleneck_are_not_used() -> None:
             # half the mini-trains arrive 5 us apart: closer than they were sent
             gap = 5_000 if k % 2 else service
             arrivals.append((k * 6 + i, round(start + 3_000_000 + i * gap)))
-    score = capacity.score_mini_trains(tx, arrivals, 60, WIRE)
+    score = dispersion.score_mini_trains(tx, arrivals, 60, WIRE)
     assert score.rate_bps == pytest.approx(100e6, rel=1e-3) and score.mini_trains == 5
 
 
@@ -179,14 +179,14 @@ def test_a_catch_up_burst_in_the_second_half_does_not_raise_the_rate() -> None:
         arrivals.append((i, round(t)))
     second = [t for _, t in arrivals[499:]]
     assert (len(second) - 1) * WIRE * 8e9 / (second[-1] - second[0]) > 2e9
-    score = capacity.score_train(None, arrivals, 1000, WIRE)
+    score = dispersion.score_train(None, arrivals, 1000, WIRE)
     assert not score.bursty
     assert score.rate_bps is not None and 0.8e9 < score.rate_bps < 1.05e9
 
 
 def test_a_bursty_train_too_short_for_its_own_estimate_asks_for_a_longer_one() -> None:
-    short = capacity.score_train(None, _batched(1e9, 300, 150_000), 300, WIRE)
-    assert short.bursty and short.span_s < capacity.MIN_SPAN_S
-    assert capacity._too_short(short, 300, WIRE)
-    long = capacity.score_train(None, _batched(1e9, 3000, 150_000), 3000, WIRE)
-    assert not capacity._too_short(long, 3000, WIRE)
+    short = dispersion.score_train(None, _batched(1e9, 300, 150_000), 300, WIRE)
+    assert short.bursty and short.span_s < dispersion.MIN_SPAN_S
+    assert dispersion.too_short(short, 300, WIRE)
+    long = dispersion.score_train(None, _batched(1e9, 3000, 150_000), 3000, WIRE)
+    assert not dispersion.too_short(long, 3000, WIRE)

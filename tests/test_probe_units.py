@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from tcpwizard.measure.model import CapacityEstimate, PathEstimate, RttStats
-from tcpwizard.measure.probes import capacity
+from tcpwizard.measure.probes import dispersion
 from tcpwizard.measure.probes.probe import bdp_bytes, probe
 from tcpwizard.measure.stats import percentile, rtt_stats
 from tcpwizard.output.measure_json import path_json
@@ -58,7 +58,7 @@ def test_train_scored_on_second_half_ignores_token_bucket_burst() -> None:
     fast = _train(1e9, 20)
     t_end = fast[-1][1]
     slow = [(20 + i, t_end + round((i + 1) * WIRE * 8 * 1e9 / 50e6)) for i in range(80)]
-    score = capacity.score_train(None, fast + slow, 100, WIRE)
+    score = dispersion.score_train(None, fast + slow, 100, WIRE)
     assert score.rate_bps == pytest.approx(50e6, rel=1e-6)
     assert score.head_bps is not None and score.head_bps > 500e6
 
@@ -68,7 +68,7 @@ def test_train_late_timestamp_then_catch_up_cancels() -> None:
     arrivals = [(i, round(i * gap)) for i in range(100)]
     # the receiver stamped packet 70 late by 1.5 gaps; 71 came right after it
     arrivals[70] = (70, arrivals[71][1] - 5000)
-    score = capacity.score_train(None, arrivals, 100, WIRE)
+    score = dispersion.score_train(None, arrivals, 100, WIRE)
     assert score.rate_bps == pytest.approx(50e6, rel=1e-6)
 
 
@@ -76,7 +76,7 @@ def test_train_with_drop_tail_losses_survivors_back_to_back() -> None:
     # Every other packet dropped at a tiny queue: survivors leave at the bottleneck rate.
     gap = WIRE * 8 * 1e9 / 20e6
     arrivals = [(2 * i, round(i * gap)) for i in range(50)]
-    score = capacity.score_train(None, arrivals, 100, WIRE)
+    score = dispersion.score_train(None, arrivals, 100, WIRE)
     assert score.rate_bps == pytest.approx(20e6, rel=1e-6)
     assert score.loss == pytest.approx(0.5)
 
@@ -89,15 +89,15 @@ def test_mini_trains_median_survives_a_disturbed_one_and_losses() -> None:
         stretch = 3.0 if k == 4 else 1.0  # one mini-train met competing packets
         arrivals += [(k * 6 + i, round(start + i * service * stretch)) for i in range(6)]
     arrivals = [a for a in arrivals if a[0] != 13]  # one incomplete mini-train is skipped
-    score = capacity.score_mini_trains(None, arrivals, 60, WIRE)
+    score = dispersion.score_mini_trains(None, arrivals, 60, WIRE)
     assert score.rate_bps == pytest.approx(100e6, rel=1e-6)
     assert score.mini_trains == 9
-    est = capacity.combine(None, score)
+    est = dispersion.combine(None, score)
     assert est is not None and est.method == "mini-trains"
 
 
 def test_train_needs_four_arrivals() -> None:
-    assert capacity.score_train(None, _train(1e8, 3), 100, WIRE).rate_bps is None
+    assert dispersion.score_train(None, _train(1e8, 3), 100, WIRE).rate_bps is None
 
 
 def test_capprobe_picks_min_delay_sum_pair() -> None:
@@ -110,14 +110,14 @@ def test_capprobe_picks_min_delay_sum_pair() -> None:
         disp = 120_000 if i == 5 else 40_000 + i * 7000
         rx[2 * i] = tx[2 * i] + 1_000_000 + queued
         rx[2 * i + 1] = rx[2 * i] + disp
-    rate, sender_share = capacity.capprobe(tx, rx, 8, WIRE) or (0.0, 1.0)
+    rate, sender_share = dispersion.capprobe(tx, rx, 8, WIRE) or (0.0, 1.0)
     assert rate == pytest.approx(WIRE * 8 / 120e-6)  # 100 Mbit/s from the clean pair
     assert sender_share == 0
 
 
 def test_combine_agreeing_pairs_and_train() -> None:
-    score = capacity.TrainScore(100, 100, 100e6, 101e6, 500e6, 0.0)
-    est = capacity.combine((103e6, 0.0), score)
+    score = dispersion.TrainScore(100, 100, 100e6, 101e6, 500e6, 0.0)
+    est = dispersion.combine((103e6, 0.0), score)
     assert est is not None
     assert est.mbps == pytest.approx(100) and est.method == "capprobe-pairs+train"
     assert est.limited_by is None and est.confidence >= 0.9
@@ -125,27 +125,27 @@ def test_combine_agreeing_pairs_and_train() -> None:
 
 def test_combine_flags_shaper_from_fast_head() -> None:
     # Token bucket: the head of the train passed at line rate, the rest at 50 Mbit/s.
-    score = capacity.TrainScore(100, 100, 50e6, 52e6, 900e6, 0.0, 900e6, head_bps=800e6)
-    est = capacity.combine((2000e6, 0.0), score)
+    score = dispersion.TrainScore(100, 100, 50e6, 52e6, 900e6, 0.0, 900e6, head_bps=800e6)
+    est = dispersion.combine((2000e6, 0.0), score)
     assert est is not None and est.limited_by == "shaper" and est.mbps == pytest.approx(50)
     assert "token-bucket" in est.note
 
 
 def test_combine_cross_traffic_reports_median_gap_capacity() -> None:
     # Pairs and the median gap see 100 Mbit/s; competing packets stretched the average.
-    score = capacity.TrainScore(
+    score = dispersion.TrainScore(
         200, 200, 60e6, 61e6, 900e6, 0.0, 900e6, head_bps=62e6, median_gap_bps=99e6
     )
-    est = capacity.combine((101e6, 0.0), score)
+    est = dispersion.combine((101e6, 0.0), score)
     assert est is not None and est.limited_by == "cross-traffic"
     assert est.mbps == pytest.approx(99) and est.train_mbps == pytest.approx(60)
 
 
 def test_combine_noisy_pairs_do_not_invent_a_shaper() -> None:
-    score = capacity.TrainScore(
+    score = dispersion.TrainScore(
         200, 200, 100e6, 100e6, 900e6, 0.0, 900e6, head_bps=101e6, median_gap_bps=100e6
     )
-    est = capacity.combine((560e6, 0.0), score)
+    est = dispersion.combine((560e6, 0.0), score)
     assert est is not None and est.limited_by is None and est.mbps == pytest.approx(100)
     assert "disagree" in est.note
 
@@ -158,16 +158,16 @@ def test_train_head_and_median_gap() -> None:
         # every third gap is stretched by a competing packet: mean falls, median stays
         t += gap * (2 if i % 3 == 0 else 1)
         arrivals.append((i, round(t)))
-    score = capacity.score_train(None, arrivals, 200, WIRE)
+    score = dispersion.score_train(None, arrivals, 200, WIRE)
     assert score.median_gap_bps == pytest.approx(100e6, rel=1e-3)
     assert score.rate_bps is not None and score.rate_bps < 80e6
     assert score.head_bps is not None and score.head_bps < 90e6
 
 
 def test_combine_flags_sender_and_coalescing() -> None:
-    sender = capacity.combine(None, capacity.TrainScore(100, 100, 990e6, 990e6, 1000e6, 0.0))
+    sender = dispersion.combine(None, dispersion.TrainScore(100, 100, 990e6, 990e6, 1000e6, 0.0))
     assert sender is not None and sender.limited_by == "sender" and sender.confidence <= 0.4
-    bursty = capacity.combine(None, capacity.TrainScore(100, 100, 300e6, 300e6, 900e6, 0.7))
+    bursty = dispersion.combine(None, dispersion.TrainScore(100, 100, 300e6, 300e6, 900e6, 0.7))
     assert bursty is not None and bursty.limited_by == "coalescing"
 
 
@@ -358,19 +358,19 @@ def _shaped_train(
 def test_shaper_pauses_are_left_out_of_the_rate() -> None:
     # Two late timers of 5 and 9 ms; a 10-packet bucket gives back 2.4 ms of each.
     tx, arrivals = _shaped_train(50e6, {130: 5e6, 170: 9e6}, bucket=10)
-    score = capacity.score_train(tx, arrivals, 200, WIRE)
+    score = dispersion.score_train(tx, arrivals, 200, WIRE)
     assert score.pauses == 2 and score.paused_s == pytest.approx(0.014, rel=0.05)
     assert score.rate_bps == pytest.approx(50e6, rel=0.02)
-    est = capacity.combine(None, score)
+    est = dispersion.combine(None, score)
     assert est is not None and "stood still 2 time(s)" in est.note
     # The span rate would have charged the path for them:
-    span_rate = capacity._span_rate([t for _, t in arrivals[99:]], WIRE)
+    span_rate = dispersion._span_rate([t for _, t in arrivals[99:]], WIRE)
     assert span_rate is not None and span_rate < 0.9 * 50e6
 
 
 def test_a_pause_the_bucket_refunds_costs_nothing() -> None:
     tx, arrivals = _shaped_train(50e6, {150: 1.2e6}, bucket=10)
-    score = capacity.score_train(tx, arrivals, 200, WIRE)
+    score = dispersion.score_train(tx, arrivals, 200, WIRE)
     assert score.pauses == 1
     assert score.rate_bps == pytest.approx(50e6, rel=0.02)
 
@@ -383,6 +383,6 @@ def test_frequent_stretched_gaps_are_not_pauses() -> None:
     for i in range(200):
         t += gap * (5 if i % 5 == 0 else 1)
         arrivals.append((i, round(t)))
-    score = capacity.score_train(tx, arrivals, 200, WIRE)
+    score = dispersion.score_train(tx, arrivals, 200, WIRE)
     assert score.pauses == 0
     assert score.rate_bps is not None and score.rate_bps < 70e6

@@ -1,5 +1,9 @@
 """The argparse parser: every command and flag, and nothing else (it also feeds the
-completion generator). Each command's logic lives in tcpwizard.commands.<name>."""
+completion generator). Each command's logic lives in tcpwizard.commands.<name>.
+
+Why one module of this size: every command and flag in one tree, from which the completions
+and the man page are generated; each command's logic is elsewhere.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 Used by the CLI and the TUI alike (one implementation). Progress goes out as Events through a
 callback, so the CLI can draw bars and the TUI can post messages from its worker thread; a
 `cancel` event stops the run between stages.
+
+Why one module of this size: the stages of the check in the order they run, so the pipeline
+reads top to bottom; each stage's work is in its own package.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ The policed rate is the plateau measured from delivered bytes (measure/engine/lo
 The fix is on the sender (pace below the policed rate: losses stop, and with them the
 retransmissions and the stalls) or with the network's operator (a higher contracted rate);
 parallel streams only share the same bucket and lose more.
+
+Why one module of this size: one rule; its tests (plateau, the bucket's burst, losses with a
+queue, the sender's backoff) are each a law stated beside its code, and their order is the
+rule.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.measure.observe.capture import FlowDirection
 from tcpwizard.measure.observe.conns import ConnObservation
-from tcpwizard.measure.probes.capacity import LOSSY, main_train_bytes
+from tcpwizard.measure.probes.dispersion import LOSSY, main_train_bytes
 from tcpwizard.units import format_mbps
 
 # Below this share of the line rate the probe saw, the plateau is not the line: TCP/IP
@@ -71,7 +75,7 @@ NOISE_MS = 1.0
 # segments in bursts, not one by one (the congestion rule reads the same bound).
 BOUND_LIFT = 3.0
 # A policer on an idle path lets the probe's train pass whole: its bucket filled while
-# nothing was sent (the probe's trains last ~40 ms, measure/probes/capacity.py TRAIN_SPAN_S; a
+# nothing was sent (the probe's trains last ~40 ms, measure/probes/dispersion.py TRAIN_SPAN_S; a
 # provider's bucket holds from tens of ms of its rate up). A train losing more than the
 # probe's own "small bottleneck queue" share met a queue with no room instead.
 TRAIN_LOST = LOSSY

@@ -7,6 +7,10 @@ memoryview chunks with send()/recv_into() into preallocated buffers; the GIL is 
 the syscalls, so the streams run on as many cores as there are, and no Python work runs per
 chunk beyond the call itself: TCP_INFO, buffers and DRS are read by the sampling loop, which
 wakes at most every sample interval.
+
+Why one module of this size: the sending and receiving loops, the sampler and the side
+report are one format: the report is what both loops fill and what crosses the wire, and the
+client and serve both run it.
 """
 
 from __future__ import annotations

@@ -44,6 +44,10 @@ Choices this implementation makes where the paper leaves room (documented in doc
 - The measurement interval adapts: one smoothed RTT during startup, two after, bounded to
   [25 ms, 250 ms]
   (the paper's compile-time constant is listed there as future work).
+
+Why one module of this size: a third of it is the design notes above; the receiver's state
+machine and the SBUF channel share that state, and the algorithm reads as one unit beside
+the paper.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@
 The receiver's byte count is the goodput (the sender's count includes what sits in its own
 buffer); TCP_INFO comes from the sender, whichever end that is. A far end that vanishes
 mid-transfer gives a ModeResult with `error` set and whatever this side measured.
+
+Why one module of this size: the client side of every mode and the merge of both sides'
+reports into one result; the rates it derives are in rates.py.
 """
 
 from __future__ import annotations

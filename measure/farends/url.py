@@ -8,6 +8,9 @@ bytes are counted as they arrive on the TCP socket and never decrypted, so the e
 receiver (measure/engine/datapath.py) reads the socket as it does for any far end. Nothing is
 written to disk; a transfer ends by closing the connection (or with `Range:` when a byte
 count was asked for). Redirects are followed before the first transfer.
+
+Why one module of this size: one far end: the HTTP/HTTPS request, redirects and the sampled
+download that the contract needs.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ graphs: the SYN's options (MSS, window scale, SACK, timestamps), the window the 
 offers (scaled when both SYNs agreed), bytes in flight at each send, sends into a full
 window, zero windows, retransmissions and loss episodes, RTT from data to the ACK that
 covers it (Karn's rule), and the throughput over time.
+
+Why one module of this size: the link, IP and TCP decoders and the per-flow accumulation are
+one streaming pass over a file of any size; they share the record loop, the hot path of a 1
+GB capture.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from tcpwizard.measure.probes import capacity
+from tcpwizard.measure.probes import capacity, dispersion
 from tcpwizard.measure.wire import udp
 from tcpwizard.measure.wire.control import ControlClient
 
@@ -154,17 +154,19 @@ def estimate(results: list[StreamResult], capacity_bps: float) -> tuple[float, f
 
 
 def _arrivals(client: ControlClient, train: int, count: int, wait_s: float) -> dict[int, int]:
-    """serve's arrival times of a stream sent as segments of capacity.SEGMENT packets
+    """serve's arrival times of a stream sent as segments of dispersion.SEGMENT packets
     (train ids train, train + 1, ...), keyed by packet index."""
-    sizes = capacity.segments(count)
+    sizes = dispersion.segments(count)
     out: dict[int, int] = {}
-    for first in range(0, len(sizes), capacity.REPORT_SEGMENTS):
-        ids = [train + k for k in range(first, min(len(sizes), first + capacity.REPORT_SEGMENTS))]
-        expect = sum(sizes[first : first + capacity.REPORT_SEGMENTS])
-        rx = capacity._report(client, ids, expect, wait_s if first == 0 else min(wait_s, 0.2))
+    for first in range(0, len(sizes), dispersion.REPORT_SEGMENTS):
+        ids = [train + k for k in range(first, min(len(sizes), first + dispersion.REPORT_SEGMENTS))]
+        expect = sum(sizes[first : first + dispersion.REPORT_SEGMENTS])
+        rx = capacity.fetch_arrivals(
+            client, ids, expect, wait_s if first == 0 else min(wait_s, 0.2)
+        )
         for tid in ids:
             for seq, t in rx.get(tid, {}).items():
-                out[(tid - train) * capacity.SEGMENT + seq] = t
+                out[(tid - train) * dispersion.SEGMENT + seq] = t
     return out
 
 
@@ -181,7 +183,7 @@ def measure_available(
     start = time.monotonic()
     size = udp.udp_payload_size(client.family, mtu)
     wire = udp.wire_bytes(client.family, size)
-    sender = capacity._Sender(sock, client.udp_token, size)
+    sender = capacity.TrainSender(sock, client.udp_token, size)
     base = int.from_bytes(os.urandom(3), "big") << 8
     results: list[StreamResult] = []
     packets = 0

@@ -17,6 +17,10 @@ don't-fragment probes to the target (sizes from this host's interface MTU down):
 that cannot forward says "fragmentation needed" / "packet too big" with its next-hop MTU; when
 large probes vanish with no such answer while small ones arrive, the path has a PMTU black
 hole, located by the last hop that large probes still reach.
+
+Why one module of this size: the three probe kinds (UDP, TCP SYN, ICMP echo) share one per-
+hop state and one receive loop for the ICMP errors that answer all of them; alone each is a
+fragment of that loop.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ import struct
 
 from tcpwizard.exitcodes import PermissionRequired
 from tcpwizard.measure.model import CapacityEstimate
-from tcpwizard.measure.probes.capacity import capprobe, peerless_estimate, send_pairs
+from tcpwizard.measure.probes.capacity import peerless_estimate, send_pairs
+from tcpwizard.measure.probes.dispersion import capprobe
 from tcpwizard.measure.probes.rtt import icmp_checksum
 
 IPV6_CHECKSUM = 7

@@ -4,6 +4,10 @@ reflector on the same port number, one thread per connection (blocking sockets).
 Robustness rules (docs/protocol.md): every malformed, oversized or out-of-state message
 gets one error line and the connection is closed; nothing a client sends can stop the
 server or disturb other clients. Limits come from ServeLimits.
+
+Why one module of this size: accept, limits, reservations and dispatch hold one lock and one
+reservation table; what stands alone (sessions, the reflector, the transfer side) is already
+in modules of its own.
 """
 
 from __future__ import annotations
