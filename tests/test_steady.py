@@ -103,3 +103,33 @@ def test_loss_based_senders_keep_the_fixed_length() -> None:
     flat = [1.0, 2.0, 4.0] + [4.0] * 40
     early, late = _run(flat, cfg=cfg), _run(flat, cfg=reno)
     assert early is not None and late is not None and early < 1.0 and abs(late - 3.0) < 1e-6
+
+
+def test_bbr_rounds_over_its_startup_queue_do_not_hold() -> None:
+    """BBR through a deep queue at 1.4 Gbit/s x 52 ms (matrix 187941889.46): the rate flat
+    at the line while startup's queue stood (smoothed RTT 150 ms against 52 ms), a policer's
+    large bucket still passing it. Those rounds are no steady state; once the queue drained
+    (RTT back at the path's) three rounds that hold end the transfer."""
+    rtt = 0.052
+    ramp = [40.0 * 2**i for i in range(5)]  # 40 ... 640 Mbit/s
+    rounds = [(r, rtt) for r in ramp] + [(1340.0, 0.150)] * 12 + [(1340.0, 0.053)] * 8
+
+    def stop_at(with_srtt: bool) -> float | None:
+        det = SteadyDetector(SteadyStop(), start=0.0)
+        delivered, t = 0.0, 0.0
+        for rate, srtt in rounds:
+            t += rtt
+            delivered += rate * MBIT / 8 * rtt
+            if det.feed(t, int(delivered), rtt, srtt if with_srtt else None):
+                return t
+        return None
+
+    queued_until = rtt * (5 + 12)
+    blind = stop_at(with_srtt=False)
+    assert blind is not None and blind < queued_until  # the end that missed the policer
+    # Rounds are at least 0.1 s (the sampling grid); the first drained one may begin over
+    # the queue, so more than two of them after the drain.
+    stop = stop_at(with_srtt=True)
+    assert stop is not None and queued_until + 2 * 0.1 < stop <= queued_until + 8 * rtt
+    # Loss-based senders keep a standing queue by design: no such test for them.
+    assert SteadyStop().for_congestion_control("cubic").drained_share is None

@@ -544,8 +544,8 @@ def run_sender(
             if on_sample:
                 on_sample(report.samples[-1])
             if detector is not None and not enough.is_set():
-                acked, rtt = _acked(streams)
-                if detector.feed(now, acked, rtt):
+                acked, rtt, srtt = _acked(streams)
+                if detector.feed(now, acked, rtt, srtt):
                     enough.set()
             for t in data_threads:
                 if t.is_alive():
@@ -638,12 +638,13 @@ def _wait_acked(
         time.sleep(0.005)
 
 
-def _acked(streams: Sequence[_Stream]) -> tuple[int, float | None]:
-    """Bytes the network delivered so far over all streams, and the smallest RTT (TCP_INFO):
-    what the steady-rate test measures. Not what the app wrote, which runs ahead by the
-    send buffer, nor bytes_acked, which jumps when a retransmission fills a hole: delivered
-    segments (SACKed ones included) x MSS, as BBR counts them."""
-    total, rtts = 0, []
+def _acked(streams: Sequence[_Stream]) -> tuple[int, float | None, float | None]:
+    """Bytes the network delivered so far over all streams, the smallest path RTT and the
+    smallest smoothed RTT (TCP_INFO): what the steady-rate test measures. Not what the app
+    wrote, which runs ahead by the send buffer, nor bytes_acked, which jumps when a
+    retransmission fills a hole: delivered segments (SACKed ones included) x MSS, as BBR
+    counts them."""
+    total, rtts, srtts = 0, [], []
     for st in streams:
         try:
             info = read_tcp_info(st.sock)
@@ -655,7 +656,9 @@ def _acked(streams: Sequence[_Stream]) -> tuple[int, float | None]:
         rtt_us = info.get("min_rtt") or info.get("rtt")
         if rtt_us:
             rtts.append(rtt_us / 1e6)
-    return total, min(rtts) if rtts else None
+        if info.get("rtt"):
+            srtts.append(info["rtt"] / 1e6)
+    return total, min(rtts) if rtts else None, min(srtts) if srtts else None
 
 
 def _join_any(threads: Sequence[threading.Thread], timeout: float) -> None:

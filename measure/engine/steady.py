@@ -8,6 +8,14 @@ not bring `growth` more than the best so far, nor fell below the best by that fa
 rate that collapsed after a burst has not settled). The verdicts read the second half of a
 transfer as its settled part, so the last growth must also lie in the first 75 % of the
 transfer; the caller's duration stays the cap.
+
+A model-based sender (BBR) finds its full pipe by the same three rounds, then drains the
+queue its startup built (up to 1.9 BDP at a pacing gain of 2.89) before its steady state.
+A round counts as holding only once that queue is gone: the smoothed RTT back within
+ProbeBW's own reach of the path's (its 1.25 gain phase queues a quarter of a BDP). Without
+that, a transfer through a deep queue ended while its startup still filled it: at 1.4
+Gbit/s x 52 ms a policer's large bucket still passed the line rate then, and the drops that
+show the policer came after the end (matrix run 10, 187941889.46).
 """
 
 from __future__ import annotations
@@ -27,12 +35,19 @@ class SteadyStop:
     # three rounds" says nothing there, and a loss verdict needs several loss events. Those
     # transfers keep the fixed length check used before (3 s).
     loss_based_min_s: float = 3.0
+    # A round holds only while the smoothed RTT stands within this share of the path's
+    # (BBR's ProbeBW: pacing gain 1.25 queues at most a quarter of a BDP), plus the timer
+    # noise of a short path (advice/others_queue.py STANDING_NOISE_MS: a queue-free flow's
+    # RTT under load stood up to 0.41 ms above idle). None: no such test (loss-based
+    # senders keep a standing queue by design and run the fixed length).
+    drained_share: float | None = 1.25
+    rtt_noise_s: float = 0.0005
 
     def for_congestion_control(self, cc: str) -> SteadyStop:
         """The rule for a sender running `cc` (model-based BBR: as configured)."""
         if not cc or cc.startswith("bbr"):
             return self
-        return replace(self, min_s=max(self.min_s, self.loss_based_min_s))
+        return replace(self, min_s=max(self.min_s, self.loss_based_min_s), drained_share=None)
 
 
 class SteadyDetector:
@@ -49,8 +64,11 @@ class SteadyDetector:
         self.last_growth_s = 0.0  # since start
         self.rounds_seen = 0
 
-    def feed(self, now: float, acked: int, rtt_s: float | None) -> bool:
-        """True once the transfer may end."""
+    def feed(
+        self, now: float, acked: int, rtt_s: float | None, srtt_s: float | None = None
+    ) -> bool:
+        """True once the transfer may end. `rtt_s`: the path's RTT (TCP_INFO min_rtt);
+        `srtt_s`: the smoothed RTT now, queue included."""
         c = self.config
         span = now - self._round_t
         # A tenth of slack: samples come on a grid, and a round a hair short of the RTT
@@ -65,14 +83,22 @@ class SteadyDetector:
                 self.last_growth_s = now - self.start
             elif rate * c.growth >= self.best_bps:
                 # The mark moves only on real growth: a rate that creeps up a tenth per
-                # round passes it within a few rounds and counts as growth then.
-                self.flat_rounds += 1
+                # round passes it within a few rounds and counts as growth then. A round
+                # over startup's standing queue neither holds nor breaks the count.
+                if self._drained(rtt_s, srtt_s):
+                    self.flat_rounds += 1
             else:
                 # Far below the best: not growing, but not holding either (a burst that a
                 # policer's full bucket let through, then its drops; a collapse after
                 # loss). A rate holds when it stays within the same band of the best.
                 self.flat_rounds = 0
         return self.steady(now)
+
+    def _drained(self, rtt_s: float | None, srtt_s: float | None) -> bool:
+        c = self.config
+        if c.drained_share is None or not rtt_s or not srtt_s:
+            return True
+        return srtt_s <= c.drained_share * rtt_s + c.rtt_noise_s
 
     def steady(self, now: float) -> bool:
         c = self.config
