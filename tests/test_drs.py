@@ -5,11 +5,19 @@ from __future__ import annotations
 import math
 import socket
 import threading
+from typing import cast
 
 import pytest
 
 from tcpwizard.measure.engine import buffers, datapath, drs
-from tcpwizard.measure.engine.drs import DrsConfig, DrsReceiver, format_sbuf, parse_sbuf
+from tcpwizard.measure.engine.drs import (
+    DrsConfig,
+    DrsReceiver,
+    DrsReceiverChannel,
+    format_sbuf,
+    parse_sbuf,
+)
+from tcpwizard.measure.observe.tcpinfo import TcpInfo
 
 MBIT = 1e6
 
@@ -514,3 +522,24 @@ def test_drs_starts_from_the_streams_share_of_a_measured_bdp() -> None:
     stock = datapath.plan_buffers("drs", lim)
     assert stock.post_rcvbuf == buffers.UNTUNED_BYTES and not stock.drs_from_bdp
     assert datapath.drs_start_request(1000, 1, 4 << 20) == buffers.UNTUNED_BYTES  # the floor
+
+
+def test_arrivals_are_segments_unless_the_kernel_counted_super_packets_as_one() -> None:
+    """data_segs_in x MSS is what arrived, ahead of the in-order count while holes wait. A
+    GSO packet that came through a virtio-net header (TUN, a VM's NIC) has gso_segs 0 and
+    counts once: the in-order count is then far larger, and the better figure."""
+
+    def info(**kw: int) -> TcpInfo:
+        return cast(TcpInfo, kw)
+
+    counted = DrsReceiverChannel._received
+    # Holes in flight: 1,000 segments arrived, 800 of them in order.
+    assert counted(info(data_segs_in=1000, rcv_mss=1448, bytes_received=800 * 1448), 0) == (
+        1000 * 1448
+    )
+    # Super-packets of 44 segments counted once each: 100 counted, 4,400 arrived in order.
+    assert counted(info(data_segs_in=100, rcv_mss=1448, bytes_received=4400 * 1448), 0) == (
+        4400 * 1448
+    )
+    assert counted(None, 12345) == 12345
+    assert counted(info(rcv_mss=1448), 777) == 777
