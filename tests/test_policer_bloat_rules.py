@@ -607,3 +607,19 @@ def test_a_policer_caps_every_transfer_of_its_direction() -> None:
     assert diagnose(both).verdict.limiting_factor != "policer"
     capped = dataclasses.replace(ev, transfer=TransferResult((auto, same)))
     assert diagnose(capped).verdict.limiting_factor == "policer"
+
+
+def test_a_slow_paced_flow_s_own_segment_spacing_is_no_queue() -> None:
+    """BBR policed at 3 of 8.1 Mbit/s over 6.3 ms (matrix 31415926.5): its segments 4 ms
+    apart, each RTT sample of a delayed-ACK pair waits for the next one, so the RTT under
+    load stood 2.9 ms above idle with no queue at all. A policer, not a queue; the same
+    excess on a fast flow (0.1 ms between segments at 60 Mbit/s) is a queue."""
+    rtt, n = 6.3, 20
+    goodputs = [7.5, 7.8, 7.0, 3.5, 2.6] + [3.0] * (n - 5)
+    retrans = [0, 20, 30, 10, 5] + [0, 0, 8, 0, 0] * 3
+    t = transfer(goodputs, [rtt + 2.9] * n, retrans, "bbr")
+    ev = Evidence(audit(), audit(), path(rtt, 8.1), t)
+    assert diagnose(ev).verdict.limiting_factor == "policer"
+    fast = transfer([g * 20 for g in goodputs], [rtt + 2.9] * n, retrans, "bbr")
+    ev = Evidence(audit(), audit(), path(rtt, 162), fast)
+    assert diagnose(ev).verdict.limiting_factor != "policer"

@@ -54,7 +54,7 @@ from tcpwizard.measure.engine.loaded_rtt import (
     mss_of,
     plateau_mbps,
 )
-from tcpwizard.measure.engine.rates import ip_rate
+from tcpwizard.measure.engine.rates import IP_TCP_HEADERS, ip_rate
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.measure.observe.capture import FlowDirection
 from tcpwizard.measure.observe.conns import ConnObservation
@@ -149,6 +149,22 @@ def model_based(cc: str) -> bool:
     return cc.startswith("bbr")
 
 
+def segment_spacing_ms(
+    m: ModeResult, plateau_ip_mbps: float, line_mbps: float | None, cc: str
+) -> float:
+    """What a flow's own RTT samples carry above the idle RTT with no queue at all: a
+    receiver acknowledges every second segment (RFC 1122, RFC 5681), so the first of a pair
+    waits for the next to arrive, one segment's spacing later, and a full segment is
+    serialized at the bottleneck where the idle probe's small packet was not. A paced
+    sender (BBR) spaces its segments at its own rate; one that is not sends them back to
+    back at the line rate. (BBR policed at 3 of 8 Mbit/s over 6.3 ms: 4 ms between its
+    segments, an RTT under load 2.9 ms above idle and no queue, read as a queue.)"""
+    wire_bits = (mss_of(m) + IP_TCP_HEADERS) * 8
+    pace = plateau_ip_mbps if model_based(cc) else (line_mbps or plateau_ip_mbps)
+    serialize = wire_bits / (line_mbps * 1e3) if line_mbps else 0.0
+    return (wire_bits / (pace * 1e3) if pace > 0 else 0.0) + serialize
+
+
 def no_queue_ms(idle_ms: float) -> float:
     return max(NOISE_MS, NO_QUEUE_SHARE * idle_ms)
 
@@ -172,7 +188,9 @@ def policing(
     plateau = plateau_mbps(m)
     if rtt is None or plateau is None or plateau <= 0:
         return None
-    if rtt.queue_ms > no_queue_ms(rtt.idle_ms) or _queue_at_losses(m, rtt.idle_ms):
+    spacing = segment_spacing_ms(m, plateau, line_mbps, cc)
+    allowed = no_queue_ms(rtt.idle_ms) + spacing
+    if rtt.queue_ms > allowed or _queue_at_losses(m, rtt.idle_ms, allowed):
         return None  # a queue: a shaper, a full bottleneck buffer, cross traffic
     if still_ramping(m):
         # Still climbing at the end (BBR's startup over 309 ms, 16 round trips in 5 s):
@@ -311,16 +329,17 @@ def _loss_episodes(m: ModeResult, rtt_ms: float) -> int:
     return len(_episodes(m, rtt_ms))
 
 
-def _queue_at_losses(m: ModeResult, idle_ms: float) -> bool:
+def _queue_at_losses(m: ModeResult, idle_ms: float, allowed_ms: float) -> bool:
     """The losses after the ramp came with a queue: a drop-tail buffer drops only once it
     is full, so the RTT stands above the idle one when it drops; a policer drops with the
     RTT at idle (Flach et al., SIGCOMM 2016). True when at least half the loss episodes
     after the first (slow start overshoots any buffer, a bucket's too) had an RTT, in the
-    interval before or during them, more than no_queue_ms above idle. (Reno's sawtooth through a
+    interval before or during them, more than `allowed_ms` above idle (no_queue_ms and the
+    flow's own segment spacing). (Reno's sawtooth through a
     0.58-BDP queue at 5.4 ms: 1.14-1.49 x idle at its losses, the policer's Reno and BBR
     losses 0.98-1.05 x: docs/bench-matrix.md.)"""
     later = _episodes(m, idle_ms)[1:]
-    queued = sum(1 for e in later if e and max(e) - idle_ms > no_queue_ms(idle_ms))
+    queued = sum(1 for e in later if e and max(e) - idle_ms > allowed_ms)
     return bool(later) and 2 * queued >= len(later)
 
 
