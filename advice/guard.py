@@ -31,6 +31,7 @@ from tcpwizard.measure.model import (
     TransferSample,
 )
 from tcpwizard.measure.probes.availbw import AvailBandwidth
+from tcpwizard.measure.probes.dispersion import SENDER_SLACK
 from tcpwizard.units import format_mbps
 
 LINE_RATE_ENV = "TCPWIZARD_LINE_RATE_MBPS"
@@ -96,20 +97,25 @@ def _fastest_delivered_ip_mbps(t: TransferResult | None, share: float) -> float:
 
 
 def guard_capacity(c: CapacityEstimate, limit: float | None) -> CapacityEstimate:
-    if limit is None or (
-        c.mbps <= limit and (c.pairs_mbps or 0) <= limit and (c.train_mbps or 0) <= limit
-    ):
+    """The estimate at most `limit`. Within the probe's own timestamp noise of it
+    (SENDER_SLACK) the probe measured the line: shown at the bound as it is. Further above,
+    the probe was fooled (bunched packets): shown at the bound with its confidence lowered."""
+    top = max([c.mbps, c.pairs_mbps or 0.0, c.train_mbps or 0.0])
+    if limit is None or top <= limit:
         return c
+    fooled = top > limit * SENDER_SLACK
     note = (
         f"measured {format_mbps(c.mbps)}, above the {format_mbps(limit)} the line allows: "
         "shown at the bound, confidence lowered"
+        if fooled
+        else ""
     )
     return dataclasses.replace(
         c,
         mbps=clamp(c.mbps, limit),
         pairs_mbps=None if c.pairs_mbps is None else clamp(c.pairs_mbps, limit),
         train_mbps=None if c.train_mbps is None else clamp(c.train_mbps, limit),
-        confidence=min(c.confidence, 0.5),
+        confidence=min(c.confidence, 0.5) if fooled else c.confidence,
         note="; ".join(n for n in (c.note, note) if n),
     )
 

@@ -21,6 +21,7 @@ from tcpwizard.measure.model import (
     TransferResult,
     TransferSample,
 )
+from tcpwizard.measure.probes.dispersion import SENDER_SLACK
 
 
 def _series(counts: list[int], dt: float = 0.1, rtt_us: int = 36_000) -> list[TransferSample]:
@@ -134,9 +135,13 @@ def test_no_capacity_above_the_line_or_an_unrefuted_interface_speed(
     for c in (p.capacity, p.capacity_down):
         assert c.mbps <= limit
         assert (c.pairs_mbps or 0) <= limit
-    if cap > limit:
+    # Beyond the probe's timestamp noise above the bound the probe was fooled; within it,
+    # it measured the line.
+    if max(cap, pairs) > limit * SENDER_SLACK:
         assert p.capacity.confidence <= 0.5 and "above" in p.capacity.note
     else:
+        assert p.capacity.confidence == 0.9 and "above" not in p.capacity.note
+    if cap <= limit:
         assert p.capacity.mbps == cap
 
 
