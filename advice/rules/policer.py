@@ -159,10 +159,16 @@ def segment_spacing_ms(
     sender (BBR) spaces its segments at its own rate; one that is not sends them back to
     back at the line rate. (BBR policed at 3 of 8 Mbit/s over 6.3 ms: 4 ms between its
     segments, an RTT under load 2.9 ms above idle and no queue, read as a queue.)"""
-    wire_bits = (mss_of(m) + IP_TCP_HEADERS) * 8
     pace = plateau_ip_mbps if model_based(cc) else (line_mbps or plateau_ip_mbps)
-    serialize = wire_bits / (line_mbps * 1e3) if line_mbps else 0.0
-    return (wire_bits / (pace * 1e3) if pace > 0 else 0.0) + serialize
+    return spacing_ms(mss_of(m), pace, line_mbps)
+
+
+def spacing_ms(mss: int, pace_mbps: float, line_mbps: float | None) -> float:
+    """One full segment's spacing at `pace_mbps` plus its serialization at `line_mbps`
+    (IP-layer rates; segment_spacing_ms says why)."""
+    wire_bits = (mss + IP_TCP_HEADERS) * 8
+    gap = wire_bits / (pace_mbps * 1e3) if pace_mbps > 0 else 0.0
+    return gap + (wire_bits / (line_mbps * 1e3) if line_mbps else 0.0)
 
 
 def no_queue_ms(idle_ms: float) -> float:
@@ -549,7 +555,10 @@ def capture_verdict(
         # Mbit/s x 50 ms lab captures: 4-5 episodes, none late); a policer drops whenever
         # the sender's rate passes its tokens again, to the end.
         return None
-    if rtt_mid - rtt_min > no_queue_ms(rtt_min):
+    # The capture does not say whether the sender paced: its segments are spaced at least
+    # at the line rate the burst showed.
+    peak_ip = ip_rate(peak, d.mss)
+    if rtt_mid - rtt_min > no_queue_ms(rtt_min) + spacing_ms(d.mss, peak_ip, peak_ip):
         return None
     loss = d.retransmitted_bytes / d.bytes
     bound = mathis_mbps(d.mss, rtt_min, loss)
@@ -587,10 +596,13 @@ def conns_verdict(obs: ConnObservation) -> tuple[Verdict, tuple[Fix, ...]] | Non
         return None
     if obs.rwnd_limited >= 0.2 or obs.sndbuf_limited >= 0.2 or obs.min_rtt_ms <= 0:
         return None
-    if obs.rtt_ms - obs.min_rtt_ms > no_queue_ms(obs.min_rtt_ms):
+    mss = obs.snd_mss or 1448
+    line_ip = ip_rate(max(obs.delivery_rate_max_mbps, obs.delivery_rate_mbps), mss)
+    pace = ip_rate(obs.send_mbps, mss) if model_based(obs.congestion_control) else line_ip
+    allowed = no_queue_ms(obs.min_rtt_ms) + spacing_ms(mss, pace, line_ip)
+    if obs.rtt_ms - obs.min_rtt_ms > allowed:
         return None
     loss = obs.retransmits / obs.segs_out
-    mss = obs.snd_mss or 1448
     bound = mathis_mbps(mss, obs.min_rtt_ms, loss, obs.congestion_control)
     if bound is None or obs.send_mbps <= BOUND_LIFT * bound:
         return None
