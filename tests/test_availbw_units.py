@@ -172,3 +172,17 @@ def test_streams_that_overflow_the_queue_estimate_from_their_arrival_rate() -> N
     assert loaded == 3
     assert est == pytest.approx(cap - cross, rel=0.01)
     assert low <= est <= high
+
+
+def test_a_mode_that_moved_past_what_was_free_refutes_the_leftover() -> None:
+    """Autotuning held by a small send buffer at about what the available bandwidth read
+    free, while DRS moved three times that on the same path (a 4.6 Gbit/s matrix scenario):
+    what is left did not hold the transfer; its send buffer did."""
+    p = dataclasses.replace(path(5, 2600), available=_shared(1200, 2600))
+    small = audit(**{"net.ipv4.tcp_wmem": "4096 16384 518144"})
+    auto = mode(760.0)  # TCP_INFO's send-buffer counter read 0 (it undercounts)
+    drs = mode(3500.0, name="drs")
+    d = diagnose(Evidence(small, audit(), p, _t(auto, drs)))
+    assert d.verdict.limiting_factor == "sender-buffer"
+    alone = diagnose(Evidence(audit(), audit(), p, _t(mode(1150.0))))
+    assert alone.verdict.limiting_factor == "cross-traffic"
