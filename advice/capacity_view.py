@@ -25,6 +25,7 @@ from tcpwizard.advice.window_law import (
     window_limit_mbps,
 )
 from tcpwizard.measure.engine import rates
+from tcpwizard.measure.engine.loaded_rtt import flow_rtt_ms
 from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.units import format_mbps as _fmt
@@ -106,7 +107,7 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
     if cc in LOSS_BASED and m.retransmits and m.bytes:
         # Near the Mathis bound of its own loss rate, loss held the window down.
         mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info), 1448)
-        bound = mathis_mbps(mss, rtt, m.retransmits * mss / m.bytes, cc)
+        bound = mathis_mbps(mss, flow_rtt_ms(m, rtt), m.retransmits * mss / m.bytes, cc)
         if bound is not None and m.throughput_mbps <= 3 * bound:
             return False
     return not (len(m.samples) >= 8 and _still_ramping(m))

@@ -623,3 +623,23 @@ def test_a_slow_paced_flow_s_own_segment_spacing_is_no_queue() -> None:
     fast = transfer([g * 20 for g in goodputs], [rtt + 2.9] * n, retrans, "bbr")
     ev = Evidence(audit(), audit(), path(rtt, 162), fast)
     assert diagnose(ev).verdict.limiting_factor != "policer"
+
+
+def test_the_loss_bound_of_a_bloated_flow_uses_the_rtt_it_ran_at() -> None:
+    """Reno at the 5.1 Mbit/s line through a 4.5-BDP buffer (matrix 27182818.18): 100 ms
+    under load against 21 ms idle, 3.7 % of its segments lost to the sawtooth. At the idle
+    RTT the loss bound (3.5 Mbit/s) put it at its bound, `congestion` at 0.84 on the peer;
+    at the RTT it ran at, 0.7 Mbit/s: it runs far above, as a full path does."""
+    idle, n = 21.0, 20
+    goodputs = [2.0, 4.0, 5.0] + [4.93] * (n - 3)
+    rtts = [idle + 5, idle + 40] + [idle + 79] * (n - 2)
+    retrans = [0, 0, 10] + [3] * (n - 3)
+    t = transfer(goodputs, rtts, retrans, "reno")
+    m = t.modes[0]
+    t = TransferResult((dataclasses.replace(m, bytes=round(60 * MSS * 100 / 3.7)),))
+    # The probe a hair below what the transfer delivered: the transfer's own rate is then
+    # the capacity, and it speaks for the path only if nothing held it (no loss bound).
+    ev = Evidence(audit("reno"), audit("reno"), path(idle, 5.0), t)
+    v = diagnose(ev).verdict
+    assert v.limiting_factor in ("bufferbloat", "path-capacity"), v
+    assert v.host_to_fix != "local"

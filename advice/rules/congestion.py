@@ -17,6 +17,7 @@ from tcpwizard.advice.others_queue import others_queue as _others_queue
 from tcpwizard.advice.streams import streams_needed
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
 from tcpwizard.advice.window_law import LOSS_BASED, mathis_mbps
+from tcpwizard.measure.engine.loaded_rtt import flow_rtt_ms
 from tcpwizard.units import format_mbps as _fmt
 
 
@@ -26,7 +27,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     if cur is None or rtt is None or not loss or cur.retransmits == 0:
         return None
     cc = cur.congestion_control or (d.sender.congestion_control if d.sender else "")
-    bound = mathis_mbps(_mss(d), rtt, loss, cc)
+    bound = mathis_mbps(_mss(d), flow_rtt_ms(cur, rtt), loss, cc)
     evidence = [
         f"{cur.retransmits} retransmissions (~{loss:.2%} of segments)",
         f"loss bound ({cc or 'reno'}) at that loss: {_fmt(bound)}; measured "

@@ -80,6 +80,15 @@ def loaded_rtt(m: ModeResult, idle_ms: float | None = None) -> LoadedRtt | None:
     )
 
 
+def flow_rtt_ms(m: ModeResult, idle_ms: float) -> float:
+    """The RTT the flow itself ran at, for the loss bound (Mathis et al.: rate = MSS x C /
+    (RTT x sqrt(p)), RTT the flow's average): the median RTT under load where a queue stood,
+    never less than the idle RTT. With the idle RTT a Reno sawtooth through a deep buffer
+    (100 ms under load, 21 ms idle, 5 Mbit/s) sat "at its bound" and read as held by loss."""
+    lr = loaded_rtt(m, idle_ms)
+    return max(idle_ms, lr.median_ms) if lr is not None else idle_ms
+
+
 def mss_of(m: ModeResult) -> int:
     return next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info and s.tcp_info.snd_mss), 1448)
 
