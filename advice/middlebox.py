@@ -228,3 +228,30 @@ def one_point_note() -> str:
         "other end's setting: it has the option off, or a device on the path strips it "
         "(`check` against `tcpwizard serve` compares the SYN as sent and as received)."
     )
+
+
+def located_in_conn(verdict: Verdict, trace: SynTrace) -> tuple[Verdict, tuple[Fix, ...]] | None:
+    """`conns --hops`: a connection whose handshake agreed no window scaling while this host
+    offers it (the `window-scaling` verdict at the peer), and the routers' quotes of this
+    host's SYN, sent hop by hop to the same peer and port, show a device on the path taking
+    the option out: that device, not the far end's setting, is the cause. None when the
+    trace shows no such rewrite (the far end may still have the option off)."""
+    found = trace.finding
+    if verdict.limiting_factor != "window-scaling" or found is None:
+        return None
+    if not any("window scaling" in x for x in (*found.removed, *found.changed)):
+        return None
+    tampering = Tampering("window scaling", UP, f"wscale {trace.sent.wscale}", "none")
+    return (
+        Verdict(
+            "middlebox",
+            0.9,
+            "path",
+            "a device between the hosts (a firewall or load balancer) takes window scaling "
+            f"out of this host's SYN {found.where}: the window stops at 64 KB whatever either "
+            "host's buffers are. Ask its operator to leave TCP options alone.",
+            (*verdict.evidence, found.text),
+            verdict.wizard_gap,
+        ),
+        (device_fix((tampering,)),),
+    )

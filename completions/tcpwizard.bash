@@ -9,7 +9,7 @@ _shtab_tcpwizard_lab_subparsers=(up status exec down demo)
 _shtab_tcpwizard_subparsers=(check conns calc probe path transfer serve fix lab exporter history tui)
 
 _shtab_tcpwizard_check_option_strings=(-h --help --port --secret-file --tcp-port --rtt --bandwidth --modes --streams --duration --bytes --direction --force-buffers --format --json --no-color --hops --hops-method --hops-count --hops-interval --hops-max-time --plot --try-streams --avail --iperf3-port --allow-predicted --quick --fix --yes --warning --critical --no-history --pcap --ssh --ssh-option)
-_shtab_tcpwizard_conns_option_strings=(-h --help --port --address --process --busy --interval --bandwidth --watch --count --format --json --no-color)
+_shtab_tcpwizard_conns_option_strings=(-h --help --port --address --process --busy --interval --bandwidth --watch --count --hops --format --json --no-color)
 _shtab_tcpwizard_calc_option_strings=(-h --help --rtt --bandwidth --format --json --no-color)
 _shtab_tcpwizard_probe_option_strings=(-h --help --port --secret-file --tcp-port --budget --format --json --no-color)
 _shtab_tcpwizard_path_option_strings=(-h --help --method --count --interval --max-time --port --timeout --max-hops --no-mtu -n --numeric -4 -6 --format --json --no-color)
@@ -66,6 +66,7 @@ _shtab_tcpwizard_conns__h_nargs=0
 _shtab_tcpwizard_conns___help_nargs=0
 _shtab_tcpwizard_conns___busy_nargs=0
 _shtab_tcpwizard_conns___watch_nargs=0
+_shtab_tcpwizard_conns___hops_nargs=0
 _shtab_tcpwizard_conns___json_nargs=0
 _shtab_tcpwizard_conns___no_color_nargs=0
 _shtab_tcpwizard_calc__h_nargs=0

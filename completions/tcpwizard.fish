@@ -103,6 +103,7 @@ complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l interval -x -d 'how l
 complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l bandwidth -x -d 'size the buffer fixes for this rate at each connection'"'"'s RTT (1gbit)'
 complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l watch -d 'refresh every interval until Ctrl-C'
 complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l count -x -d 'with --watch: stop after this many rounds (0: never)'
+complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l hops -d 'where a handshake lost window scaling, send SYNs with this host'"'"'s options hop by hop toward that peer (root) to find a device that strips it'
 complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l format -xka "text json" -d 'output format'
 complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l json -d 'same as --format json'
 complete -c tcpwizard -n '_shtab_tcpwizard_using conns' -l no-color -d 'plain text without colours'

@@ -274,3 +274,40 @@ def test_a_paced_sender_filling_the_window_is_the_peers_receive_window() -> None
     # Half the window used, no stall reaching the share: the window is not what holds it.
     half = dataclasses.replace(filled, send_mbps=filled.send_mbps / 2)
     assert _factor(half) != ("receiver-window", "peer")
+
+
+def test_conns_with_hops_names_a_device_that_strips_window_scaling() -> None:
+    """A connection held at 64 KB with no window scaling agreed, this host offering it: the
+    routers' quotes of this host's SYN toward the same peer and port show the option taken
+    out past hop 2 (`conns --hops`): `middlebox` at the path, the device's fix. A trace
+    without that rewrite leaves the verdict; one trace per peer and port."""
+    from tcpwizard.measure.observe.synopts import SynOptions
+    from tcpwizard.measure.probes.syntrace_model import SynHopFinding, SynTrace
+
+    held = obs(window_scaling=False, snd_wnd_max=65_535, snd_wnd_min=65_535, rwnd_limited=0.9)
+    sent = SynOptions(1460, 7, True, True)
+    stripped = SynHopFinding(2, "10.9.0.2", 3, "10.9.0.3", ("window scaling",), ())
+    calls: list[tuple[str, int]] = []
+
+    def report(finding: SynHopFinding | None) -> list[tuple[str | None, str | None]]:
+        def tracer(address: str, port: int) -> SynTrace:
+            calls.append((address, port))
+            return SynTrace(port, sent, (), finding, 6)
+
+        rep = connections_report(
+            ConnFilter(),
+            1.0,
+            "/nonexistent",
+            observer=lambda _i: (held, dataclasses.replace(held, inode=2)),
+            owner_fn=dict,
+            tracer=tracer,
+        )
+        out: list[tuple[str | None, str | None]] = []
+        for e in rep.entries:
+            v = e.diagnosis.verdict
+            out.append((v.limiting_factor, v.host_to_fix) if v else (None, None))
+        return out
+
+    assert report(stripped) == [("middlebox", "path")] * 2
+    assert calls == [("10.0.0.2", 5201)]  # both connections share one trace
+    assert report(None) == [("window-scaling", "both")] * 2

@@ -4,20 +4,26 @@
 - `check` against serve: serve reports the SYN it received (TCP_SAVED_SYN) without the
   window scale option this host sent: `middlebox`, host `path`, never a buffer fix;
 - `check --pcap` on Debian's tcpdump of a real iperf3 upload: the SYN carries NOP padding
-  where the option was: `middlebox`, host `path`.
+  where the option was: `middlebox`, host `path`;
+- `conns --hops` during a real iperf3 upload through routers: the routers' quotes of this
+  host's SYN show the option taken out past hop 2: `middlebox`, host `path`.
 Each judged on the majority of its tries."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tcpwizard.lab import LabSpec
-from tcpwizard.lab.serving import serving, tcpwizard_argv
-from tcpwizard.lab.spec import MiddleboxSpec
+from tcpwizard.lab.netns import stop
+from tcpwizard.lab.serving import iperf3_serving, serving, tcpwizard_argv
+from tcpwizard.lab.spec import HopSpec, MiddleboxSpec
 from tests.lab_fixtures import LabFactory
 from tests.test_pcap_lab import capture_upload
 
@@ -67,3 +73,55 @@ def test_capture_of_iperf3_names_the_device(lab_factory: LabFactory, tmp_path: P
         if verdicts.count(("middlebox", "path")) >= NEEDED:
             break
     assert verdicts.count(("middlebox", "path")) >= NEEDED, verdicts
+
+
+HOPS_STRIP = LabSpec.symmetric(
+    100e6,
+    0.050,
+    hops=(HopSpec(), HopSpec(), HopSpec()),
+    middlebox=MiddleboxSpec(("window",), hop=2),
+)
+
+
+def _conns_of_an_iperf3_upload(lab: Any, hops: bool) -> dict[str, Any]:
+    """Debian's iperf3 uploading from a to b; `conns --json` in a half-way through: the
+    verdict of the one busy connection ({} when there is not exactly one)."""
+    with iperf3_serving(lab, "b"):
+        upload = lab.popen(
+            "a",
+            ["iperf3", "-c", lab.addr_b, "-t", "6"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            time.sleep(2.0)
+            argv = ["conns", "--json", "--port", "5201", "--interval", "1.5s"]
+            conns = lab.run(
+                "a", tcpwizard_argv(*argv, *(["--hops"] if hops else [])),
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            upload.wait(timeout=30)
+        finally:
+            stop(upload)
+    busy = [c for c in json.loads(conns.stdout)["connections"] if c["verdict"] is not None]
+    verdict: dict[str, Any] = busy[0]["verdict"] if len(busy) == 1 else {}
+    return verdict
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed")
+def test_conns_with_hops_names_the_device_between_hop_2_and_3(lab_factory: LabFactory) -> None:
+    """Without hop probes `conns` sees only that the handshake agreed no window scaling
+    (`window-scaling`, at the peer: this host offers it); with `--hops` the routers' quotes of
+    this host's SYN toward the same port show it taken out past hop 2: `middlebox`, path."""
+    lab = lab_factory(HOPS_STRIP)
+    plain = _conns_of_an_iperf3_upload(lab, hops=False)
+    assert (plain.get("limiting_factor"), plain.get("host_to_fix")) == ("window-scaling", "peer")
+    seen = []
+    for _ in range(TRIES):
+        v = _conns_of_an_iperf3_upload(lab, hops=True)
+        seen.append((v.get("limiting_factor"), v.get("host_to_fix")))
+        if v.get("limiting_factor") == "middlebox":
+            assert any("between hop 2" in e for e in v["evidence"]), v
+        if seen.count(("middlebox", "path")) >= NEEDED:
+            break
+    assert seen.count(("middlebox", "path")) >= NEEDED, seen

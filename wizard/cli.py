@@ -236,6 +236,12 @@ def _add_conns(sub: argparse._SubParsersAction[Parser]) -> None:
         default=0,
         help="with --watch: stop after this many rounds (0: never)",
     )
+    p.add_argument(
+        "--hops",
+        action="store_true",
+        help="where a handshake lost window scaling, send SYNs with this host's options "
+        "hop by hop toward that peer (root) to find a device that strips it",
+    )
     _add_output_flags(p, "conns")
 
 

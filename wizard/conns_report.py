@@ -11,11 +11,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tcpwizard.advice.conns import DEFAULT_RATE_BPS, ConnDiagnosis, judge
+from tcpwizard.advice.middlebox import located_in_conn
 from tcpwizard.advice.rules.host_conns import host_conn_verdict
 from tcpwizard.checks.sysctl import SysctlReader
 from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.measure.observe.conns import ConnObservation, Owner, observe, owners
 from tcpwizard.measure.observe.hostload import HostSampler, sample_host
+from tcpwizard.measure.probes.hops import route_to
+from tcpwizard.measure.probes.syntrace import syn_trace
+from tcpwizard.measure.probes.syntrace_model import SynTrace
 from tcpwizard.outcome import Outcome, exit_code
 
 SYSCTLS = (
@@ -115,6 +119,46 @@ def conns_outcome(entries: tuple[ConnEntry, ...]) -> Outcome:
     return Outcome(limits=tuple(v.limiting_factor for v in verdicts if v is not None))
 
 
+# The routers' quotes of this host's SYN toward one peer and port (measure/probes/syntrace.py),
+# or None where it could not be probed; OSError (raw sockets, routing) for the note.
+SynTracer = Callable[[str, int], SynTrace | None]
+
+
+def syn_tracer(max_ttl: int = 30) -> SynTracer:
+    """Probe with this host's own SYN options, hop by hop (root: raw sockets)."""
+
+    def trace(address: str, port: int) -> SynTrace | None:
+        # The route's MTU sets the MSS this host's SYN carries, as a connection's would.
+        return syn_trace(address, port, route_to(address).mtu, max_ttl)
+
+    return trace
+
+
+def _located(
+    diag: ConnDiagnosis,
+    peer: tuple[str, int],
+    tracer: SynTracer,
+    traces: dict[tuple[str, int], SynTrace | None],
+    notes: list[str],
+) -> ConnDiagnosis:
+    """A connection's `window-scaling` verdict checked against the routers' quotes of this
+    host's SYN toward the same peer and port (`conns --hops`): a device that strips the
+    option is named instead of the far end. One trace per peer and port."""
+    if diag.verdict is None or diag.verdict.limiting_factor != "window-scaling":
+        return diag
+    if peer not in traces:
+        try:
+            traces[peer] = tracer(*peer)
+        except OSError as exc:  # PermissionRequired included: the verdict stands, said why
+            traces[peer] = None
+            notes.append(f"SYN options per hop toward {peer[0]} port {peer[1]}: {exc}")
+    trace = traces[peer]
+    located = located_in_conn(diag.verdict, trace) if trace is not None else None
+    if located is None:
+        return diag
+    return ConnDiagnosis(diag.role, *located)
+
+
 def connections_report(
     flt: ConnFilter,
     interval_s: float = 1.0,
@@ -123,6 +167,7 @@ def connections_report(
     observer: Observer = _observe,
     owner_fn: OwnerFn = owners,
     host_sampler: Callable[[], HostSampler] | None = None,
+    tracer: SynTracer | None = None,
 ) -> ConnsReport:
     net = flt.network()
     reader = SysctlReader(sysctl_root)
@@ -134,6 +179,8 @@ def connections_report(
     load = running.stop() if running is not None else None
     who = owner_fn()
     entries: list[ConnEntry] = []
+    notes: list[str] = []
+    traces: dict[tuple[str, int], SynTrace | None] = {}
     for obs in observed:
         k = obs.key
         owner = who.get((k.local, k.local_port, k.remote, k.remote_port))
@@ -145,11 +192,12 @@ def connections_report(
             pid=owner.pid if owner else None,
         )
         diag = host_conn_verdict(diag, obs, load)
+        if tracer is not None and diag.verdict is not None:
+            diag = _located(diag, (k.remote, k.remote_port), tracer, traces, notes)
         if flt.keeps(obs, owner, diag, net):
             entries.append(ConnEntry(obs, owner, diag))
     # Busy first, fastest first; idle ones after, in address order.
     entries.sort(key=lambda e: (e.diagnosis.verdict is None, -e.observation.rate_mbps))
-    notes: list[str] = []
     if observed and not who:
         notes.append("no process owners visible (other users' sockets need root)")
     return ConnsReport(

@@ -15,7 +15,7 @@ CLEAR = "\x1b[H\x1b[2J"
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from tcpwizard.advice.conns import DEFAULT_RATE_BPS
     from tcpwizard.commands._output import emit, machine
-    from tcpwizard.conns_report import ConnFilter, connections_report
+    from tcpwizard.conns_report import ConnFilter, connections_report, syn_tracer
 
     interval = parse_duration(args.interval, default_unit="s")
     if not 0.2 <= interval <= 60:
@@ -29,7 +29,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     try:
         while rounds == 0 or done < rounds:
             try:
-                report = connections_report(flt, interval, ctx.sysctl_root, rate)
+                report = connections_report(
+                    flt,
+                    interval,
+                    ctx.sysctl_root,
+                    rate,
+                    tracer=syn_tracer() if args.hops else None,
+                )
             except ConnsUnavailable as exc:
                 raise ConnsFailed(str(exc)) from None
             if not machine(args.format):
