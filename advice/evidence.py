@@ -73,6 +73,13 @@ class Direction:
     best: ModeResult | None  # the best tuned mode measured
 
 
+def other_mode(d: Direction) -> ModeResult | None:
+    """The best tuned mode of this direction when it is another transfer than the current
+    one and measured: the check's second witness of what the path let through."""
+    m = d.best
+    return m if m is not None and m is not d.current and m.error is None else None
+
+
 def pick_current(modes: Sequence[ModeResult]) -> ModeResult | None:
     for name in ("autotune", "untuned", "static", "drs", "overprovisioned"):
         for m in modes:

@@ -245,6 +245,9 @@ def located_in_conn(verdict: Verdict, trace: SynTrace) -> tuple[Verdict, tuple[F
     return (
         Verdict(
             "middlebox",
+            # As `check`'s rule when a rewrite is seen and costs the transfer (the window
+            # held at 64 KB is why this connection read `window-scaling`), below its 0.97
+            # for a rate measured at that ceiling: `conns` sees no probe of the path.
             0.9,
             "path",
             "a device between the hosts (a firewall or load balancer) takes window scaling "

@@ -12,7 +12,7 @@ from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.rules import policer
-from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, mss_of
+from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS, loaded_rtt, mss_of
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.units import format_mbps as _fmt
 
@@ -48,19 +48,11 @@ def others_queue(ev: Evidence, d: _Direction) -> str | None:
     )
 
 
-# The RTT under load of a flow that keeps no queue stands this far above the idle minimum
-# on a short path: the sender's smoothed RTT carries the ACK clock's and the delay line's
-# scheduling. Measured over the scenario matrix's saved reports (docs/bench-matrix.md, runs
-# 9-13): in every transfer held by a window, a send buffer or random loss at an idle RTT
-# under 6 ms, the median RTT under load stood 0.06-0.41 ms above the idle minimum; with TCP
-# flows of others beside it, 0.59-3.9 ms. Longer paths use the share of the idle RTT that
-# a policed flow's test reads (advice/rules/policer.py NO_QUEUE_SHARE).
-STANDING_NOISE_MS = 0.5
-
-
 def standing_noise_ms(idle_ms: float) -> float:
-    """How far above idle the RTT under load may stand without anyone's queue."""
-    return max(STANDING_NOISE_MS, policer.NO_QUEUE_SHARE * idle_ms)
+    """How far above idle the RTT under load may stand without anyone's queue: the measured
+    noise of queue-free flows on short paths (measure/engine/loaded_rtt.py), on longer ones
+    the share of the idle RTT a policed flow's test reads (advice/rules/policer.py)."""
+    return max(QUEUE_FREE_NOISE_MS, policer.NO_QUEUE_SHARE * idle_ms)
 
 
 # RFC 1122 / RFC 5681: a receiver acknowledges at least every second full segment, else on

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tcpwizard.advice.capacity_view import capacity as _capacity
 from tcpwizard.advice.capacity_view import steady_mbps
-from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence
+from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence, other_mode
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.others_queue import others_queue as _others_queue
@@ -60,12 +60,8 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     # there for this transfer too: what is left did not hold it, whatever the others take
     # (a 506 KB send buffer held autotuning at 0.75 of 4.6 Gbit/s, DRS moved 3.6 with
     # 1.2 "free": `cross-traffic` at 0.8 in the scenario matrix).
-    faster = any(
-        steady_mbps(m) > CROSS_TAKES_FREE * free
-        for m in (d.best,)
-        if m is not None and m is not cur and m.error is None
-    )
-    leftover = leftover and not faster
+    other = other_mode(d)
+    leftover = leftover and not (other and steady_mbps(other) > CROSS_TAKES_FREE * free)
     queue = _others_queue(ev, d)
     if leftover:
         confidence = 0.8 if rate >= 0.6 * free else 0.55

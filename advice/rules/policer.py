@@ -30,6 +30,7 @@ from tcpwizard.advice.evidence import (
     Direction,
     Evidence,
     chrono,
+    other_mode,
     probe_capacity,
     rtt_ms,
 )
@@ -283,6 +284,11 @@ def _burst_through_bucket(m: ModeResult | None) -> bool:
     return bool(plateau) and peak is not None and peak >= BUCKET_BURST * (plateau or 0.0)
 
 
+# One recovery sends its retransmissions a round trip apart, so its intervals may skip one:
+# a new loss episode begins only after more than this many round trips without any.
+EPISODE_GAP_RTTS = 2
+
+
 def _episodes(m: ModeResult, rtt_ms: float) -> list[list[float]]:
     """Loss recoveries in the transfer, each as the sender's smoothed RTTs (ms) of its
     intervals with new retransmissions and of the interval before its first: a new episode
@@ -290,7 +296,7 @@ def _episodes(m: ModeResult, rtt_ms: float) -> list[list[float]]:
     retransmissions a round trip apart, so its intervals may skip one)."""
     out: list[list[float]] = []
     last, last_t, before = 0, -1e9, None
-    gap_s = 2 * rtt_ms / 1e3
+    gap_s = EPISODE_GAP_RTTS * rtt_ms / 1e3
     for s in m.samples:
         ti = s.tcp_info
         if ti is None:
@@ -314,7 +320,7 @@ def settled_loss(m: ModeResult, rtt_ms: float) -> float | None:
         for s in m.samples
         if s.tcp_info is not None and s.delivered_bytes is not None
     ]
-    gap_s = 2 * rtt_ms / 1e3
+    gap_s = EPISODE_GAP_RTTS * rtt_ms / 1e3
     start = next((i for i in range(1, len(rows)) if rows[i][1] > rows[i - 1][1]), None)
     if start is None:
         return None
@@ -464,12 +470,9 @@ def _passed_by_another(d: Direction, found: Policing) -> bool:
     spread (1 / POLICED_SHARE) went through no such bucket. (BBR at 0.56 % random loss over
     128 ms held 40 Mbit/s with autotuning, 123 with DRS on the same path: `policer`, in
     the scenario matrix.)"""
-    others = [m for m in (d.best,) if m is not None and m is not d.current and m.error is None]
-    for m in others:
-        plateau = plateau_mbps(m)
-        if plateau is not None and plateau * POLICED_SHARE > found.policed_mbps:
-            return True
-    return False
+    other = other_mode(d)
+    plateau = plateau_mbps(other) if other is not None else None
+    return plateau is not None and plateau * POLICED_SHARE > found.policed_mbps
 
 
 def _mostly_free(ev: Evidence) -> bool:

@@ -80,6 +80,15 @@ def loaded_rtt(m: ModeResult, idle_ms: float | None = None) -> LoadedRtt | None:
     )
 
 
+# The RTT under load of a flow that keeps no queue stands up to this far above the idle
+# minimum on a short path: the sender's smoothed RTT carries the ACK clock's and the delay
+# line's scheduling. Measured over the scenario matrix's saved reports (docs/bench-matrix.md,
+# runs 9-13): in every transfer held by a window, a send buffer or random loss at an idle
+# RTT under 6 ms, the median RTT under load stood 0.06-0.41 ms above the idle minimum; with
+# TCP flows of others beside it, 0.59-3.9 ms.
+QUEUE_FREE_NOISE_MS = 0.5
+
+
 def flow_rtt_ms(m: ModeResult, idle_ms: float) -> float:
     """The RTT the flow itself ran at, for the loss bound (Mathis et al.: rate = MSS x C /
     (RTT x sqrt(p)), RTT the flow's average): the median RTT under load where a queue stood,

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS
+
 
 @dataclass(frozen=True)
 class SteadyStop:
@@ -37,11 +39,10 @@ class SteadyStop:
     loss_based_min_s: float = 3.0
     # A round holds only while the smoothed RTT stands within this share of the path's
     # (BBR's ProbeBW: pacing gain 1.25 queues at most a quarter of a BDP), plus the timer
-    # noise of a short path (advice/others_queue.py STANDING_NOISE_MS: a queue-free flow's
-    # RTT under load stood up to 0.41 ms above idle). None: no such test (loss-based
-    # senders keep a standing queue by design and run the fixed length).
+    # noise of a short path (measure/engine/loaded_rtt.py QUEUE_FREE_NOISE_MS). None: no such
+    # test (loss-based senders keep a standing queue by design and run the fixed length).
     drained_share: float | None = 1.25
-    rtt_noise_s: float = 0.0005
+    rtt_noise_s: float = QUEUE_FREE_NOISE_MS / 1e3
 
     def for_congestion_control(self, cc: str) -> SteadyStop:
         """The rule for a sender running `cc` (model-based BBR: as configured)."""
