@@ -104,8 +104,11 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
         # Losses going on once up to speed hold a loss-based window down, unless the rate
         # kept returning to a flat ceiling: then they are a full path's sawtooth.
         return False
-    if cc in LOSS_BASED and m.retransmits and m.bytes:
-        # Near the Mathis bound of its own loss rate, loss held the window down.
+    if cc in LOSS_BASED and m.retransmits and m.bytes and not at_ceiling:
+        # Near the Mathis bound of its own loss rate, loss held the window down, unless the
+        # rate sat at a flat ceiling: a loss-based flow that fills a drop-tail bottleneck
+        # sees the loss its rate implies (that is the bound read backwards), and a window
+        # held down by loss has no top to return to (advice/ceiling.py).
         mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info), 1448)
         bound = mathis_mbps(mss, flow_rtt_ms(m, rtt), m.retransmits * mss / m.bytes, cc)
         if bound is not None and m.throughput_mbps <= 3 * bound:

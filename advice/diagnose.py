@@ -149,6 +149,10 @@ def _unexplained(ev: Evidence, dirs: Sequence[_Direction], slow_dirs: set[str]) 
         if d.current
     )
     why = "no rule explains the measured throughput; the evidence is shown as measured."
+    if not ev.measured and (failed := _failures(ev)):
+        # Nothing moved: say what stopped the transfers rather than "as measured".
+        why = f"not measured: {_not_run(ev)}, so no limiting factor can be named."
+        evidence = (*evidence, *(f"missing: {e}" for e in failed))
     slowest = min(
         shown, key=lambda d: d.current.throughput_mbps if d.current else 0.0, default=None
     )
@@ -158,16 +162,28 @@ def _unexplained(ev: Evidence, dirs: Sequence[_Direction], slow_dirs: set[str]) 
     )
 
 
+def _failures(ev: Evidence) -> tuple[str, ...]:
+    """What stopped the test transfers that failed, each once."""
+    return tuple(
+        dict.fromkeys(m.error for m in (ev.transfer.modes if ev.transfer else ()) if m.error)
+    )
+
+
+def _not_run(ev: Evidence) -> str:
+    failed = _failures(ev)
+    return f"every test transfer failed ({failed[0]})" if failed else "no test transfer ran"
+
+
 def _predicted_healthy(
     ev: Evidence, dirs: Sequence[_Direction], best: _Candidate, missing: Sequence[str]
 ) -> Diagnosis:
     """Nothing was measured: settings that allow the capacity are no proof that the path
     is healthy, so the verdict stays unknown and says what it rests on."""
     why = (
-        "not measured: no test transfer ran, so the limiting factor cannot be named; "
-        f"{best.explanation}"
+        f"not measured: {_not_run(ev)}, so the limiting factor cannot be named; {best.explanation}"
     )
-    evidence = (*best.evidence, *(f"missing: {m}" for m in missing))
+    failed = tuple(f"missing: {e}" for e in _failures(ev))
+    evidence = (*best.evidence, *(f"missing: {m}" for m in missing), *failed)
     return Diagnosis(Verdict("unknown", 0.2, None, why, evidence, _gap(ev, dirs, "unknown")), ())
 
 

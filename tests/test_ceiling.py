@@ -48,3 +48,24 @@ def test_a_full_paths_sawtooth_past_a_sender_limited_probe_is_path_capacity() ->
     assert diagnose(dataclasses.replace(ev, transfer=t2)).verdict.limiting_factor != (
         "path-capacity"
     )
+
+
+def test_a_flat_top_at_the_probed_line_with_its_own_sawtooths_loss_is_path_capacity() -> None:
+    """Reno alone on an 89.5 Mbit/s x 2.4 ms path (scenario matrix 20261127.35): flat at
+    the line's goodput all along, 0.19 % lost, which puts the loss bound at 66 Mbit/s with
+    the RTT the flow ran at. A flow that fills a drop-tail bottleneck sees the loss its rate
+    implies: the flat top says the path, not loss, set the rate (`congestion` before)."""
+    n = 30
+    goodputs = [82.0] + [86.4] * (n - 1)
+    losses = [0, 4] + [2, 1] * ((n - 2) // 2)
+    t = transfer(goodputs, [4.9] * n, losses, "reno")
+    ev = Evidence(audit("reno"), audit("reno"), path(2.5, 89.5), t)
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "path-capacity", v
+    # The same mean rate without a top held (loss cutting the window) is not healthy.
+    spiky = [70.0, 95.0, 80.0, 100.0, 75.0, 98.0] * 5
+    t2 = transfer(spiky, [4.9] * n, losses, "reno")
+    assert ceiling_mbps(t2.modes[0], 2.5) is None
+    assert diagnose(dataclasses.replace(ev, transfer=t2)).verdict.limiting_factor != (
+        "path-capacity"
+    )

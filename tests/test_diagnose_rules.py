@@ -591,3 +591,15 @@ def test_a_window_held_below_a_buffer_that_allows_the_path_is_not_the_buffer() -
     v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(fixed))).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer")
     assert v.confidence >= 0.7
+
+
+def test_a_check_whose_transfers_all_failed_says_why_not_as_measured() -> None:
+    """serve accepted the connection but never answered (a far end starved of CPU, scenario
+    matrix 20261127.57): `unknown`, naming what stopped the transfers."""
+    why = "serve at b did not answer in time"
+    failed = ModeResult("autotune", "up", 1, 0, 0.0, 0.0, 0, 0, (), error=why)
+    ev = Evidence(audit(), None, path(30.0, 1000.0), TransferResult((failed,)))
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "unknown"
+    assert v.explanation.startswith("not measured: every test transfer failed (serve at b")
+    assert "missing: serve at b did not answer in time" in v.evidence

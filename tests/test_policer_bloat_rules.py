@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
-from tcpwizard.advice.rules.policer import BUCKET_MAX_S, _bucket_s
+from tcpwizard.advice.rules.policer import BUCKET_MAX_S, _bucket_s, settled_loss
 from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
@@ -587,6 +587,31 @@ def test_the_loss_bound_reads_the_loss_after_the_ramps_burst() -> None:
     t = _with_delivered(transfer(goodputs, [rtt + 0.3] * n, heavy, "reno"))
     ev = Evidence(audit("reno"), audit("reno"), path(rtt, 196), t)
     assert diagnose(ev).verdict.limiting_factor == "policer"
+
+
+def test_losses_that_went_on_through_the_plateau_are_its_loss_not_the_ramps() -> None:
+    """Reno policed at 37 of 157 Mbit/s over 162 ms (scenario matrix 20261127.36): the
+    bucket's burst, then drops in nearly every interval for 2.8 s with no pause of two round
+    trips, so the whole of it reads as one episode. Its losses went on through the plateau:
+    the loss that held it is the second half's (about a tenth of what it delivered), not
+    "none after the ramp"."""
+    rtt, n = 162.0, 40
+    goodputs = [20.0, 60.0, 120.0, 130.0, 70.0] + [35.0] * (n - 5)
+    # Every interval loses (the real transfer's deltas, 0.1 s apart, gathered): the most
+    # when the sender passes the rate again, a trickle between.
+    drops = [900, 300, 300, 300, 300, 900, 500, 300, 300, 300, 550, 130, 300, 80, 10, 10]
+    retrans = [0, 0, 0, 0, 150] + drops + [10, 80, 150, 480, 70, 70, 20, 10, 70] + [10] * 7
+    retrans += [0, 0, 0]
+    t = _with_delivered(transfer(goodputs, [rtt + 0.6] * n, retrans, "reno"))
+    half = sum(retrans[21:]) * MSS / (19 * 35e6 / 8 * 0.25)
+    assert settled_loss(t.modes[0], rtt) == pytest.approx(half, rel=0.01)
+    ev = Evidence(audit("reno"), audit("reno"), path(rtt, 157), t)
+    assert diagnose(ev).verdict.limiting_factor == "policer"
+    # A long path's late ramp: one episode begun in the second half, none after it, is the
+    # overshoot; its own losses do not count against the plateau.
+    late = [0] * 24 + [20, 30, 20] + [0] * 13
+    t = _with_delivered(transfer(goodputs, [rtt + 0.6] * n, late, "reno"))
+    assert settled_loss(t.modes[0], rtt) == 0.0
 
 
 def test_a_policer_caps_every_transfer_of_its_direction() -> None:
