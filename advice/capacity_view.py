@@ -15,6 +15,7 @@ from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import directions as _directions
 from tcpwizard.advice.evidence import probe_capacity as _probe_capacity
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
+from tcpwizard.advice.loss_episodes import LATE_LOSS_EVENTS, late_retransmits
 from tcpwizard.advice.ramp import still_ramping as _still_ramping
 from tcpwizard.advice.rules.host_drops import held_by_host
 from tcpwizard.advice.window_law import (
@@ -100,7 +101,7 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
                 return False
     cc = m.congestion_control or (d.sender.congestion_control if d.sender else "")
     at_ceiling = ceiling_mbps(m, rtt) is not None
-    if cc in LOSS_BASED and late_retransmits(m) >= LATE_LOSS_EVENTS and not at_ceiling:
+    if cc in LOSS_BASED and late_retransmits(m, rtt) >= LATE_LOSS_EVENTS and not at_ceiling:
         # Losses going on once up to speed hold a loss-based window down, unless the rate
         # kept returning to a flat ceiling: then they are a full path's sawtooth.
         return False
@@ -262,16 +263,3 @@ def below_path(ev: Evidence, d: _Direction) -> bool:
     if cur is None or cap is None or own_rate_only(ev, d):
         return True
     return reached_mbps(cur) < HEALTHY_SHARE * cap
-
-
-LATE_LOSS_EVENTS = 3  # retransmissions after the first half that make losses ongoing
-
-
-def late_retransmits(m: ModeResult) -> int:
-    """Retransmissions in the second half of a transfer (sender's TCP_INFO). Slow start's
-    overshoot loses packets early; losses that go on once the rate has settled are what
-    holds a loss-based window down."""
-    counts = [s.tcp_info.total_retrans for s in m.samples if s.tcp_info is not None]
-    if len(counts) < 4:
-        return 0
-    return max(0, counts[-1] - counts[len(counts) // 2])

@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
-from tcpwizard.advice.rules.policer import BUCKET_MAX_S, _bucket_s, settled_loss
+from tcpwizard.advice.loss_episodes import settled_loss
+from tcpwizard.advice.rules.policer import BUCKET_MAX_S, _bucket_s
 from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps

@@ -4,15 +4,15 @@ sender's congestion control at the loss measured), with parallel streams as a wo
 
 from __future__ import annotations
 
-from tcpwizard.advice.capacity_view import LATE_LOSS_EVENTS, steady_mbps
 from tcpwizard.advice.capacity_view import capacity as _capacity
-from tcpwizard.advice.capacity_view import late_retransmits as _late_retransmits
+from tcpwizard.advice.capacity_view import steady_mbps
 from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
+from tcpwizard.advice.loss_episodes import LATE_LOSS_EVENTS, late_retransmits
 from tcpwizard.advice.others_queue import others_queue as _others_queue
 from tcpwizard.advice.streams import streams_needed
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
@@ -37,7 +37,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     if bound is not None and cur.throughput_mbps <= 1.5 * bound:
         confidence = 0.85
     elif bound is not None and cur.throughput_mbps > 3 * bound:
-        late = _late_retransmits(cur)
+        late = late_retransmits(cur, rtt)
         cap = _capacity(ev, d)
         low = cap is not None and steady_mbps(cur) < HEALTHY_SHARE * cap
         if late >= LATE_LOSS_EVENTS and cc in LOSS_BASED and low:

@@ -34,6 +34,7 @@ from tcpwizard.advice.evidence import (
     probe_capacity,
     rtt_ms,
 )
+from tcpwizard.advice.loss_episodes import episodes, settled_loss
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.advice.ramp import still_ramping
 from tcpwizard.advice.rules import host_drops
@@ -284,72 +285,8 @@ def _burst_through_bucket(m: ModeResult | None) -> bool:
     return bool(plateau) and peak is not None and peak >= BUCKET_BURST * (plateau or 0.0)
 
 
-# One recovery sends its retransmissions a round trip apart, so its intervals may skip one:
-# a new loss episode begins only after more than this many round trips without any.
-EPISODE_GAP_RTTS = 2
-
-
-def _episodes(m: ModeResult, rtt_ms: float) -> list[list[float]]:
-    """Loss recoveries in the transfer, each as the sender's smoothed RTTs (ms) of its
-    intervals with new retransmissions and of the interval before its first: a new episode
-    after a gap of more than two round trips without any (one recovery sends its
-    retransmissions a round trip apart, so its intervals may skip one)."""
-    out: list[list[float]] = []
-    last, last_t, before = 0, -1e9, None
-    gap_s = EPISODE_GAP_RTTS * rtt_ms / 1e3
-    for s in m.samples:
-        ti = s.tcp_info
-        if ti is None:
-            continue
-        if ti.total_retrans > last:
-            if s.t_s - last_t > gap_s or not out:
-                out.append([] if before is None else [before])
-            out[-1].append(ti.rtt_us / 1e3)
-            last_t = s.t_s
-        last = max(last, ti.total_retrans)
-        before = ti.rtt_us / 1e3
-    return out
-
-
-def settled_loss(m: ModeResult, rtt_ms: float) -> float | None:
-    """The share of bytes retransmitted after the first loss episode (the ramp's
-    overshoot), over the bytes delivered after it, or over the second half when that
-    episode lasted into it; None when nothing was delivered after it. 0.0: no loss after
-    the ramp."""
-    rows = [
-        (s.t_s, s.tcp_info.total_retrans, s.delivered_bytes)
-        for s in m.samples
-        if s.tcp_info is not None and s.delivered_bytes is not None
-    ]
-    gap_s = EPISODE_GAP_RTTS * rtt_ms / 1e3
-    start = next((i for i in range(1, len(rows)) if rows[i][1] > rows[i - 1][1]), None)
-    if start is None:
-        return None
-    end = start
-    for i in range(start + 1, len(rows)):
-        if rows[i][1] > rows[i - 1][1]:
-            if rows[i][0] - rows[end][0] > gap_s:
-                break
-            end = i
-    half = len(rows) // 2
-    if start <= half < end:
-        # Begun in the first half and still going in the second, where the plateau is
-        # measured: losses that went on through it, as a bucket drops every round (Reno
-        # policed at 37 of 157 Mbit/s over 162 ms: 2.8 s of drops with no pause of two
-        # round trips, read as one episode and "no loss after the ramp"), or a sawtooth
-        # whose pauses the 100 ms samples cannot show on a short path. The loss that held
-        # the plateau is then its own half's. (An episode begun in the second half is a
-        # late ramp's overshoot: a long path's slow start ends late.)
-        end = half
-    _, retrans0, delivered0 = rows[end]
-    _, retrans1, delivered1 = rows[-1]
-    if delivered1 is None or delivered0 is None or delivered1 <= delivered0:
-        return None
-    return (retrans1 - retrans0) * mss_of(m) / (delivered1 - delivered0)
-
-
 def _loss_episodes(m: ModeResult, rtt_ms: float) -> int:
-    return len(_episodes(m, rtt_ms))
+    return len(episodes(m, rtt_ms))
 
 
 def _queue_at_losses(m: ModeResult, idle_ms: float, allowed_ms: float) -> bool:
@@ -361,7 +298,7 @@ def _queue_at_losses(m: ModeResult, idle_ms: float, allowed_ms: float) -> bool:
     flow's own segment spacing). (Reno's sawtooth through a
     0.58-BDP queue at 5.4 ms: 1.14-1.49 x idle at its losses, the policer's Reno and BBR
     losses 0.98-1.05 x: docs/bench-matrix.md.)"""
-    later = _episodes(m, idle_ms)[1:]
+    later = episodes(m, idle_ms)[1:]
     queued = sum(1 for e in later if e and max(e) - idle_ms > allowed_ms)
     return bool(later) and 2 * queued >= len(later)
 
