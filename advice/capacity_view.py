@@ -9,7 +9,13 @@ the hosts' held back is overruled. The rates a mode reached once up to speed
 from __future__ import annotations
 
 from tcpwizard.advice.ceiling import ceiling_mbps
-from tcpwizard.advice.evidence import CHRONO_SHARE, CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence
+from tcpwizard.advice.evidence import (
+    BUSY_SHARE,
+    CHRONO_SHARE,
+    CROSS_FREE_SHARE,
+    HEALTHY_SHARE,
+    Evidence,
+)
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import directions as _directions
@@ -75,7 +81,7 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
     if rtt is None:
         return False
     rwnd, _, busy = _chrono(m)
-    if (rwnd or 0.0) >= CHRONO_SHARE or (busy if busy is not None else 1.0) < 0.6:
+    if (rwnd or 0.0) >= CHRONO_SHARE or (busy if busy is not None else 1.0) < BUSY_SHARE:
         return False
     if held_by_host(m):
         return False

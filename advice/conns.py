@@ -21,11 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice import application
+from tcpwizard.advice.evidence import BUSY_SHARE, CHRONO_SHARE
 from tcpwizard.advice.middlebox import one_point_note
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
-from tcpwizard.advice.window_law import LOSS_BASED, mathis_mbps, window_limit_mbps
+from tcpwizard.advice.window_law import LOSS_BASED, WINDOW_FILLED, mathis_mbps, window_limit_mbps
 from tcpwizard.checks.base import sysctl_fix
 from tcpwizard.checks.model import BdpTarget, Fix, HostRole
 from tcpwizard.checks.window import recommended_buffer
@@ -33,9 +34,6 @@ from tcpwizard.measure.observe.conns import ConnObservation
 from tcpwizard.units import format_bytes
 
 BUSY_MBPS = 0.1  # below this a connection is idle: nothing to judge
-LIMITED_SHARE = 0.2  # of the busy time: a stall this long is the limit
-IDLE_SENDER = 0.5  # busy less than this share of the interval: the application is slow
-WINDOW_FILLED = 0.6  # rate x RTT at least this share of the window: the window is the limit
 # A paced sender (BBR) meets the peer's window only in its probing phases: 16-29 % of the
 # time on a 100 Mbit/s x 50 ms path whose far end's tcp_rmem holds it to 25 Mbit/s. Its
 # rate x RTT filling the whole window, with some stalls on it, says the same.
@@ -160,12 +158,12 @@ def _judge_sender(
     busy = max(obs.busy, 1e-9)
     stalled = obs.rwnd_limited / busy
     full = window_mbps > 0 and rate >= WINDOW_FULL * window_mbps and stalled >= SOME_STALLS
-    if stalled < LIMITED_SHARE and full:
+    if stalled < CHRONO_SHARE and full:
         ev.append(
             f"the whole window was in flight every round trip ({rate:.1f} of "
             f"{window_mbps:.1f} Mbit/s): a paced sender meets it only when it probes for more"
         )
-    if stalled >= LIMITED_SHARE or full:
+    if stalled >= CHRONO_SHARE or full:
         unused = window_mbps > 0 and rate < 0.5 * window_mbps
         closing = obs.snd_wnd_min < 0.5 * obs.snd_wnd_max
         if obs.zero_window or (unused and closing):
@@ -225,9 +223,9 @@ def _judge_sender(
             rate,
             None,
         ), fixes
-    if obs.sndbuf_limited / busy >= LIMITED_SHARE:
+    if obs.sndbuf_limited / busy >= CHRONO_SHARE:
         return _sender_buffer(obs, sysctls, size, ev, rate)
-    if obs.busy < IDLE_SENDER:
+    if obs.busy < BUSY_SHARE:
         ev.append(f"the sender had data in flight only {_pct(obs.busy)} of the time")
         return _verdict(
             "application",

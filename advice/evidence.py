@@ -146,6 +146,10 @@ def audit_of(ev: Evidence, role: HostRole) -> HostAudit | None:
 # Of the transfer's time (TCP_INFO chrono counters): how long a window must hold the sender
 # to be its limit.
 CHRONO_SHARE = 0.2
+# A sender with data in flight less than this share of the time was idle more than it sent:
+# what it was given to send, not TCP, set its rate (a path at full rate the other half cannot
+# make up the idle half). One figure for the check's transfers and `conns`.
+BUSY_SHARE = 0.5
 
 
 def chrono(m: ModeResult | None) -> tuple[float | None, float | None, float | None]:

@@ -15,6 +15,12 @@ from tcpwizard.checks.window import (
     running_windows,
 )
 
+# A window-held flow delivers one window per loaded RTT; read against the idle RTT that is
+# window x idle / loaded. At least this share of the window per idle RTT: the window held it,
+# with the flow's own queue up to 2/3 of the idle RTT allowed (1 / 0.6 = 1.67 x idle).
+# One figure for the check's receiver view, `conns` and captures.
+WINDOW_FILLED = 0.6
+
 UNSCALED_WINDOW = MAX_UNSCALED_WINDOW
 # Mathis, Semke, Mahdavi, Ott (1997): rate <= (MSS / RTT) * C / sqrt(p), C = sqrt(3/2).
 MATHIS_C = math.sqrt(1.5)

@@ -164,7 +164,8 @@ def run_one(s: Scenario, keep: Path | None = None) -> dict[str, Any]:
         ):
             c0 = time.monotonic()
             proc = lab.run(
-                "a", tcpwizard_argv("check", lab.addr_b, *CHECK_ARGS), env=_env(tmp),
+                "a", tcpwizard_argv("check", lab.addr6_b if s.ipv6 else lab.addr_b, *CHECK_ARGS),
+                env=_env(tmp),
                 capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, check=False,
             )  # fmt: skip
             check_s = round(time.monotonic() - c0, 1)

@@ -7,9 +7,10 @@ envelope, per scenario: bottleneck rate log-uniform over 5 Mbit/s - 5 Gbit/s (th
 ceiling, DELAYLINE_MAX_RATE_BPS: it refuses more; above 1 Gbit/s it moves the kernel's
 super-packets whole, docs/lab.md); RTT log-uniform 2-400 ms; drop-tail queue
 log-uniform 0.25-8 BDP (at least MIN_QUEUE_PACKETS packets); random loss 0 (half the draws)
-or uniform 0-2 %; congestion control per host, Reno or BBR (the loss-based and the model-based
-sender; the kernel also builds CUBIC, whose loss law is not modelled here); and one cause,
-uniformly, from ALL_CAUSES with its own parameters:
+or uniform 0-2 %; IPv4 or IPv6 (IPV6_SHARE, from a generator of its own, so the envelope and
+cause of an id drawn before stay as they were); congestion control per host, Reno or BBR (the
+loss-based and the model-based sender; the kernel also builds CUBIC, whose loss law is not
+modelled here); and one cause, uniformly, from ALL_CAUSES with its own parameters:
 
 - small-rmem-a / -b: the receiver's tcp_rmem max set so its window is g = 1/8 - 1/4 of the
   BDP. The receive window the kernel offers from a buffer of r bytes is about r / 2 with the
@@ -141,6 +142,8 @@ CAUSES = (
 # Causes added later are drawn from a generator of their own (_cause), so every id drawn
 # before they came keeps its scenario (and its `--replay`) unless it now draws a new cause.
 LATER_CAUSES = ("cpu-starved-b",)
+# Half the scenarios run over IPv6 (the lab gives both hosts both families).
+IPV6_SHARE = 0.5
 ALL_CAUSES = CAUSES + LATER_CAUSES
 
 # What each cause's verdict must be: (limiting_factor, host_to_fix).
@@ -187,6 +190,7 @@ class Scenario:
     cross_udp_bps: float = 0.0
     cross_tcp_flows: int = 0
     cpu_share_b: float | None = None  # b's serve held to this share of a core
+    ipv6: bool = False  # the check runs over the lab's IPv6 addresses
     draws: int = 1  # envelopes drawn until the cause bound (1: the first did)
 
     @property
@@ -229,6 +233,7 @@ class Scenario:
         return (
             f"{self.rate_bps / 1e6:.3g} Mbit/s x {self.rtt_s * 1e3:.3g} ms, queue "
             f"{self.queue_bytes / self.bdp_bytes:.2g} BDP{loss}, {self.cc_a}/{self.cc_b}"
+            + (", IPv6" if self.ipv6 else "")
             + (f"; {extra}" if extra else "")
         )
 
@@ -327,16 +332,23 @@ def _cause(rng: random.Random, seed: int, index: int) -> str:
     return cause
 
 
+def _ipv6(seed: int, index: int) -> bool:
+    """The address family, from a generator of its own: the envelope and the cause of every
+    id stay what they were drawn as before the family was."""
+    return random.Random(f"tcpwizard-matrix-family:{seed}:{index}").random() < IPV6_SHARE
+
+
 def draw(seed: int, index: int) -> Scenario:
     """Scenario SEED.INDEX: its cause, then envelopes until that cause binds (module doc)."""
     rng = random.Random(f"tcpwizard-matrix:{seed}:{index}")
     cause = _cause(rng, seed, index)
+    ipv6 = _ipv6(seed, index)
     s = _envelope(rng, seed, index, cause)
     for n in range(1, MAX_DRAWS + 1):
         if truth(s) == EXPECTED[cause]:
-            return replace(s, draws=n)
+            return replace(s, draws=n, ipv6=ipv6)
         s = _envelope(rng, seed, index, cause)
-    return replace(s, draws=MAX_DRAWS)  # truth() says what it is (scored as it says)
+    return replace(s, draws=MAX_DRAWS, ipv6=ipv6)  # truth() says what it is (scored so)
 
 
 def draw_all(seed: int, first: int, count: int) -> list[Scenario]:

@@ -5,7 +5,8 @@ confusion, accuracy and calibration arithmetic is right."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+import json
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +230,26 @@ def test_matrix_needs_root_before_any_lab(
     err = capsys.readouterr().err
     assert "root" in err and err.count("\n") == 1
     assert not (tmp_path / "matrix.jsonl").exists()
+
+
+def test_half_the_draws_run_over_ipv6_and_keep_their_envelope() -> None:
+    drawn = [draw(424242, i) for i in range(200)]
+    v6 = sum(s.ipv6 for s in drawn)
+    assert 70 <= v6 <= 130  # binomial(200, 0.5): outside this is ~1 in 3000
+    s = next(s for s in drawn if s.ipv6)
+    assert ", IPv6" in s.describe()
+    assert summary([])["by_family"] == {}
+
+
+def test_the_family_leaves_every_recorded_draw_as_it_was() -> None:
+    """The family comes from a generator of its own: the scenarios of the last recorded runs
+    (docs/bench-matrix-runs.jsonl, seeds of runs 14-16, drawn before there was a family)
+    are drawn again field for field."""
+    path = Path(__file__).resolve().parents[1] / "docs" / "bench-matrix-runs.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    recent = [r for r in rows if r["seed"] in (31415926, 27182818, 16180339)]
+    assert len(recent) == 120
+    for r in recent:
+        again = asdict(draw(r["seed"], r["scenario"]["index"]))
+        again.pop("ipv6")
+        assert again == r["scenario"], r["id"]

@@ -11,7 +11,7 @@ from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import Evidence
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
-from tcpwizard.advice.window_law import window_limit_mbps
+from tcpwizard.advice.window_law import WINDOW_FILLED, window_limit_mbps
 from tcpwizard.units import format_mbps as _fmt
 
 
@@ -45,7 +45,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
                 "the capacity probe toward a web server is peerless (a guess)",
             ),
         )
-    if steady_mbps(cur) >= RECEIVER_FILLED * offered:
+    if steady_mbps(cur) >= WINDOW_FILLED * offered:
         return None  # our window was filled each RTT: the receiver-window rule speaks
     evidence = [
         f"{cur.mode} moved {_fmt(cur.throughput_mbps)} ({_fmt(steady_mbps(cur))} once up to "
@@ -74,6 +74,3 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         "path (or the server application supplies data slower).",
         tuple(evidence),
     )
-
-
-RECEIVER_FILLED = 0.6  # of the window we offered, arriving per RTT: the window was the limit
