@@ -6,7 +6,8 @@ steady rounds; wizard/timing.py).
 
 Both hosts' autotuning limits are raised to 4 x the path's BDP (at least the kernel's
 defaults), so neither buffer is what the path is judged by; the queue is the lab's default
-(one BDP). Results: OUT/check-time.md and one JSON row per run in OUT/check-time.jsonl.
+(one BDP). Results: OUT/check-time.md, one JSON row per run in OUT/check-time.jsonl and
+each run's whole report in OUT/reports/.
 """
 
 from __future__ import annotations
@@ -58,10 +59,13 @@ def _spec(rate_bps: float, rtt_s: float) -> LabSpec:
     )
 
 
-def one_check(lab: Lab, env: dict[str, str], quick: bool) -> dict[str, Any]:
+def one_check(lab: Lab, env: dict[str, str], quick: bool, keep: Path) -> dict[str, Any]:
+    """One check; its whole JSON report is kept in `keep` (the name is the row's `report`)."""
     t0 = time.monotonic()
     argv = tcpwizard_argv("check", lab.addr_b, "--json", *(["--quick"] if quick else []))
     doc = _json(lab, argv, env)
+    report = keep / f"check-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:4]}.json"
+    report.write_text(json.dumps(doc))
     v, timing = doc["verdict"], doc.get("timing") or {}
     return {
         "factor": v["limiting_factor"],
@@ -72,6 +76,7 @@ def one_check(lab: Lab, env: dict[str, str], quick: bool) -> dict[str, Any]:
         "report_s": timing.get("seconds"),
         "floor_s": timing.get("floor_s"),
         "stages": timing.get("stages"),
+        "report": report.name,
         "modes": [
             [m["mode"], m["direction"], m["throughput_mbps"]]
             for m in (doc.get("transfer") or {}).get("modes") or []
@@ -121,17 +126,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     rtt = parse_duration(args.rtt, "ms")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows: list[dict[str, Any]] = []
+    keep = Path(args.out, "reports")
+    keep.mkdir(parents=True, exist_ok=True)
     lab = Lab(_spec(rate, rtt))
     with tempfile.TemporaryDirectory(prefix="tw-ct-") as tmp, lab, serving(lab, "b"):
         env = _env(tmp)
         for i in range(args.runs):
             try:
-                rows.append(one_check(lab, env, quick))
+                rows.append(one_check(lab, env, quick, keep))
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 rows.append({"error": str(exc)[:200]})
             r = rows[-1]
             ctx.progress(f"[{i + 1}/{args.runs}] {r.get('factor', 'error')} {r.get('wall_s', '')}")
-    os.makedirs(args.out, exist_ok=True)
     with Path(args.out, "check-time.jsonl").open("a") as f:
         for r in rows:
             f.write(json.dumps({"rate_bps": rate, "rtt_s": rtt, "quick": quick, **r}) + "\n")

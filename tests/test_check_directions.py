@@ -3,9 +3,18 @@ autotune back), exactly what was asked otherwise; `transfer` stays one-way."""
 
 from __future__ import annotations
 
+import pytest
+
+from tcpwizard.checks.model import BdpTarget
 from tcpwizard.cli import build_parser
 from tcpwizard.measure.farends.interface import TransferOptions
-from tcpwizard.measure.wire.spec import DEFAULT_MODES, QUICK_MODES, REVERSE_MODES
+from tcpwizard.measure.wire.spec import (
+    DEFAULT_MODES,
+    QUICK_DURATION_S,
+    QUICK_MODES,
+    REVERSE_MODES,
+    STEADY_CAP_S,
+)
 from tcpwizard.run import CheckRequest
 from tcpwizard.run import _transfer_options as transfer_options
 
@@ -38,3 +47,14 @@ def test_cli_leaves_the_direction_to_the_command() -> None:
     assert parser.parse_args(["check", "dtn"]).direction is None
     assert parser.parse_args(["transfer", "dtn"]).direction is None
     assert parser.parse_args(["check", "dtn", "--direction", "up"]).direction == "up"
+
+
+def test_a_measured_long_path_gets_a_cap_in_round_trips() -> None:
+    """The steady transfers' cap: 5 s on a short path or the default target, 32 round trips
+    (10.6 s) on a measured 50 Mbit/s x 330 ms path (measure/engine/steady.py cap_s)."""
+    long_path = BdpTarget(0.330, 50e6, "measured")
+    assert transfer_options(CheckRequest("dtn"), long_path).duration_s == pytest.approx(10.56)
+    guess = BdpTarget(0.330, 50e6, "default")
+    assert transfer_options(CheckRequest("dtn"), guess).duration_s == STEADY_CAP_S
+    quick = transfer_options(CheckRequest("dtn", quick=True), long_path)
+    assert quick.duration_s == QUICK_DURATION_S

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from tcpwizard.measure.engine import datapath
-from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop
+from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop, cap_s, slow_start_rounds
 
 MBIT = 1e6
 
@@ -45,11 +45,23 @@ def test_creeping_growth_counts_as_growth() -> None:
 
 
 def test_a_dip_is_no_growth_but_restarts_the_count() -> None:
-    rates = [1.0 * 2**i for i in range(7)] + [90.0, 90.0, 30.0, 90.0, 90.0, 90.0, 90.0] + [90.0] * 5
+    rates = (
+        [1.0 * 2**i for i in range(7)] + [90.0, 90.0, 30.0, 90.0, 90.0, 90.0, 90.0] + [90.0] * 12
+    )
     stop = _run(rates)
-    # Growth last at 0.8 s; the round at 30 Mbit/s (1.0 s) did not hold the rate, so three
-    # rounds holding it end the transfer at 1.3 s, not 1.1 s.
-    assert stop is not None and abs(stop - 1.3) < 1e-6
+    # Growth last at 0.8 s; the round at 30 Mbit/s (1.0 s) did not hold the rate, and it must
+    # lie in the first half, which the verdicts do not read as settled: the transfer ends at
+    # 2.0 s, not at 1.3 s (three rounds holding) with the dip in its second half.
+    assert stop is not None and abs(stop - 2.0) < 1e-6
+
+
+def test_a_long_paths_cap_is_counted_in_round_trips() -> None:
+    """50 Mbit/s x 330 ms (BDP 2.06 MB): 9 rounds of slow start and 7 of the overshoot's
+    repair, twice, is 32 round trips, 10.6 s; a short path keeps the 5 s floor."""
+    assert slow_start_rounds(2_062_500) == 9
+    assert cap_s(5.0, 0.330, 2_062_500) == pytest.approx(32 * 0.330)
+    assert cap_s(5.0, 0.020, 250_000) == 5.0
+    assert cap_s(5.0, None, None) == 5.0
 
 
 def test_a_burst_then_a_collapse_is_not_steady() -> None:

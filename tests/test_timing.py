@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tcpwizard.timing import StageClock, check_timing, floor_s, slow_start_rounds
+from tcpwizard.measure.engine.steady import slow_start_rounds
+from tcpwizard.timing import StageClock, check_timing, floor_s
 from tests.test_diagnose_rules import _t, mode, path
 
 

@@ -33,6 +33,7 @@ from tcpwizard.context import Context
 from tcpwizard.documents import path_outcome
 from tcpwizard.exitcodes import ExitCode, TcpWizardError, Unavailable
 from tcpwizard.measure.engine.datapath import MAX_STREAMS
+from tcpwizard.measure.engine.steady import cap_s as steady_cap_s
 from tcpwizard.measure.engine.transfer import static_request
 from tcpwizard.measure.farends import registry
 from tcpwizard.measure.farends.interface import (
@@ -162,8 +163,17 @@ def _transfer_options(
     if steady and far is not None and not far.abilities.steady_end:
         steady = False  # this far end cannot end a transfer early
         duration = spec.QUICK_DURATION_S if req.quick else spec.FIXED_DURATION_S
-    if steady:
-        duration = spec.QUICK_DURATION_S if req.quick else spec.STEADY_CAP_S
+    if steady and req.quick:
+        duration = spec.QUICK_DURATION_S
+    elif steady:
+        # Counted in round trips on a long path (measure/engine/steady.py): a measured or
+        # given path's BDP says how long slow start and its overshoot's repair take.
+        known = target is not None and target.source != "default"
+        duration = steady_cap_s(
+            spec.STEADY_CAP_S,
+            target.rtt_s if known and target else None,
+            target.bdp_bytes if known and target else None,
+        )
     return TransferOptions(
         modes=modes,
         streams=req.streams,

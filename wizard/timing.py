@@ -18,16 +18,13 @@ events): that is a choice beyond the floor, and the report's figures show its co
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tcpwizard.checks.behaviour_checks import DEFAULT_MSS
-from tcpwizard.measure.engine.steady import SteadyStop
+from tcpwizard.measure.engine.steady import SteadyStop, slow_start_rounds
 from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
 
-INITIAL_WINDOW_SEGMENTS = 10  # RFC 6928, Linux's default
 REACH_ROUNDS = 2
 PROBE_ROUNDS = 3
 OPEN_ROUNDS = 1
@@ -69,13 +66,6 @@ class StageClock:
         for (name, began), ended in zip(self._marks, ends, strict=True):
             spent[name] = spent.get(name, 0.0) + ended - began
         return now - self._start, tuple((k, round(v, 3)) for k, v in spent.items())
-
-
-def slow_start_rounds(window_bytes: float) -> int:
-    """Round trips from the initial window to `window_bytes`, and the one that finds the
-    pipe full."""
-    segments = max(1.0, window_bytes / DEFAULT_MSS)
-    return max(0, math.ceil(math.log2(segments / INITIAL_WINDOW_SEGMENTS))) + 1
 
 
 def _transfer_rounds(m: ModeResult, bdp_bytes: float) -> int:

@@ -7,7 +7,9 @@ trip, as BBR's full-pipe test does: the rate is steady after `rounds` round trip
 not bring `growth` more than the best so far, nor fell below the best by that factor (a
 rate that collapsed after a burst has not settled). The verdicts read the second half of a
 transfer as its settled part, so the last growth must also lie in the first 75 % of the
-transfer; the caller's duration stays the cap.
+transfer, and the last collapse (a round far below the best: the repair of slow start's
+overshoot) in the first half; the caller's duration stays the cap, and for a long path that
+cap is counted in round trips (`cap_s`).
 
 A model-based sender (BBR) finds its full pipe by the same three rounds, then drains the
 queue its startup built (up to 1.9 BDP at a pacing gain of 2.89) before its steady state.
@@ -20,9 +22,35 @@ show the policer came after the end (matrix run 10, 187941889.46).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS
+
+INITIAL_WINDOW_SEGMENTS = 10  # RFC 6928, Linux's default
+MSS = 1448  # a 1500-byte MTU with timestamps
+# Round trips from reaching the line to holding it again after slow start's overshoot: BBR's
+# full-pipe test (3 rounds past the full pipe), the drain, a round to detect the losses and
+# their repair. Measured at 50 Mbit/s x 330 ms (docs/bench-check-time.md): the line reached
+# at round 10, the dip of the repair over by round 16.5.
+OVERSHOOT_REPAIR_ROUNDS = 7
+
+
+def slow_start_rounds(window_bytes: float, mss: int = MSS) -> int:
+    """Round trips from the initial window to `window_bytes`, and the one that finds the
+    pipe full."""
+    segments = max(1.0, window_bytes / mss)
+    return max(0, math.ceil(math.log2(segments / INITIAL_WINDOW_SEGMENTS))) + 1
+
+
+def cap_s(floor_s: float, rtt_s: float | None, bdp_bytes: float | None) -> float:
+    """The longest a transfer that ends once steady may run on this path: twice the round
+    trips it takes to settle (slow start to the BDP, then the overshoot's repair), so that
+    the settled half the verdicts read can follow it; never less than `floor_s`."""
+    if not rtt_s or not bdp_bytes or rtt_s <= 0 or bdp_bytes <= 0:
+        return floor_s
+    rounds = 2 * (slow_start_rounds(bdp_bytes) + OVERSHOOT_REPAIR_ROUNDS)
+    return max(floor_s, rounds * rtt_s)
 
 
 @dataclass(frozen=True)
@@ -31,6 +59,7 @@ class SteadyStop:
     growth: float = 1.25  # more than the best rate by this factor is growth (BBR: 25 %)
     min_s: float = 0.6  # never before: the verdicts want a few samples after the ramp
     settled_share: float = 0.75  # the last growth lies within this share of the transfer
+    dip_share: float = 0.5  # the last collapse lies within this share (the verdicts' first half)
     min_round_s: float = 0.1  # a round is an RTT, but no shorter than this (sampling grid)
     # A loss-based sender (Reno, CUBIC) grows its window by a segment per RTT once out of
     # slow start, and its rate under loss saws over many RTTs: "no growth by a quarter for
@@ -63,6 +92,7 @@ class SteadyDetector:
         self.best_bps = 0.0
         self.flat_rounds = 0
         self.last_growth_s = 0.0  # since start
+        self.last_dip_s = 0.0  # since start: the last round far below the best
         self.rounds_seen = 0
 
     def feed(
@@ -93,6 +123,7 @@ class SteadyDetector:
                 # policer's full bucket let through, then its drops; a collapse after
                 # loss). A rate holds when it stays within the same band of the best.
                 self.flat_rounds = 0
+                self.last_dip_s = now - self.start
         return self.steady(now)
 
     def _drained(self, rtt_s: float | None, srtt_s: float | None) -> bool:
@@ -108,4 +139,5 @@ class SteadyDetector:
             self.flat_rounds >= c.rounds
             and elapsed >= c.min_s
             and self.last_growth_s <= c.settled_share * elapsed
+            and self.last_dip_s <= c.dip_share * elapsed
         )
