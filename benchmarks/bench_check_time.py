@@ -4,10 +4,10 @@
 report's `timing`: round trips to reach the far end and probe, slow start to the window,
 steady rounds; wizard/timing.py).
 
-Both hosts' autotuning limits are raised to 4 x the path's BDP (at least the kernel's
-defaults), so neither buffer is what the path is judged by; the queue is the lab's default
-(one BDP). Results: OUT/check-time.md, one JSON row per run in OUT/check-time.jsonl and
-each run's whole report in OUT/reports/.
+Both hosts' autotuning limits are the scenario matrix's tuned buffers (4 x (BDP + queue),
+benchmarks/matrix_draw.py), so neither buffer is what the path is judged by; the queue is
+one BDP (the lab's default). Results: OUT/check-time.md, one JSON row per run in
+OUT/check-time.jsonl and each run's whole report in OUT/reports/.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_causes import _env, _json
+from benchmarks.matrix_draw import tuned_buffer
 from tcpwizard import argtypes
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode
@@ -34,10 +35,6 @@ from tcpwizard.lab.spec import LabSpec
 from tcpwizard.units import parse_duration, parse_rate
 
 HEALTHY = ("path-capacity", None)
-# Autotuning's ceiling: 4 x BDP leaves the window law 2x headroom at the advertised share
-# (~0.6 of the buffer), so a healthy verdict is not a buffer's close call.
-BDP_HEADROOM = 4
-KERNEL_MAX = 6 * 1024 * 1024  # the kernel's default tcp_rmem max, never lowered
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,8 +45,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="bench-out", metavar="DIR")
 
 
+def _spec_top(rate_bps: float, rtt_s: float) -> int:
+    bdp = rate_bps / 8 * rtt_s
+    return tuned_buffer(bdp, bdp)
+
+
 def _spec(rate_bps: float, rtt_s: float) -> LabSpec:
-    top = str(max(KERNEL_MAX, round(BDP_HEADROOM * rate_bps / 8 * rtt_s)))
+    top = str(_spec_top(rate_bps, rtt_s))
     limits = (
         ("net.ipv4.tcp_rmem", f"4096 131072 {top}"),
         ("net.ipv4.tcp_wmem", f"4096 16384 {top}"),
@@ -147,7 +149,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             f"## {title}",
             "",
             f"{started}; kernel {platform.release()}, {os.cpu_count()} CPUs; tuned hosts "
-            f"(tcp_rmem/wmem max {BDP_HEADROOM} x BDP), one-BDP queue, {len(rows)} runs.",
+            f"(tcp_rmem/wmem max {_spec_top(rate, rtt)} B), one-BDP queue, {len(rows)} runs.",
             "",
             table(rows),
             "",

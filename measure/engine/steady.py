@@ -7,9 +7,8 @@ trip, as BBR's full-pipe test does: the rate is steady after `rounds` round trip
 not bring `growth` more than the best so far, nor fell below the best by that factor (a
 rate that collapsed after a burst has not settled). The verdicts read the second half of a
 transfer as its settled part, so the last growth must also lie in the first 75 % of the
-transfer, and the last collapse (a round far below the best: the repair of slow start's
-overshoot) in the first half; the caller's duration stays the cap, and for a long path that
-cap is counted in round trips (`cap_s`).
+transfer; the caller's duration stays the cap, and for a long path that cap is counted in
+round trips (`cap_s`).
 
 A model-based sender (BBR) finds its full pipe by the same three rounds, then drains the
 queue its startup built (up to 1.9 BDP at a pacing gain of 2.89) before its steady state.
@@ -59,7 +58,6 @@ class SteadyStop:
     growth: float = 1.25  # more than the best rate by this factor is growth (BBR: 25 %)
     min_s: float = 0.6  # never before: the verdicts want a few samples after the ramp
     settled_share: float = 0.75  # the last growth lies within this share of the transfer
-    dip_share: float = 0.5  # the last collapse lies within this share (the verdicts' first half)
     min_round_s: float = 0.1  # a round is an RTT, but no shorter than this (sampling grid)
     # A loss-based sender (Reno, CUBIC) grows its window by a segment per RTT once out of
     # slow start, and its rate under loss saws over many RTTs: "no growth by a quarter for
@@ -92,7 +90,6 @@ class SteadyDetector:
         self.best_bps = 0.0
         self.flat_rounds = 0
         self.last_growth_s = 0.0  # since start
-        self.last_dip_s = 0.0  # since start: the last round far below the best
         self.rounds_seen = 0
 
     def feed(
@@ -123,7 +120,6 @@ class SteadyDetector:
                 # policer's full bucket let through, then its drops; a collapse after
                 # loss). A rate holds when it stays within the same band of the best.
                 self.flat_rounds = 0
-                self.last_dip_s = now - self.start
         return self.steady(now)
 
     def _drained(self, rtt_s: float | None, srtt_s: float | None) -> bool:
@@ -139,5 +135,4 @@ class SteadyDetector:
             self.flat_rounds >= c.rounds
             and elapsed >= c.min_s
             and self.last_growth_s <= c.settled_share * elapsed
-            and self.last_dip_s <= c.dip_share * elapsed
         )
