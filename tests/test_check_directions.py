@@ -50,10 +50,10 @@ def test_cli_leaves_the_direction_to_the_command() -> None:
 
 
 def test_a_measured_long_path_gets_a_cap_in_round_trips() -> None:
-    """The steady transfers' cap: 5 s on a short path or the default target, 32 round trips
-    (10.6 s) on a measured 50 Mbit/s x 330 ms path (measure/engine/steady.py cap_s)."""
+    """The steady transfers' cap: 5 s on a short path or the default target, 18 round trips
+    (5.9 s) on a measured 50 Mbit/s x 330 ms path (measure/engine/steady.py cap_s)."""
     long_path = BdpTarget(0.330, 50e6, "measured")
-    assert transfer_options(CheckRequest("dtn"), long_path).duration_s == pytest.approx(10.56)
+    assert transfer_options(CheckRequest("dtn"), long_path).duration_s == pytest.approx(5.94)
     guess = BdpTarget(0.330, 50e6, "default")
     assert transfer_options(CheckRequest("dtn"), guess).duration_s == STEADY_CAP_S
     quick = transfer_options(CheckRequest("dtn", quick=True), long_path)

@@ -53,10 +53,11 @@ def test_a_dip_is_no_growth_but_restarts_the_count() -> None:
 
 
 def test_a_long_paths_cap_is_counted_in_round_trips() -> None:
-    """50 Mbit/s x 330 ms (BDP 2.06 MB): 9 rounds of slow start and 7 of the overshoot's
-    repair, twice, is 32 round trips, 10.6 s; a short path keeps the 5 s floor."""
+    """50 Mbit/s x 330 ms (BDP 2.06 MB): 9 rounds of slow start, twice, is 18 round trips,
+    5.9 s; 1 Gbit/s x 400 ms (50 MB): 13, 10.4 s; a short path keeps the 5 s floor."""
     assert slow_start_rounds(2_062_500) == 9
-    assert cap_s(5.0, 0.330, 2_062_500) == pytest.approx(32 * 0.330)
+    assert cap_s(5.0, 0.330, 2_062_500) == pytest.approx(18 * 0.330)
+    assert cap_s(5.0, 0.400, 50_000_000) == pytest.approx(26 * 0.400)
     assert cap_s(5.0, 0.020, 250_000) == 5.0
     assert cap_s(5.0, None, None) == 5.0
 

@@ -28,11 +28,6 @@ from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS
 
 INITIAL_WINDOW_SEGMENTS = 10  # RFC 6928, Linux's default
 MSS = 1448  # a 1500-byte MTU with timestamps
-# Round trips from reaching the line to holding it again after slow start's overshoot: BBR's
-# full-pipe test (3 rounds past the full pipe), the drain, a round to detect the losses and
-# their repair. Measured at 50 Mbit/s x 330 ms (docs/bench-check-time.md): the line reached
-# at round 10, the dip of the repair over by round 16.5.
-OVERSHOOT_REPAIR_ROUNDS = 7
 
 
 def slow_start_rounds(window_bytes: float, mss: int = MSS) -> int:
@@ -44,12 +39,12 @@ def slow_start_rounds(window_bytes: float, mss: int = MSS) -> int:
 
 def cap_s(floor_s: float, rtt_s: float | None, bdp_bytes: float | None) -> float:
     """The longest a transfer that ends once steady may run on this path: twice the round
-    trips it takes to settle (slow start to the BDP, then the overshoot's repair), so that
-    the settled half the verdicts read can follow it; never less than `floor_s`."""
+    trips of slow start to the BDP, so that the second half, which the verdicts read as the
+    settled part, begins after it (at 400 ms x 1 Gbit/s slow start alone takes 13 round
+    trips, 5.2 s); never less than `floor_s`."""
     if not rtt_s or not bdp_bytes or rtt_s <= 0 or bdp_bytes <= 0:
         return floor_s
-    rounds = 2 * (slow_start_rounds(bdp_bytes) + OVERSHOOT_REPAIR_ROUNDS)
-    return max(floor_s, rounds * rtt_s)
+    return max(floor_s, 2 * slow_start_rounds(bdp_bytes) * rtt_s)
 
 
 @dataclass(frozen=True)
