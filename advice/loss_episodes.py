@@ -17,7 +17,9 @@ from tcpwizard.measure.model import ModeResult
 # One recovery sends its retransmissions a round trip apart, so its intervals may skip one:
 # a new loss episode begins only after more than this many round trips without any.
 EPISODE_GAP_RTTS = 2
-LATE_LOSS_EVENTS = 3  # retransmissions after the ramp that make losses ongoing
+# Retransmissions after the ramp that make losses ongoing: more than a path without loss
+# retransmits, a tail-loss probe's one segment (RFC 8985) and a spurious timeout's one more.
+LATE_LOSS_EVENTS = 3
 
 
 def episodes(m: ModeResult, rtt_ms: float) -> list[list[float]]:

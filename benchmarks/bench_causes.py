@@ -105,7 +105,9 @@ def _cases() -> tuple[Case, ...]:
 CASES = _cases()
 
 
-def _env(tmp: str) -> dict[str, str]:
+def isolated_env(tmp: str) -> dict[str, str]:
+    """The environment a bench's tcpwizard runs in: its state, history and sysctl files
+    under `tmp`, never the host's."""
     return {
         **os.environ,
         "TCPWIZARD_SYSCTL_DIR": str(Path(tmp, "sysctl.d")),
@@ -114,7 +116,8 @@ def _env(tmp: str) -> dict[str, str]:
     }
 
 
-def _json(lab: Lab, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+def json_report(lab: Lab, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run a tcpwizard command in host a; its JSON document."""
     out = lab.run("a", argv, capture_output=True, text=True, env=env, timeout=180)
     try:
         doc: dict[str, Any] = json.loads(out.stdout)
@@ -131,7 +134,7 @@ def _autotune(doc: dict[str, Any]) -> dict[str, Any] | None:
 def check_run(lab: Lab, env: dict[str, str]) -> dict[str, Any]:
     """One `check --direction up --modes autotune`: what the bench keeps of it."""
     t0 = time.monotonic()
-    doc = _json(
+    doc = json_report(
         lab,
         tcpwizard_argv("check", lab.addr_b, "--json", "--direction", "up", "--modes", "autotune"),
         env,
@@ -180,7 +183,7 @@ def ping_run(lab: Lab, env: dict[str, str]) -> dict[str, Any]:
     with _pinging(lab) as ping:
         time.sleep(0.5)
         start = time.time()
-        doc = _json(
+        doc = json_report(
             lab,
             tcpwizard_argv(
                 "transfer",
@@ -220,7 +223,7 @@ def run_case(case: Case, runs: int = RUNS, ping_runs: int = PING_RUNS) -> dict[s
     pings: list[dict[str, Any]] = []
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp, lab, serving(lab, "b"):
-        env = _env(tmp)
+        env = isolated_env(tmp)
         for _ in range(runs):
             try:
                 results.append(check_run(lab, env))

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_causes import _env, _json
+from benchmarks.bench_causes import isolated_env, json_report
 from benchmarks.matrix_draw import tuned_buffer
 from tcpwizard import argtypes
 from tcpwizard.context import Context
@@ -65,7 +65,7 @@ def one_check(lab: Lab, env: dict[str, str], quick: bool, keep: Path) -> dict[st
     """One check; its whole JSON report is kept in `keep` (the name is the row's `report`)."""
     t0 = time.monotonic()
     argv = tcpwizard_argv("check", lab.addr_b, "--json", *(["--quick"] if quick else []))
-    doc = _json(lab, argv, env)
+    doc = json_report(lab, argv, env)
     report = keep / f"check-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:4]}.json"
     report.write_text(json.dumps(doc))
     v, timing = doc["verdict"], doc.get("timing") or {}
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     keep.mkdir(parents=True, exist_ok=True)
     lab = Lab(_spec(rate, rtt))
     with tempfile.TemporaryDirectory(prefix="tw-ct-") as tmp, lab, serving(lab, "b"):
-        env = _env(tmp)
+        env = isolated_env(tmp)
         for i in range(args.runs):
             try:
                 rows.append(one_check(lab, env, quick, keep))

@@ -30,6 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_causes import isolated_env
 from benchmarks.matrix_draw import Scenario, draw, parse_id, truth
 from benchmarks.matrix_report import markdown, summary
 from tcpwizard.context import Context
@@ -103,15 +104,6 @@ def plan(args: argparse.Namespace) -> tuple[int, list[Scenario]]:
     return seed, [draw(seed, i) for i in range(args.first, args.first + args.n)]
 
 
-def _env(tmp: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "TCPWIZARD_SYSCTL_DIR": str(Path(tmp, "sysctl.d")),
-        "TCPWIZARD_STATE_DIR": str(Path(tmp, "state")),
-        "TCPWIZARD_HISTORY": str(Path(tmp, "history.sqlite3")),
-    }
-
-
 @contextlib.contextmanager
 def _cross(lab: Lab, s: Scenario) -> Iterator[None]:
     if s.cross_udp_bps > 0:
@@ -165,7 +157,7 @@ def run_one(s: Scenario, keep: Path | None = None) -> dict[str, Any]:
             c0 = time.monotonic()
             proc = lab.run(
                 "a", tcpwizard_argv("check", lab.addr6_b if s.ipv6 else lab.addr_b, *CHECK_ARGS),
-                env=_env(tmp),
+                env=isolated_env(tmp),
                 capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, check=False,
             )  # fmt: skip
             check_s = round(time.monotonic() - c0, 1)

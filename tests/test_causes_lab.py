@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_causes import RENO, _env, check_run, ping_run
+from benchmarks.bench_causes import RENO, check_run, isolated_env, ping_run
 from tcpwizard.lab import Lab
 from tcpwizard.lab.netns import stop
 from tcpwizard.lab.serving import iperf3_serving, serving, tcpwizard_argv
@@ -35,7 +35,9 @@ def _checks(lab: Lab, expect: tuple[str, str]) -> list[dict[str, object]]:
     """check_run until two runs agree on whether the verdict is `expect` (3 at most)."""
     with tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp, serving(lab, "b"):
         return until_decided(
-            lambda: check_run(lab, _env(tmp)), lambda r: (r["factor"], r["host"]) == expect, TRIES
+            lambda: check_run(lab, isolated_env(tmp)),
+            lambda r: (r["factor"], r["host"]) == expect,
+            TRIES,
         )
 
 
@@ -68,7 +70,7 @@ def test_rtt_under_load_matches_ping_beside_the_transfer(lab_factory: LabFactory
     through a queue that the transfer fills to several BDPs."""
     lab = lab_factory(BLOATED)
     with tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp, serving(lab, "b"):
-        pings = until_decided(lambda: ping_run(lab, _env(tmp)), _close_to_ping, TRIES)
+        pings = until_decided(lambda: ping_run(lab, isolated_env(tmp)), _close_to_ping, TRIES)
     close = [p for p in pings if _close_to_ping(p)]
     assert len(close) >= 2, pings
 

@@ -168,11 +168,9 @@ def _transfer_options(
     elif steady:
         # Counted in round trips on a long path (measure/engine/steady.py): a measured or
         # given path's BDP says how long slow start and its overshoot's repair take.
-        known = target is not None and target.source != "default"
+        path = target if target is not None and target.source != "default" else None
         duration = steady_cap_s(
-            spec.STEADY_CAP_S,
-            target.rtt_s if known and target else None,
-            target.bdp_bytes if known and target else None,
+            spec.STEADY_CAP_S, path.rtt_s if path else None, path.bdp_bytes if path else None
         )
     return TransferOptions(
         modes=modes,

@@ -24,13 +24,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from tcpwizard.checks.behaviour_checks import DEFAULT_MSS
 from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS
 
 INITIAL_WINDOW_SEGMENTS = 10  # RFC 6928, Linux's default
-MSS = 1448  # a 1500-byte MTU with timestamps
 
 
-def slow_start_rounds(window_bytes: float, mss: int = MSS) -> int:
+def slow_start_rounds(window_bytes: float, mss: int = DEFAULT_MSS) -> int:
     """Round trips from the initial window to `window_bytes`, and the one that finds the
     pipe full."""
     segments = max(1.0, window_bytes / mss)
