@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from tcpwizard.advice.conns import ConnDiagnosis
 
 SSH_PROGRAMS = ("ssh", "sshd", "scp", "sftp", "sftp-server")  # rsync -e ssh: ssh owns the socket
-SSH_PORT = 22
+SSH_PORT = 22  # IANA's, and OpenSSH's default
 SSH_CHANNEL_WINDOW = 2 * 1024 * 1024  # OpenSSH's channel window (CHAN_SES_WINDOW_DEFAULT)
 # Most samples app-limited: the flag describes the latest delivery-rate sample only, so
 # one marked sample is a moment (slow start, the end of a write); a majority is the interval.

@@ -37,7 +37,7 @@ TABLE = Path(__file__).with_name("calibration.json")
 # rules say 0.45-0.6); at or above it, on two that agree (the law and the rate at its bound,
 # the bound and losses that go on, a counter and the law: 0.7 and more).
 WEAK = 0.4  # the engine's (advice/diagnose.py reads it from here)
-TWO_LINES = 0.7
+TWO_LINES = 0.7  # the rules' two-line confidences start here (above)
 
 
 def key(factor: str, rule: float) -> str:

@@ -26,6 +26,7 @@ from tcpwizard.advice.ramp import still_ramping as _still_ramping
 from tcpwizard.advice.rules.host_drops import held_by_host
 from tcpwizard.advice.window_law import (
     LOSS_BASED,
+    QUEUE_RTT,
     mathis_mbps,
     max_receive_window,
     max_send_window,
@@ -131,9 +132,6 @@ def _filled_path(d: _Direction, m: ModeResult, rtt_ms: float, claim_mbps: float)
         return False
     window = max_receive_window(d.receiver)
     return window is not None and window_limit_mbps(window, rtt_ms) >= claim_mbps
-
-
-QUEUE_RTT = 1.2  # the receiver's RTT this much above the minimum: a queue at the bottleneck
 
 
 def receiver_saw_path(m: ModeResult, rtt_ms: float, claim_mbps: float) -> bool:

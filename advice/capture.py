@@ -25,7 +25,14 @@ from tcpwizard.advice.middlebox import capture_verdict, one_point_note
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
-from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
+from tcpwizard.advice.window_law import (
+    LOSS_BOUND_MARGIN,
+    QUEUE_RTT,
+    UNSCALED_WINDOW,
+    WINDOW_FULL_ROUNDS,
+    mathis_mbps,
+    window_limit_mbps,
+)
 from tcpwizard.checks.base import sysctl_fix
 from tcpwizard.checks.model import BdpTarget, Fix, HostRole
 from tcpwizard.checks.window import recommended_buffer
@@ -33,11 +40,10 @@ from tcpwizard.measure.observe.capture import CaptureSummary, FlowDirection
 from tcpwizard.units import format_bytes
 
 ZERO_SHARE = 0.05  # of the transfer's time with a zero window: the reader is the limit
-FULL_SHARE = 0.3  # of the rounds (about an RTT each) with the window full: the limit
-QUEUE_RTT = 1.2  # median RTT (second half) over the minimum: a queue at the bottleneck
 IDLE_SHARE = 0.3  # of the time with nothing in flight and the window open
-LATE_EPISODES = 2  # loss episodes in the second half that make losses ongoing
-UNSCALED = 65535
+# Loss episodes in the second half that make losses ongoing: one may still be the ramp's
+# overshoot on a long path (advice/loss_episodes.py), a second is not.
+LATE_EPISODES = 2
 # Of the bytes acknowledged, the share acknowledged while the receiver's right edge stood
 # still. A reader that keeps up frees what arrives before the next ACK leaves, so the edge
 # moves with nearly every ACK (healthy 100 Mbit/s x 50 ms lab captures, taken at the sender
@@ -171,7 +177,7 @@ def judge_direction(
             d,
         )
         return CaptureDiagnosis(d, v, (), snd, rcv)
-    if d.window_full_share >= FULL_SHARE and d.edge_still_share >= STILL_SHARE:
+    if d.window_full_share >= WINDOW_FULL_ROUNDS and d.edge_still_share >= STILL_SHARE:
         ev.append(
             f"the window was full in {d.window_full_share:.0%} of the round trips, and "
             f"{d.edge_still_share:.0%} of the data was acknowledged without the receiver's "
@@ -187,8 +193,8 @@ def judge_direction(
             d,
         )
         return CaptureDiagnosis(d, v, (), snd, rcv)
-    if d.window_full_share >= FULL_SHARE:
-        unscaled = d.max_window <= UNSCALED
+    if d.window_full_share >= WINDOW_FULL_ROUNDS:
+        unscaled = d.max_window <= UNSCALED_WINDOW
         if unscaled and d.scaling is False:
             assert d.sender_syn is not None and d.receiver_syn is not None
             missing = [
@@ -216,7 +222,7 @@ def judge_direction(
                 0.9,
                 host,
                 "window scaling was not agreed in the handshake: the receive window stops at "
-                f"64 KB, {_mbps(window_limit_mbps(UNSCALED, rtt)) if rtt else 'slow'} at "
+                f"64 KB, {_mbps(window_limit_mbps(UNSCALED_WINDOW, rtt)) if rtt else 'slow'} at "
                 f"this RTT." + one_point_note(),
                 ev,
                 d,
@@ -264,7 +270,7 @@ def judge_direction(
         )
         v = _verdict(
             "congestion",
-            0.65 if d.steady_mbps <= 1.5 * bound else 0.45,
+            0.65 if d.steady_mbps <= LOSS_BOUND_MARGIN * bound else 0.45,
             snd,
             "losses that go on after slow start, with no queue building, hold the sender's "
             "congestion window down",

@@ -21,12 +21,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice import application
-from tcpwizard.advice.evidence import BUSY_SHARE, CHRONO_SHARE
+from tcpwizard.advice.evidence import BUSY_SHARE, CHRONO_SHARE, HEALTHY_SHARE
 from tcpwizard.advice.middlebox import one_point_note
 from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
 from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
-from tcpwizard.advice.window_law import LOSS_BASED, WINDOW_FILLED, mathis_mbps, window_limit_mbps
+from tcpwizard.advice.window_law import (
+    LOSS_BASED,
+    LOSS_BOUND_MARGIN,
+    WINDOW_FILLED,
+    mathis_mbps,
+    window_limit_mbps,
+)
 from tcpwizard.checks.base import sysctl_fix
 from tcpwizard.checks.model import BdpTarget, Fix, HostRole
 from tcpwizard.checks.window import recommended_buffer
@@ -36,8 +42,11 @@ from tcpwizard.units import format_bytes
 BUSY_MBPS = 0.1  # below this a connection is idle: nothing to judge
 # A paced sender (BBR) meets the peer's window only in its probing phases: 16-29 % of the
 # time on a 100 Mbit/s x 50 ms path whose far end's tcp_rmem holds it to 25 Mbit/s. Its
-# rate x RTT filling the whole window, with some stalls on it, says the same.
-WINDOW_FULL = 0.85
+# rate x RTT filling the whole window, with some stalls on it, says the same. "Filling":
+# the healthy share of the window law (advice/evidence.py HEALTHY_SHARE: the largest window
+# sampled is compared, the rate is its average); "some": under half of the one round in
+# eight in which BBR probes (its gain cycle), so a window met in most probing rounds counts.
+WINDOW_FULL = HEALTHY_SHARE
 SOME_STALLS = 0.05
 DEFAULT_RATE_BPS = 1e9  # fixes are sized for this rate at the connection's RTT unless told
 GUIDE = "Tierney, 'TCP Buffer Tuning'; NDT web100 heuristics (rwnd/sndbuf-limited time)"
@@ -241,7 +250,7 @@ def _judge_sender(
     loss = obs.retransmits / obs.segs_out if obs.segs_out else 0.0
     bound = mathis_mbps(obs.snd_mss or 1448, rtt, loss, obs.congestion_control) if rtt > 0 else None
     cc = obs.congestion_control.lower()
-    if loss > 0 and bound is not None and cc in LOSS_BASED and rate <= 1.5 * bound:
+    if loss > 0 and bound is not None and cc in LOSS_BASED and rate <= LOSS_BOUND_MARGIN * bound:
         ev.append(
             f"{obs.retransmits} retransmits of {obs.segs_out} segments ({loss:.2%}): "
             f"{cc} is bounded at {bound:.1f} Mbit/s (Mathis)"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import Verdict, WizardGap
+from tcpwizard.advice.window_law import UNSCALED_WINDOW, WINDOW_FULL_ROUNDS
 from tcpwizard.checks.model import Fix, HostAudit
 from tcpwizard.measure.observe.capture import FlowDirection
 from tcpwizard.measure.observe.handshake import HandshakeFacts
@@ -160,9 +161,6 @@ def window_scaling_stripped(hs: HandshakeFacts | None, peer: HostAudit | None) -
 
 # A capture or a connection, seen from one point of the path --------------------------
 
-FULL_SHARE = 0.3  # advice.capture's: rounds with the window full that make it the limit
-UNSCALED = 65535
-
 
 def overwritten_in_capture(d: FlowDirection) -> tuple[str, ...]:
     """What the SYNs of a captured flow show of a device that overwrote options: NOP
@@ -196,7 +194,11 @@ def capture_verdict(d: FlowDirection, evidence: list[str]) -> tuple[Verdict, Fix
     marks = overwritten_in_capture(d)
     if not marks or d.sender_syn is None or d.receiver_syn is None:
         return None
-    window = d.scaling is False and d.max_window <= UNSCALED and d.window_full_share >= FULL_SHARE
+    window = (
+        d.scaling is False
+        and d.max_window <= UNSCALED_WINDOW
+        and d.window_full_share >= WINDOW_FULL_ROUNDS
+    )
     sack = not (d.sender_syn.sack and d.receiver_syn.sack) and d.retransmits > 0
     if not window and not sack:
         return None

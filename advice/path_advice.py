@@ -16,6 +16,8 @@ from tcpwizard.exitcodes import ExitCode, exit_for_severities
 from tcpwizard.measure.probes.hop_model import PathHops
 from tcpwizard.measure.probes.syntrace_model import SynHopFinding
 
+# Loss from a hop on at which the hop is critical, not a warning: at 1 % a Reno flow of 1460-byte
+# segments is held to 1.4 Mbit/s per 100 ms of RTT (Mathis et al.), a loss no tuning outruns.
 CRIT_LOSS_PCT = 1.0
 
 

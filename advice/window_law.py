@@ -24,6 +24,23 @@ WINDOW_FILLED = 0.6
 UNSCALED_WINDOW = MAX_UNSCALED_WINDOW
 # Mathis, Semke, Mahdavi, Ott (1997): rate <= (MSS / RTT) * C / sqrt(p), C = sqrt(3/2).
 MATHIS_C = math.sqrt(1.5)
+# A rate within this factor of the bound is held by it: the paper's constant runs from 0.87
+# (periodic loss, delayed ACKs) to 1.31 (random loss, every segment ACKed), a ratio of 1.5;
+# where a flow sits in that range depends on its receiver's ACKs and the loss pattern,
+# neither of which the verdict sees.
+LOSS_BOUND_MARGIN = 1.5
+# Of the round trips of a transfer (captures: data to its ACK), the share in which the data
+# in flight reached the receiver's window that makes the window the limit. A flow the window
+# holds fills it in every round trip but those a loss drains (lossy_window_share: at least
+# half of them); a sender the window does not hold meets it only at its own peaks, BBR in
+# the one probing round of the eight of its gain cycle (1/8). 0.3 lies between the two.
+WINDOW_FULL_ROUNDS = 0.3
+# The RTT under load (median once up to speed) this many times the minimum: the sender
+# keeps a queue at the bottleneck, so the path, not a window, set its rate. A loss-based
+# sender through a drop-tail buffer of B keeps about B/2 queued and BBR about a quarter of
+# the BDP in its probing cycle; +20 % is twice what counts as no queue at all (the delay
+# line's and the timer's noise, advice/rules/policer.py NO_QUEUE_SHARE).
+QUEUE_RTT = 1.2
 
 
 def _adv_win_scale(audit: HostAudit) -> int:
@@ -128,7 +145,7 @@ def lossy_window_share(loss: float, window_bytes: float, mss_bytes: float) -> fl
     return 1.0 / (1.0 + hit)
 
 
-RENO_BETA = 0.5
-CUBIC_BETA = 0.7
+RENO_BETA = 0.5  # RFC 5681: the window halves on a loss
+CUBIC_BETA = 0.7  # RFC 8312 section 4.5: beta_cubic
 # RFC 8312's constants: C = 0.4, beta_cubic = 0.7.
 CUBIC_K = (0.4 * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25

@@ -16,7 +16,7 @@ from tcpwizard.advice.loss_episodes import LATE_LOSS_EVENTS, late_retransmits
 from tcpwizard.advice.others_queue import others_queue as _others_queue
 from tcpwizard.advice.streams import streams_needed
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
-from tcpwizard.advice.window_law import LOSS_BASED, mathis_mbps
+from tcpwizard.advice.window_law import LOSS_BASED, LOSS_BOUND_MARGIN, mathis_mbps
 from tcpwizard.measure.engine.loaded_rtt import flow_rtt_ms
 from tcpwizard.units import format_mbps as _fmt
 
@@ -34,7 +34,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         f"{_fmt(cur.throughput_mbps)}",
     ]
     confidence = 0.55
-    if bound is not None and cur.throughput_mbps <= 1.5 * bound:
+    if bound is not None and cur.throughput_mbps <= LOSS_BOUND_MARGIN * bound:
         confidence = 0.85
     elif bound is not None and cur.throughput_mbps > 3 * bound:
         late = late_retransmits(cur, rtt)

@@ -15,7 +15,12 @@ from tcpwizard.advice.evidence import (
     rtt_ms,
 )
 from tcpwizard.advice.middlebox import DOWN, Tampering, device_hop, syn_tampering
-from tcpwizard.advice.window_law import UNSCALED_WINDOW, mathis_mbps, window_limit_mbps
+from tcpwizard.advice.window_law import (
+    LOSS_BOUND_MARGIN,
+    UNSCALED_WINDOW,
+    mathis_mbps,
+    window_limit_mbps,
+)
 from tcpwizard.measure.model import ModeResult
 
 # The window-scaling rule's own margins: a rate within 1.3x of 64 KB / RTT sits at that
@@ -29,9 +34,6 @@ MSS_COST = 0.75
 NOTED = 0.35  # below advice.diagnose.WEAK: speaks only when nothing else explains the rate
 
 
-LOSS_BOUND = 1.5  # the congestion rule's margin: a rate within 1.5x the Mathis bound is held by it
-
-
 def _clamp_costs(t: Tampering, m: ModeResult, rtt: float | None) -> bool:
     """The clamped MSS holds the rate: a deep clamp, and a rate at the loss bound computed
     with the clamped segment size (that bound grows with the MSS the clamp took away)."""
@@ -39,7 +41,7 @@ def _clamp_costs(t: Tampering, m: ModeResult, rtt: float | None) -> bool:
         return False
     mss = int(t.received)
     bound = mathis_mbps(mss, rtt, m.retransmits * mss / m.bytes)
-    return bound is not None and m.throughput_mbps <= LOSS_BOUND * bound
+    return bound is not None and m.throughput_mbps <= LOSS_BOUND_MARGIN * bound
 
 
 def _one_sided(ev: Evidence, found: tuple[Tampering, ...]) -> Candidate | None:
