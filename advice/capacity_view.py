@@ -73,18 +73,22 @@ def _transfer_floor(ev: Evidence, d: _Direction) -> tuple[float, ModeResult] | N
     return next(iter(_floors(ev, d)), None)
 
 
+def _counters_free(m: ModeResult) -> bool:
+    """The sender's own counters say no host held `m` back: not receive-window limited, busy,
+    and no host's CPU or drops behind it (held_by_host)."""
+    rwnd, _, busy = _chrono(m)
+    if (rwnd or 0.0) >= CHRONO_SHARE or (busy if busy is not None else 1.0) < BUSY_SHARE:
+        return False
+    return not held_by_host(m)
+
+
 def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: float) -> bool:
     """Nothing of the hosts' held `m` back, so its rate is the path's: windows that allow
     `claim_mbps`, no receive-window limit, no ongoing loss under a loss-based sender, a
     sender that was busy, and a rate that had settled. (Send-buffer-limited time is not
     held against it: a healthy fast sender fills its buffer.)"""
     rtt = _rtt_ms(ev, d)
-    if rtt is None:
-        return False
-    rwnd, _, busy = _chrono(m)
-    if (rwnd or 0.0) >= CHRONO_SHARE or (busy if busy is not None else 1.0) < BUSY_SHARE:
-        return False
-    if held_by_host(m):
+    if rtt is None or not _counters_free(m):
         return False
     if m.receiver_view is not None:
         # A sender that reports nothing (a web server): only our receiving socket can
@@ -95,7 +99,8 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
         # A far end without an audit (iperf3): a mode whose buffers were sized for the
         # path at both ends (iperf3 -w sets the far end's too) speaks for the path, and so
         # does one whose sender's kernel saw neither window limit it.
-        measured_free = rwnd is not None and (_chrono(m)[1] or 0.0) < CHRONO_SHARE
+        rwnd, sndbuf, _ = _chrono(m)
+        measured_free = rwnd is not None and (sndbuf or 0.0) < CHRONO_SHARE
         if (
             m.mode not in TUNED_MODES
             and not measured_free
@@ -166,9 +171,12 @@ def capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
         return probe.mbps, ""
     if probe is None:
         # Without a probe only a forced (root what-if) tuned transfer says what the path
-        # could do; an ordinary transfer's rate is what is being judged.
-        if d.best and d.best.forced and d.best.mode != "untuned":
-            return d.best.throughput_mbps, ""
+        # could do, and only when nothing of the hosts held it back (a far end starved of
+        # CPU holds its window shut: a tuned upload at 4 Mbit/s of a path that carried 42
+        # the other way); an ordinary transfer's rate is what is being judged.
+        best = d.best
+        if best and best.forced and best.mode != "untuned" and _counters_free(best):
+            return best.throughput_mbps, ""
         return None, ""
     if floor is None:
         return probe.mbps, ""

@@ -10,7 +10,9 @@ import math
 
 import pytest
 
+from tcpwizard.advice.capacity_view import capacity_view
 from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.advice.evidence import directions
 from tcpwizard.advice.model import Verdict
 from tcpwizard.advice.ramp import still_ramping as _still_ramping
 from tcpwizard.advice.streams import MAX_STREAMS
@@ -591,6 +593,32 @@ def test_a_window_held_below_a_buffer_that_allows_the_path_is_not_the_buffer() -
     v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(fixed))).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer")
     assert v.confidence >= 0.7
+
+
+def test_a_tuned_transfer_a_starved_far_end_held_is_no_capacity() -> None:
+    """Without a probe (serve too starved of CPU to answer it, scenario matrix 20261127.134)
+    a forced DRS upload the starved receiver held to 4.2 Mbit/s, its window shut 69 % of the
+    time, is not the path's capacity: the download carried 42 Mbit/s. The far end's CPU,
+    not a healthy path, is the verdict."""
+    from tcpwizard.measure.observe.hostload import HostLoad
+
+    starved = HostLoad(5.1, (), 0.004, 0.0, 0.68)
+    up = dataclasses.replace(
+        mode(4.2, name="drs", rwnd=0.69, nbytes=2_100_000),
+        forced=True,
+        rcv_autotuning=False,
+        receiver_load=starved,
+    )
+    down = dataclasses.replace(
+        mode(42.0, direction="down", busy=0.15, nbytes=31_000_000),
+        sender_load=dataclasses.replace(starved, starved=0.44),
+    )
+    v = diagnose(Evidence(audit(), None, None, _t(up, down))).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("host-cpu", "peer")
+    # The same upload with nothing holding it does speak for the path.
+    free = dataclasses.replace(up, rwnd_limited=0.0, receiver_load=None)
+    ev = Evidence(audit(), None, None, _t(free, down))
+    assert capacity_view(ev, directions(ev)[0])[0] == pytest.approx(4.2)
 
 
 def test_a_check_whose_transfers_all_failed_says_why_not_as_measured() -> None:
