@@ -25,7 +25,7 @@ from tcpwizard.advice.evidence import Evidence as Evidence  # re-exported: the e
 from tcpwizard.advice.evidence import directions as _directions
 from tcpwizard.advice.middlebox import device_fix, syn_tampering
 from tcpwizard.advice.model import ConfidenceBasis, Verdict, WizardGap
-from tcpwizard.advice.rules import bufferbloat, policer
+from tcpwizard.advice.rules import bufferbloat, host_cpu, policer
 from tcpwizard.advice.rules.registry import RULES
 from tcpwizard.advice.streams import streams_fix
 from tcpwizard.advice.window_law import (
@@ -162,6 +162,13 @@ def _unexplained(ev: Evidence, dirs: Sequence[_Direction], slow_dirs: set[str]) 
     )
 
 
+def _silent_far_end(ev: Evidence, c: _Candidate) -> Diagnosis:
+    """The far end's process did not run: the verdict says so, with what stopped the
+    transfers; nothing was measured, so there is no gap to show."""
+    evidence = (*c.evidence, *(f"missing: {e}" for e in _failures(ev)))
+    return Diagnosis(Verdict(c.factor, c.confidence, c.host, c.explanation, evidence), c.fixes)
+
+
 def _failures(ev: Evidence) -> tuple[str, ...]:
     """What stopped the test transfers that failed, each once."""
     return tuple(
@@ -272,6 +279,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
     dirs = _directions(ev)
     if not dirs or (ev.path is None and ev.transfer is None):
         return _audit_only(ev)
+    if (silent := host_cpu.silent_far_end(ev)) is not None:
+        return _silent_far_end(ev, silent)
     candidates = [c for d in dirs for rule in RULES if (c := rule(ev, d)) is not None]
     # A healthy direction does not excuse a slow one: prefer a real limit when one is found.
     healthy_dirs = {c.direction for c in candidates if c.decisive}

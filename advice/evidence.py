@@ -35,6 +35,9 @@ class Evidence:
     # `check --hops`: the SYN's options as each router quoted them (measure/probes/syntrace.py),
     # which names the hop of a device that rewrites the handshake.
     syn_hops: SynTrace | None = None
+    # The far end's own process did not get to run: it took requests and answered none in
+    # time after answering before (measure/farends/interface.py FarEnd.silent), in words.
+    peer_silent: str | None = None
 
     @property
     def measured(self) -> bool:

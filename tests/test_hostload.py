@@ -18,7 +18,7 @@ from tcpwizard.advice.rules import host_cpu, host_drops
 from tcpwizard.advice.rules.host_conns import host_conn_verdict
 from tcpwizard.measure.engine import datapath
 from tcpwizard.measure.farends.serve import ServeFar
-from tcpwizard.measure.model import TransferResult
+from tcpwizard.measure.model import ModeResult, TransferResult
 from tcpwizard.measure.observe.hostload import (
     CoreLoad,
     HostDrops,
@@ -29,7 +29,7 @@ from tcpwizard.measure.observe.hostload import (
     read_thread_ticks,
 )
 from tcpwizard.measure.wire.control import ControlClient
-from tcpwizard.measure.wire.protocol import PeerUnavailable
+from tcpwizard.measure.wire.protocol import PeerSilent, PeerUnavailable
 from tests import conns_data
 from tests.serve_helpers import serve_process
 from tests.test_diagnose_rules import audit, mode, path
@@ -281,6 +281,36 @@ def test_a_stalled_serve_is_waited_for_while_its_kernel_took_the_hello() -> None
             far = ServeFar("127.0.0.1", port, None, "far", c)
             assert any("answered its hello after" in n for n in far.notes)
         resume.join()
+
+
+def test_a_serve_that_answered_and_then_went_silent_is_named_starved() -> None:
+    """A real serve answers its hello, then is stopped (SIGSTOP, as a CPU quota throttles
+    it) before the next request: the far end says its process does not run, and a check
+    whose transfers all failed so names the far end's CPU, not `unknown`."""
+    with serve_process() as (proc, port):
+        far = ServeFar.reach("127.0.0.1", port, None, "far")
+        assert isinstance(far, ServeFar)
+        assert far.silent() is None
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(PeerSilent), far.control(0.3) as c:
+                c.peer_audit()
+        finally:
+            proc.send_signal(signal.SIGCONT)
+            far.close()
+        why = far.silent()
+        assert why is not None and "did not answer in time" in why
+    failed = ModeResult("autotune", "up", 1, 0, 0.0, 0.0, 0, 0, (), error=why)
+    ev = Evidence(audit(), None, None, TransferResult((failed,)), peer_silent=why)
+    d = diagnose(ev)
+    assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("host-cpu", "peer")
+    assert d.verdict.confidence == host_cpu.SILENT_CONFIDENCE
+    assert any(f.key == "cpu.max" for f in d.fixes)
+    assert f"missing: {why}" in d.verdict.evidence
+    # Transfers that moved data are judged on what they measured, silent far end or not.
+    moved = dataclasses.replace(mode(90.0), error=None)
+    after = diagnose(Evidence(audit(), None, None, TransferResult((moved,)), peer_silent=why))
+    assert after.verdict.limiting_factor != "host-cpu"
 
 
 def test_a_data_thread_that_ended_before_stop_still_counts() -> None:

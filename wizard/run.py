@@ -575,6 +575,7 @@ def _diagnose(run: _Run, stage: StageFn) -> Report:
         + tuple(f for f in app if f.host == "peer"),
         peer_handshake=hs,
         syn_hops=run.hops[0].syn if run.hops is not None else None,
+        peer_silent=run.far.silent(),
     )
     diag = diagnose(evidence)
     measured = evidence.measured

@@ -31,6 +31,9 @@ SATURATED = 0.95
 MIN_SECONDS = 0.4
 STARVED = 0.25  # of the transfer held off the CPU: measured, see docs/bench-host.md
 OTHER_TRANSFER = 0.9  # the most a starvation seen in another transfer of the check is worth
+# A far end that answered and then went silent: one line of evidence with nothing measured
+# (the rules' one-line band, 0.45-0.6: advice/calibration.py TWO_LINES).
+SILENT_CONFIDENCE = 0.5
 SOFTIRQ_SHARE = 0.5  # of a saturated core's busy time: the kernel's network work
 # Goodput to the IP-layer rate the probe measures: the header bytes (IPv4, TCP, timestamps)
 # of a 1500-byte packet; below capacity by more than this, the path had room.
@@ -63,22 +66,27 @@ def cpu_bound(load: HostLoad) -> tuple[float, str] | None:
     return None
 
 
+def _fix(host: HostRole, i: str, key: str, command: str, why: str) -> Fix:
+    return Fix(f"host-cpu-{i}", "other", host, key, "", command, why, answers=("host-cpu",))
+
+
+def quota_fix(host: HostRole) -> Fix:
+    return _fix(
+        host,
+        "quota",
+        "cpu.max",
+        "cat /proc/<pid>/cgroup; echo max > /sys/fs/cgroup/<cgroup>/cpu.max  "
+        "# cgroup v1: echo -1 > /sys/fs/cgroup/cpu/<cgroup>/cpu.cfs_quota_us",
+        "give the transferring process the CPU it waits for: lift its cgroup's CPU "
+        "quota, or move other work off its cores",
+    )
+
+
 def cpu_fixes(host: HostRole, load: HostLoad) -> tuple[Fix, ...]:
     def fix(i: str, key: str, command: str, why: str) -> Fix:
-        return Fix(f"host-cpu-{i}", "other", host, key, "", command, why, answers=("host-cpu",))
+        return _fix(host, i, key, command, why)
 
-    out = []
-    if load.starved >= STARVED:
-        out.append(
-            fix(
-                "quota",
-                "cpu.max",
-                "cat /proc/<pid>/cgroup; echo max > /sys/fs/cgroup/<cgroup>/cpu.max  "
-                "# cgroup v1: echo -1 > /sys/fs/cgroup/cpu/<cgroup>/cpu.cfs_quota_us",
-                "give the transferring process the CPU it waits for: lift its cgroup's CPU "
-                "quota, or move other work off its cores",
-            )
-        )
+    out = [quota_fix(host)] if load.starved >= STARVED else []
     out += [
         fix(
             "streams",
@@ -208,4 +216,37 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         f"{m.throughput_mbps:.1f} Mbit/s while {room[1]}.",
         (f"{host}: {text}", f"{m.mode} moved {m.throughput_mbps:.1f} Mbit/s; {room[1]}"),
         fixes=cpu_fixes(host, load),
+    )
+
+
+def silent_far_end(ev: Evidence) -> Candidate | None:
+    """No transfer moved data, and the far end's serve took our requests without answering
+    them in time after answering before: its process does not get to run (a CPU quota, a
+    saturated host; a stopped process looks the same). One line of evidence, no load
+    measured: the rules' one-line band (advice/calibration.py)."""
+    if ev.measured or ev.peer_silent is None or ev.transfer is None:
+        return None
+    if not any(m.error for m in ev.transfer.modes):
+        return None
+    return Candidate(
+        "up",
+        "host-cpu",
+        SILENT_CONFIDENCE,
+        "peer",
+        "not measured: the far end's serve took each request and answered none in time, "
+        "after it had answered before: its process does not get to run (a CPU quota or a "
+        "host too busy to run it; a stopped process looks the same). No network setting "
+        "explains that; look at the far end's CPU.",
+        (ev.peer_silent,),
+        fixes=(
+            quota_fix("peer"),
+            _fix(
+                "peer",
+                "load",
+                "top",
+                "top -b -n 1 -o %CPU | head -20; cat /sys/fs/cgroup/<cgroup>/cpu.stat",
+                "see what holds the far end's CPU: its busiest processes, and how often its "
+                "cgroup was throttled (nr_throttled)",
+            ),
+        ),
     )

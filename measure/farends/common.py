@@ -41,6 +41,11 @@ class Unaudited:
     def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
         raise PeerUnavailable(NO_AVAILABLE)
 
+    def silent(self) -> str | None:
+        """A server of another program answers or fails on its own terms: no sign of its
+        process's CPU is read from it."""
+        return None
+
 
 def port_probe(
     address: str, port: int | None, budget_s: float, progress: ProbeProgress | None

@@ -204,6 +204,11 @@ class FarEnd(Protocol):
         """Evidence this far end cannot give, in plain words."""
         ...
 
+    def silent(self) -> str | None:
+        """Why the far end's own process looks held off the CPU (it took requests and
+        answered none in time after answering before), or None."""
+        ...
+
     def close(self) -> None:
         """Let go of anything held open between the stages (serve's control connection)."""
         ...

@@ -60,6 +60,10 @@ class PortFar:
     def transfer(self, options: TransferOptions, hooks: TransferHooks = NO_HOOKS) -> TransferResult:
         raise PeerUnavailable("no test transfer: the far end runs neither serve nor iperf3")
 
+    def silent(self) -> str | None:
+        """Only a kernel answers here: no process of its own to judge."""
+        return None
+
     def missing(self) -> tuple[str, ...]:
         return (
             "no test transfer: the far end runs neither tcpwizard serve nor iperf3",

@@ -27,7 +27,7 @@ from tcpwizard.measure.probes.probe import Progress as ProbeProgress
 from tcpwizard.measure.probes.probe import probe
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.control import ControlClient
-from tcpwizard.measure.wire.protocol import AuthFailed, PeerUnavailable, ProtocolError
+from tcpwizard.measure.wire.protocol import AuthFailed, PeerSilent, PeerUnavailable, ProtocolError
 
 if TYPE_CHECKING:
     from tcpwizard.measure.probes.availbw import AvailBandwidth
@@ -69,6 +69,7 @@ class ServeFar:
         self._second: ControlClient | None = None
         self._second_thread: threading.Thread | None = None
         self._second_at = 0.0
+        self._silent: str | None = None  # a request serve took and never answered
 
     @classmethod
     def reach(
@@ -101,6 +102,12 @@ class ServeFar:
             "kernel acknowledged ours at once: serve's process waits for a CPU (a CPU quota "
             "or a busy host)",
         )
+
+    def silent(self) -> str | None:
+        """serve answered its hello, then took a request and answered nothing in time (or
+        answered the hello itself late while its kernel took ours at once): its process
+        does not get to run, whatever the network does."""
+        return self._silent or next(iter(self.notes), None)
 
     def _open_second(self) -> None:
         """Connect the way back's control connection while the probe runs: opened only when
@@ -143,6 +150,11 @@ class ServeFar:
         c.timeout = timeout
         try:
             yield c
+        except PeerSilent as exc:
+            self._silent = self._silent or str(exc)
+            c.close()
+            self._control = None
+            raise
         except BaseException:
             c.close()
             self._control = None

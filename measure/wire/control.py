@@ -23,6 +23,7 @@ from tcpwizard.measure.wire.protocol import (
     MAX_MESSAGE,
     AuthFailed,
     LineReader,
+    PeerSilent,
     PeerUnavailable,
     ProtocolError,
     encode,
@@ -150,9 +151,7 @@ class ControlClient:
         start = time.monotonic()
         try:
             first = self._recv_checked(self.timeout)
-        except PeerUnavailable as exc:
-            if "did not answer in time" not in str(exc):
-                raise
+        except PeerSilent:
             first = self._late_hello(len(sent), start)
         self.hello_wait_s = time.monotonic() - start
         hello = ServerHello.from_wire(first)
@@ -193,7 +192,7 @@ class ControlClient:
         # The kernel accepted the connection for the listening socket; the process behind
         # it never ran long enough to answer (measured: a serve held to 0.1 % of a core by
         # a cgroup quota does this).
-        raise PeerUnavailable(
+        raise PeerSilent(
             f"port {self.port} at {self.host} accepted the connection but no hello came "
             f"within {waited:g} s: a serve starved of CPU (a CPU quota, a host too busy "
             "to run it) or stalled, or a program that is not serve"
@@ -217,7 +216,7 @@ class ControlClient:
         except EOFError:
             raise PeerUnavailable(f"serve at {self.host} closed the connection") from None
         except TimeoutError:
-            raise PeerUnavailable(f"serve at {self.host} did not answer in time") from None
+            raise PeerSilent(f"serve at {self.host} did not answer in time") from None
         except OSError as exc:
             raise PeerUnavailable(f"lost the connection to serve at {self.host}: {exc}") from None
 

@@ -38,6 +38,10 @@ class PeerUnavailable(TcpWizardError):
     exit_code = ExitCode.UNKNOWN
 
 
+class PeerSilent(PeerUnavailable):
+    """serve's kernel took the request, and its process answered nothing in time."""
+
+
 class AuthFailed(PeerUnavailable):
     """The serve end requires a secret we do not have, or rejected the one we proved."""
 
