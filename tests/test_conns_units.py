@@ -91,6 +91,33 @@ def test_busy_unlimited_sender_is_path_capacity() -> None:
     assert _factor(o) == ("path-capacity", None)
 
 
+def test_a_peer_window_that_halves_unread_is_the_peers_reader() -> None:
+    """A sender not yet held (cwnd-limited at 75 Mbit/s, 2 MB in flight) whose peer's window
+    shrank from 16 MB to 5 MB over the interval: the peer's buffer fills with data its
+    reader has not taken (a reader under a CPU quota, docs/bench-application.md), so the
+    reader, not the path, will set the rate. A window that holds steady or grows is no such
+    sign."""
+    base = dict(
+        send_mbps=75.0,
+        delivery_rate_mbps=76.0,
+        snd_wnd_max=16_000_000,
+        snd_wnd_min=5_000_000,
+        inflight_max=2_000_000,
+    )
+    o = obs(**base, snd_wnd_first=16_000_000, snd_wnd_last=5_000_000)
+    d = judge(o, SYSCTLS)
+    assert d.verdict is not None
+    assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("application", "peer")
+    assert any("shrank from 16 MB to 5 MB" in e for e in d.verdict.evidence)
+    growing = obs(**base, snd_wnd_first=5_000_000, snd_wnd_last=16_000_000)
+    assert _factor(growing) == ("path-capacity", None)
+    # A window below what is in flight is the window branch's to judge, not a reader's sign.
+    tight = obs(
+        **{**base, "inflight_max": 6_000_000}, snd_wnd_first=16_000_000, snd_wnd_last=5_000_000
+    )
+    assert _factor(tight) != ("application", "peer")
+
+
 def test_receiver_window_filled_is_this_hosts_rmem() -> None:
     o = obs(send_mbps=0.0, recv_mbps=20.9, rcv_rtt_ms=50.0, rcv_wnd_max=162_000, rcvbuf=262_144)
     d = judge(o, {"net.ipv4.tcp_rmem": "4096 65536 262144"})
@@ -148,6 +175,7 @@ def test_observe_turns_counter_deltas_into_rates_and_shares() -> None:
     assert o.send_mbps == pytest.approx(20.0)
     assert o.busy == pytest.approx(0.8) and o.rwnd_limited == pytest.approx(0.2)
     assert (o.snd_wnd_min, o.snd_wnd_max, o.zero_window) == (0, 100_000, True)
+    assert (o.snd_wnd_first, o.snd_wnd_last) == (100_000, 50_000)
     assert (o.snd_wscale, o.rcv_wscale, o.window_scaling) == (7, 7, True)
 
 

@@ -207,6 +207,10 @@ class ConnObservation:
     zero_window_samples: int = 0  # samples in which the peer's window was zero
     rcv_space: int = 0  # tcpi_rcv_space: what the reader took per RTT, as autotuning saw it
     rqueue_p50: int = 0  # unread bytes in our receive queue, the median sample
+    # The window the peer offered in the first and the last sample: one shrinking over the
+    # interval is the peer's buffer filling with data its reader has not taken.
+    snd_wnd_first: int = 0
+    snd_wnd_last: int = 0
 
     @property
     def sending(self) -> bool:
@@ -285,6 +289,8 @@ def combine(series: Sequence[DiagRecord], seconds: float) -> ConnObservation:
         zero_window_samples=zeros,
         rcv_space=v.get("rcv_space", 0),
         rqueue_p50=sorted(r.rqueue for r in series)[len(series) // 2],
+        snd_wnd_first=wnds[0] if wnds else 0,
+        snd_wnd_last=wnds[-1] if wnds else 0,
     )
 
 
