@@ -13,6 +13,7 @@ from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.rules import policer
 from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS, loaded_rtt, mss_of
+from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.units import format_mbps as _fmt
 
@@ -39,7 +40,15 @@ def others_queue(ev: Evidence, d: _Direction) -> str | None:
         # flight at 3.5 ms read 2.1 ms above idle).
         return None
     lr = loaded_rtt(cur, idle)
-    if lr is None or lr.queue_ms <= _own_queue_ms(cur, cap, idle) + standing_noise_ms(idle):
+    # What the flow's own segments carry above idle with no queue at all: its window's
+    # excess over the BDP, the RTT's noise, and its own segments' spacing and
+    # serialization at the bottleneck (policer.segment_spacing_ms: 3.4 ms for back-to-back
+    # pairs at 7 Mbit/s).
+    spacing = policer.segment_spacing_ms(
+        cur, ip_rate(rate, mss_of(cur)), cap, cur.congestion_control
+    )
+    own = _own_queue_ms(cur, cap, idle) + standing_noise_ms(idle) + spacing
+    if lr is None or lr.queue_ms <= own:
         return None
     return (
         f"a queue of {lr.queue_ms:.1f} ms stood at the bottleneck (RTT under load "

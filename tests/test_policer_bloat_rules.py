@@ -669,3 +669,34 @@ def test_the_loss_bound_of_a_bloated_flow_uses_the_rtt_it_ran_at() -> None:
     v = diagnose(ev).verdict
     assert v.limiting_factor in ("bufferbloat", "path-capacity"), v
     assert v.host_to_fix != "local"
+
+
+def test_a_slow_unpaced_flows_own_segment_spacing_is_no_others_queue() -> None:
+    """Reno alone at 7 Mbit/s x 47.5 ms under 1 % random loss (matrix 20261128.24): 3.4
+    Mbit/s with 14 segments in flight, well within the 28-segment BDP, and an RTT under
+    load 4.8 ms above idle. A full segment takes 1.7 ms on a 7 Mbit/s line, and an unpaced
+    sender's ACK-clocked pairs arrive back to back: its own samples carry two of those
+    (3.4 ms) besides the RTT's noise, so no one else kept that queue. Congestion names it."""
+    idle, n = 47.5, 20
+    goodputs = [1.0, 2.0, 3.0, 3.4, 3.2, 3.6, 3.3, 3.5, 3.4, 3.4] * 2
+    retrans = [0, 1, 0, 1, 0, 0, 1, 0, 1, 0] * 2
+    m = transfer(goodputs, [idle + 4.8] * n, retrans, "reno").modes[0]
+    samples = tuple(
+        dataclasses.replace(x, tcp_info=dataclasses.replace(x.tcp_info, snd_cwnd=14))
+        for x in m.samples
+        if x.tcp_info is not None
+    )
+    t = TransferResult((dataclasses.replace(m, sndbuf_limited=0.0, samples=samples),))
+    ev = Evidence(audit("reno"), audit("reno"), path(idle, 7.0), t)
+    v = diagnose(ev).verdict
+    assert v.limiting_factor != "cross-traffic", v
+    # Twice that above idle is more than the flow's own spacing: someone else's queue.
+    t2 = transfer(goodputs, [idle + 12.0] * n, retrans, "reno")
+    late = tuple(
+        dataclasses.replace(x, tcp_info=dataclasses.replace(x.tcp_info, snd_cwnd=14))
+        for x in t2.modes[0].samples
+        if x.tcp_info is not None
+    )
+    t2 = TransferResult((dataclasses.replace(t2.modes[0], sndbuf_limited=0.0, samples=late),))
+    v2 = diagnose(Evidence(audit("reno"), audit("reno"), path(idle, 7.0), t2)).verdict
+    assert v2.limiting_factor == "cross-traffic", v2
