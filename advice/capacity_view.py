@@ -15,6 +15,7 @@ from tcpwizard.advice.evidence import (
     CROSS_FREE_SHARE,
     HEALTHY_SHARE,
     Evidence,
+    settled_rwnd_limited,
 )
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
@@ -76,7 +77,8 @@ def _transfer_floor(ev: Evidence, d: _Direction) -> tuple[float, ModeResult] | N
 def _counters_free(m: ModeResult) -> bool:
     """The sender's own counters say no host held `m` back: not receive-window limited, busy,
     and no host's CPU or drops behind it (held_by_host)."""
-    rwnd, _, busy = _chrono(m)
+    _, _, busy = _chrono(m)
+    rwnd = settled_rwnd_limited(m)
     if (rwnd or 0.0) >= CHRONO_SHARE or (busy if busy is not None else 1.0) < BUSY_SHARE:
         return False
     return not held_by_host(m)

@@ -159,3 +159,19 @@ def chrono(m: ModeResult | None) -> tuple[float | None, float | None, float | No
     if m is None:
         return None, None, None
     return m.rwnd_limited, m.sndbuf_limited, m.busy
+
+
+def settled_rwnd_limited(m: ModeResult) -> float | None:
+    """The share of the second half's busy time the sender waited for the receive window
+    (TCP_INFO's cumulative counters at the samples), the half the steady rate is read
+    from; the whole transfer's share when the samples carry no counters. A window that
+    held only the ramp (autotuning still growing it behind slow start) says nothing of the
+    settled rate."""
+    infos = [s.tcp_info for s in m.samples if s.tcp_info is not None]
+    if len(infos) < 4:
+        return m.rwnd_limited
+    mid, last = infos[len(infos) // 2], infos[-1]
+    busy = last.busy_time_us - mid.busy_time_us
+    if busy <= 0:
+        return m.rwnd_limited
+    return max(0.0, min(1.0, (last.rwnd_limited_us - mid.rwnd_limited_us) / busy))

@@ -12,7 +12,7 @@ import pytest
 
 from tcpwizard.advice.capacity_view import capacity_view
 from tcpwizard.advice.diagnose import Evidence, diagnose
-from tcpwizard.advice.evidence import directions
+from tcpwizard.advice.evidence import directions, settled_rwnd_limited
 from tcpwizard.advice.model import Verdict
 from tcpwizard.advice.ramp import still_ramping as _still_ramping
 from tcpwizard.advice.streams import MAX_STREAMS
@@ -619,6 +619,48 @@ def test_a_tuned_transfer_a_starved_far_end_held_is_no_capacity() -> None:
     free = dataclasses.replace(up, rwnd_limited=0.0, receiver_load=None)
     ev = Evidence(audit(), None, None, _t(free, down))
     assert capacity_view(ev, directions(ev)[0])[0] == pytest.approx(4.2)
+
+
+def _stalled_in(rates: list[float], stalls_ms: list[float], rtt_ms: float) -> ModeResult:
+    """A BBR download sampled every 0.25 s at `rates`, waiting for the receive window
+    `stalls_ms` of each interval (TCP_INFO's cumulative counters)."""
+    samples, busy, rwnd, delivered = [], 0, 0, 0
+    for i, (r, st) in enumerate(zip(rates, stalls_ms, strict=True)):
+        busy += 250_000
+        rwnd += round(st * 1e3)
+        delivered += round(r * 1e6 / 8 * 0.25)
+        ti = TcpInfoSample(round(rtt_ms * 1e3), 100, 400, 0, round(r * 1e6), busy, rwnd, 0, 1448)
+        samples.append(
+            TransferSample(0.25 * (i + 1), r, 0, 0, tcp_info=ti, delivered_bytes=delivered)
+        )
+    nbytes = delivered
+    return ModeResult(
+        "autotune", "down", 1, nbytes, 0.25 * len(rates), nbytes * 8 / 0.25 / len(rates) / 1e6,
+        4_000_000, 0, tuple(samples), rwnd / busy, 0.0, 1.0, "bbr",
+    )  # fmt: skip
+
+
+def test_a_window_that_held_only_the_ramp_does_not_hold_the_settled_rate() -> None:
+    """BBR down a 45.8 Mbit/s x 136 ms path (matrix 20261128.73): receive-window limited 20 %
+    of the transfer, all of it while autotuning grew the window behind startup, none once
+    the rate had settled at the path's. The receiver's buffer allows the path, so the
+    transfer speaks for it: `path-capacity`, not a buffer fix that would change nothing.
+    Stalls that go on in the settled half still keep it from speaking for the path."""
+    rates = [5.0, 15.0, 30.0, 36.0, 37.0, 37.5, 38.0, 37.5, 38.0, 37.5, 38.0, 37.5]
+    ramp = _stalled_in(rates, [150.0, 150.0, 150.0, 150.0, 0, 0, 0, 0, 0, 0, 0, 0], 136.0)
+    assert ramp.rwnd_limited == pytest.approx(0.2)
+    assert settled_rwnd_limited(ramp) == 0.0
+    # The download's capacity from a train the far end sent (a weaker estimate, 0.6).
+    both = dataclasses.replace(
+        path(136, 45.8), capacity_down=CapacityEstimate(45.8, "train (down)", 0.6)
+    )
+    up = mode(44.0)
+    v = diagnose(Evidence(audit(), audit(), both, _t(up, ramp))).verdict
+    assert v.limiting_factor == "path-capacity", v
+    held = _stalled_in(rates, [0, 0, 0, 0, 0, 0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0], 136.0)
+    assert settled_rwnd_limited(held) == pytest.approx(0.4)
+    v = diagnose(Evidence(audit(), audit(), both, _t(up, held))).verdict
+    assert v.limiting_factor != "path-capacity", v
 
 
 def test_a_check_whose_transfers_all_failed_says_why_not_as_measured() -> None:
