@@ -295,6 +295,22 @@ def refine_conn(
     return dataclasses.replace(diag, verdict=_peer_reader(obs, _name_reader(v, program, pid)))
 
 
+def reader_falling_behind(obs: ConnObservation) -> str | None:
+    """The peer's window shrank to at most half of what it offered at the start of the
+    interval: Linux offers about its buffer's free space, so half the buffer or more now
+    holds data its reader has not taken (UNREAD_SHARE, the same line seen from the
+    receiver). Not yet the limit, while the window stays wider than the data in flight; it
+    becomes it once the window closes."""
+    first, last = obs.snd_wnd_first, obs.snd_wnd_last
+    if first <= 0 or last > UNREAD_SHARE * first or last < obs.inflight_max:
+        return None
+    return (
+        f"the peer's window shrank from {format_bytes(first)} to {format_bytes(last)} in "
+        f"{obs.seconds:.1f} s while {format_bytes(obs.inflight_max)} at most was in flight: "
+        "its buffer is filling with data its reader has not taken"
+    )
+
+
 # ---------------------------------------------------------------------------- captures
 
 

@@ -17,7 +17,9 @@ from typing import Any
 
 from benchmarks.matrix_draw import ALL_CAUSES, AMBIGUOUS
 
-RATE_BANDS_MBPS = ((5, 20), (20, 100), (100, 400), (400, 1000))
+# The envelope's rate bands, up to the delay line's ceiling (matrix_draw.RATE_MAX_BPS): the
+# gigabit-and-above draws have a band of their own, not the last one's label.
+RATE_BANDS_MBPS = ((5, 20), (20, 100), (100, 400), (400, 1000), (1000, 5000))
 RTT_BANDS_MS = ((2, 10), (10, 50), (50, 150), (150, 400))
 DECILES = 10
 

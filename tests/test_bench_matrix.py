@@ -253,3 +253,16 @@ def test_the_family_leaves_every_recorded_draw_as_it_was() -> None:
         again = asdict(draw(r["seed"], r["scenario"]["index"]))
         again.pop("ipv6")
         assert again == r["scenario"], r["id"]
+
+
+def test_every_drawn_rate_falls_in_a_band_that_holds_it() -> None:
+    """Rates up to the delay line's ceiling are drawn: a 4.9 Gbit/s scenario is counted in
+    a band whose label holds it, not in the 400-1000 one."""
+    from benchmarks.matrix_draw import RATE_MAX_BPS, RATE_MIN_BPS
+    from benchmarks.matrix_report import RATE_BANDS_MBPS, rate_band
+
+    for bps in (RATE_MIN_BPS, 399e6, 999e6, 1.2e9, 4.89e9, RATE_MAX_BPS * 0.999):
+        label = rate_band({"scenario": {"rate_bps": bps}})
+        lo, hi = (float(x) for x in label.split()[0].split("-"))
+        assert lo <= bps / 1e6 < hi, (bps, label)
+    assert RATE_BANDS_MBPS[-1][1] * 1e6 >= RATE_MAX_BPS
