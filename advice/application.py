@@ -295,6 +295,11 @@ def refine_conn(
     return dataclasses.replace(diag, verdict=_peer_reader(obs, _name_reader(v, program, pid)))
 
 
+# One line of evidence, and a prediction (the window has not closed yet): the middle of the
+# rules' one-line band, 0.45-0.6 (advice/calibration.py TWO_LINES).
+FALLING_BEHIND = 0.55
+
+
 def reader_falling_behind(obs: ConnObservation) -> str | None:
     """The peer's window shrank to at most half of what it offered at the start of the
     interval: Linux offers about its buffer's free space, so half the buffer or more now

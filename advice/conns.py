@@ -274,7 +274,7 @@ def _judge_sender(
         ev.append(behind)
         return _verdict(
             "application",
-            0.55,
+            application.FALLING_BEHIND,
             "peer",
             "the receiving application reads slower than the data arrives: its buffer fills "
             "with what it has not read, and once the window it offers closes the sender waits "

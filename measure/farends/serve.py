@@ -150,12 +150,9 @@ class ServeFar:
         c.timeout = timeout
         try:
             yield c
-        except PeerSilent as exc:
-            self._silent = self._silent or str(exc)
-            c.close()
-            self._control = None
-            raise
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, PeerSilent):
+                self._silent = self._silent or str(exc)
             c.close()
             self._control = None
             raise
