@@ -25,7 +25,7 @@ from tcpwizard.advice.evidence import Evidence as Evidence  # re-exported: the e
 from tcpwizard.advice.evidence import directions as _directions
 from tcpwizard.advice.middlebox import device_fix, syn_tampering
 from tcpwizard.advice.model import ConfidenceBasis, Verdict, WizardGap
-from tcpwizard.advice.rules import bufferbloat, host_cpu, policer
+from tcpwizard.advice.rules import bufferbloat, host_cpu, policer, policer_both_ways
 from tcpwizard.advice.rules.registry import RULES
 from tcpwizard.advice.streams import streams_fix
 from tcpwizard.advice.window_law import (
@@ -303,6 +303,8 @@ def diagnose(ev: Evidence) -> Diagnosis:
     best, host, explanation, found = _speak_for_both_ways(pool, candidates, healthy_dirs)
     if (bloat := bufferbloat.prefer(best, candidates)) is not best:
         best, host, explanation, found = bloat, bloat.host, bloat.explanation, bloat.evidence
+    if (bucket := policer_both_ways.same_bucket(ev, best, candidates, dirs)) is not best:
+        best, host, explanation, found = bucket, bucket.host, bucket.explanation, bucket.evidence
     found += bufferbloat.beside(best, candidates)
     confidence, basis = _calibrated(ev, best)
     missing = []

@@ -318,7 +318,7 @@ def _burst_peak_mbps(m: ModeResult) -> float | None:
     return ip_rate(max(rates), mss)
 
 
-def _sender_cc(d: Direction) -> str:
+def sender_cc(d: Direction) -> str:
     m = d.current
     return (m.congestion_control if m else "") or (d.sender.congestion_control if d.sender else "")
 
@@ -442,7 +442,7 @@ def _bucket_s(line_mbps: float, train_loss: float, policed_mbps: float) -> float
 
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
     probe = probe_capacity(ev, d)
-    cc = _sender_cc(d)
+    cc = sender_cc(d)
     if probe is None:
         return None
     if (
