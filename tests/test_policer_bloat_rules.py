@@ -206,6 +206,20 @@ def test_a_train_lost_to_a_small_queue_on_a_free_path_keeps_the_policer() -> Non
     assert diagnose(shared).verdict.limiting_factor != "policer"
 
 
+@pytest.mark.parametrize(("loaded", "policer"), [(10, False), (6, True), (0, True)])
+def test_every_periodic_stream_queued_is_others_queue_not_a_bucket(
+    loaded: int, policer: bool
+) -> None:
+    """Every available-bandwidth stream, the slowest at half the capacity, met a growing
+    queue: others' traffic holds one standing, which a bucket never makes. Some of them
+    loaded is the delay line's noise on policed paths (up to 6 of 10 in the matrix)."""
+    ev = policed()
+    assert ev.path is not None
+    av = AvailBandwidth(0.0, 0.0, 5e6, 100e6, 1.2, 10, loaded, 10_000)
+    queued = dataclasses.replace(ev, path=dataclasses.replace(ev.path, available=av))
+    assert (diagnose(queued).verdict.limiting_factor == "policer") is policer
+
+
 def test_a_train_no_plausible_bucket_passes_at_that_rate_rules_the_policer_out() -> None:
     """The probe's main train passed the path whole at the line rate; to pass it, a bucket
     at a plateau of 1 % of the line must hold ~8 s of that rate, where vendors size theirs

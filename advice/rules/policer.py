@@ -423,6 +423,18 @@ def _passed_by_another(d: Direction, found: Policing) -> bool:
     return plateau is not None and plateau * POLICED_SHARE > found.policed_mbps
 
 
+def _every_stream_queued(ev: Evidence, d: Direction) -> bool:
+    """Every periodic stream of the available-bandwidth probe (the upload's) met a growing
+    queue, the slowest at half the capacity: others' traffic keeps the bottleneck's queue
+    standing. A bucket drops what exceeds its rate and delays nothing, so on a path it alone
+    holds a stream above the rate loses packets (no slope) and one below passes flat. (The
+    scenario matrix, docs/bench-matrix-two-seeds.md: policed paths 0-6 of 10 streams loaded,
+    the delay line's noise on a 2-core host; TCP flows beside BBR taking the path: 9 of 9
+    and 6 of 6, read `policer` before: the idle RTT was measured through their queue.)"""
+    av = ev.path.available if ev.path else None
+    return d.name == "up" and av is not None and av.streams > 0 and av.loaded == av.streams
+
+
 def _mostly_free(ev: Evidence) -> bool:
     av = ev.path.available if ev.path else None
     return av is not None and av.free_share > CROSS_FREE_SHARE
@@ -458,6 +470,8 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         # small (an unpaced train overflows a few dozen packets), and a bucket may still
         # stand behind it (it also takes the available-bandwidth streams' excess).
         return None
+    if _every_stream_queued(ev, d):
+        return None  # others' queue: the cross-traffic rule speaks
     found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc)
     if found is None or _windows_explain(d, found) or _passed_by_another(d, found):
         return None
