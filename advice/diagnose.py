@@ -107,7 +107,7 @@ def _predicted_gap(ev: Evidence, factor: str) -> WizardGap:
     return WizardGap(min(cap, window_limit_mbps(window, rtt)), cap, False)
 
 
-def _fixes_for(ev: Evidence, factor: str, host: HostRole | None) -> tuple[Fix, ...]:
+def fixes_for(ev: Evidence, factor: str, host: HostRole | None) -> tuple[Fix, ...]:
     """The fixes for the named host that declare they answer this factor."""
     if host is None:
         return ()
@@ -333,7 +333,7 @@ def diagnose(ev: Evidence) -> Diagnosis:
         or _gap(ev, dirs, PATH_GAP.get(best.factor, best.factor), best.direction),
         basis,
     )
-    fixes = _fixes_for(ev, best.factor, host)
+    fixes = fixes_for(ev, best.factor, host)
     fixes += tuple(f for f in best.fixes if f not in fixes)
     if best.factor == "middlebox":
         fixes += (device_fix(syn_tampering(ev.peer_handshake, ev.peer)),)

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from tcpwizard.measure.engine.attach import BATCH, Opening, _Want
+from tcpwizard.measure.engine.attach import BATCH, Opening, Want
 from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 
@@ -42,9 +42,9 @@ class _Ctrl:
             self.attached.append((role, stream))
 
 
-def _wants(streams: int) -> list[_Want]:
-    return [_Want("data", i, None) for i in range(streams)] + [
-        _Want("drs", i, None) for i in range(streams)
+def _wants(streams: int) -> list[Want]:
+    return [Want("data", i, None) for i in range(streams)] + [
+        Want("drs", i, None) for i in range(streams)
     ]
 
 

@@ -15,8 +15,7 @@ from tcpwizard.measure.wire.spec import (
     REVERSE_MODES,
     STEADY_CAP_S,
 )
-from tcpwizard.run import CheckRequest
-from tcpwizard.run import _transfer_options as transfer_options
+from tcpwizard.run import CheckRequest, transfer_options
 
 
 def test_default_check_measures_both_ways_with_autotune_back() -> None:

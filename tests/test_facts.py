@@ -112,9 +112,9 @@ def test_terminal_escapes_from_the_far_end_are_neutralised() -> None:
 
 
 def test_unusable_peer_settings_leave_the_check_peerless() -> None:
-    from tcpwizard.run import _audit_peer
+    from tcpwizard.run import audit_peer
 
     wire = _wire()
     wire["sysctls"]["net.ipv4.tcp_rmem"] = "a b c"  # type: ignore[index]
-    peer, why = _audit_peer(facts_from_json(wire), None)
+    peer, why = audit_peer(facts_from_json(wire), None)
     assert peer is None and why is not None and "could not be judged" in why

@@ -279,16 +279,16 @@ def test_the_pipeline_tunes_downloads_by_ability_not_by_name() -> None:
     """Downloads from a far end that cannot be told a window are tuned by our receiver's
     DRS alone: the ability decides, whatever the far end is called."""
     from tcpwizard.checks.model import BdpTarget
-    from tcpwizard.run import CheckRequest, _default_modes
+    from tcpwizard.run import CheckRequest, default_modes
 
     target = BdpTarget(0.05, 1e9, "measured")
     req = CheckRequest("h")
     with _http() as port:
         web, _ = registry.choose(_reach(url=f"http://127.0.0.1:{port}/"))
     assert web.abilities.down_sizes_itself
-    assert _default_modes(req, web, target)[1] == ("autotune", "drs")
+    assert default_modes(req, web, target)[1] == ("autotune", "drs")
     far, _ = registry.choose(_reach(), "iperf3")
     assert not far.abilities.down_sizes_itself
-    assert _default_modes(req, far, target)[1] == ("autotune", "static")
+    assert default_modes(req, far, target)[1] == ("autotune", "static")
     far.abilities = dataclasses.replace(far.abilities, down_sizes_itself=True)  # type: ignore[misc]
-    assert _default_modes(req, far, target)[1] == ("autotune", "drs")
+    assert default_modes(req, far, target)[1] == ("autotune", "drs")

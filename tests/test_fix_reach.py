@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tcpwizard.advice.diagnose import Evidence, _fixes_for
+from tcpwizard.advice.diagnose import Evidence, fixes_for
 from tcpwizard.advice.model import LIMITING_FACTORS
 from tcpwizard.advice.snippets import setsockopt_fix
 from tcpwizard.checks import SysctlReader, audit
@@ -74,7 +74,7 @@ def test_every_factor_with_fixes_reaches_them(tmp_path: Path) -> None:
         "interface",
     } <= declared
     for factor in declared:
-        reached = _fixes_for(ev, factor, "local")
+        reached = fixes_for(ev, factor, "local")
         assert reached, f"{factor}: its fixes never reach a verdict"
         assert all(factor in f.answers for f in reached)
 
@@ -92,6 +92,6 @@ def test_a_factor_gets_its_own_fix_and_not_the_others(
     tmp_path: Path, factor: str, key: str
 ) -> None:
     host = _mistuned(tmp_path)
-    reached = _fixes_for(Evidence(host, local_fixes=host.fixes), factor, "local")
+    reached = fixes_for(Evidence(host, local_fixes=host.fixes), factor, "local")
     assert key in {f.key for f in reached}
     assert all(factor in f.answers for f in reached)

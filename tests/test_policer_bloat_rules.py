@@ -10,7 +10,7 @@ import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.loss_episodes import settled_loss
-from tcpwizard.advice.rules.policer import BUCKET_MAX_S, _bucket_s
+from tcpwizard.advice.rules.policer import BUCKET_MAX_S, bucket_s
 from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
@@ -227,9 +227,9 @@ def test_a_train_no_plausible_bucket_passes_at_that_rate_rules_the_policer_out()
     matrix). At a fifth of the line the same train needs 0.16 s: a policer's."""
     ev = policed()
     assert diagnose(ev).verdict.limiting_factor == "policer"
-    assert _bucket_s(100.0, 0.0, 20.0) < BUCKET_MAX_S
-    assert _bucket_s(36.5, 0.02, 0.3) > BUCKET_MAX_S
-    assert _bucket_s(100.0, 0.0, 0.0) == 0.0
+    assert bucket_s(100.0, 0.0, 20.0) < BUCKET_MAX_S
+    assert bucket_s(36.5, 0.02, 0.3) > BUCKET_MAX_S
+    assert bucket_s(100.0, 0.0, 0.0) == 0.0
 
 
 def test_a_plateau_the_send_buffer_explains_is_no_policer() -> None:

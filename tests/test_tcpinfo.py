@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tcpwizard.measure.observe.tcpinfo import (
-    _FIELDS,
+    FIELDS,
     KNOWN_SIZE,
     congestion_control,
     parse_tcp_info,
@@ -30,7 +30,7 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 def test_layout_matches_kernel_6x_struct() -> None:
     # struct tcp_info as of 6.x ends with tcpi_total_rto_time at offset 244.
     assert KNOWN_SIZE == 248
-    names = [n for n, _ in _FIELDS]
+    names = [n for n, _ in FIELDS]
     assert names.index("delivery_rate") < names.index("busy_time") < names.index("rwnd_limited")
 
 

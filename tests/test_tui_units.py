@@ -18,7 +18,7 @@ from tcpwizard.tui.screens.path import hops_hint
 from tcpwizard.tui.screens.transfer import sequence_series
 from tcpwizard.tui.state import RunState
 from tcpwizard.tui.text import HOP_COLUMNS, fixes_script, hop_rows, parse_target, path_rows
-from tcpwizard.tui.widgets.plot import _line, nice_max
+from tcpwizard.tui.widgets.plot import bresenham, nice_max
 from tests.tui_data import FakePipeline, four_hops, path_estimate, pressed_flow
 
 
@@ -143,7 +143,7 @@ def test_nice_max(v: float, top: float) -> None:
 
 
 def test_line_joins_both_ends() -> None:
-    dots = _line(0, 0, 5, 2)
+    dots = bresenham(0, 0, 5, 2)
     assert dots[0] == (0, 0) and dots[-1] == (5, 2)
     assert all(abs(a[0] - b[0]) <= 1 and abs(a[1] - b[1]) <= 1 for a, b in itertools.pairwise(dots))
 

@@ -69,7 +69,7 @@ class CheckRequest:
     port: int = spec.SERVE_PORT
     secret: bytes | None = None
     tcp_port: int | None = None
-    modes: tuple[Mode, ...] | None = None  # None: chosen for the question (_default_modes)
+    modes: tuple[Mode, ...] | None = None  # None: chosen for the question (default_modes)
     streams: int = 1
     duration_s: float | None = None
     nbytes: int | None = None
@@ -113,7 +113,7 @@ def resolve(host: str) -> str:
     return str(infos[0][4][0])
 
 
-def _audit_peer(
+def audit_peer(
     facts: HostFacts | None, target: BdpTarget | None, streams: int = 1
 ) -> tuple[HostAudit | None, str | None]:
     """The far end's audit from its facts; facts the checks cannot use (a broken or hostile
@@ -132,7 +132,7 @@ def measured_target(path: PathEstimate, hint: BdpTarget | None) -> BdpTarget | N
     return BdpTarget(path.rtt.min / 1e3, path.capacity.mbps * 1e6, "measured")
 
 
-def _default_modes(
+def default_modes(
     req: CheckRequest, far: FarEnd | None, target: BdpTarget | None
 ) -> tuple[tuple[Mode, ...], tuple[Mode, ...] | None]:
     """The modes each way when none were asked for: what applications get and one tuned
@@ -153,11 +153,11 @@ def _default_modes(
     return up, None if req.direction else back
 
 
-def _transfer_options(
+def transfer_options(
     req: CheckRequest, target: BdpTarget | None, far: FarEnd | None = None
 ) -> TransferOptions:
     """The transfers to run against `far` (serve's full set of modes when None)."""
-    modes, reverse = (req.modes, None) if req.modes else _default_modes(req, far, target)
+    modes, reverse = (req.modes, None) if req.modes else default_modes(req, far, target)
     duration = req.duration_s
     steady = duration is None and req.nbytes is None
     if steady and far is not None and not far.abilities.steady_end:
@@ -287,7 +287,7 @@ def _stage_peer(run: _Run, stage: StageFn) -> None:
     facts, why_not = run.far.facts()
     if why_not:
         run.notes.append(why_not)
-    run.peer, why_bad = _audit_peer(facts, run.req.bdp_hint, run.req.streams)
+    run.peer, why_bad = audit_peer(facts, run.req.bdp_hint, run.req.streams)
     if why_bad:
         run.notes.append(why_bad)
     run.facts = facts if not why_bad else None
@@ -366,7 +366,7 @@ def _stage_transfer(
         run.notes.extend(run.far.missing())
         return
     stage("transfer", f"test transfers with the {run.far.describe()}")
-    options = _transfer_options(run.req, run.target, run.far)
+    options = transfer_options(run.req, run.target, run.far)
     recorder = TransferRecorder(run.address, run.far.port, "--capture") if run.req.capture else None
 
     def progress(p: TransferProgress) -> None:
@@ -552,7 +552,7 @@ def _diagnose(run: _Run, stage: StageFn) -> Report:
     """Re-judge both hosts against the path as measured, so fixes are sized from its BDP."""
     req, notes = run.req, run.notes
     local = audit(run.ctx, run.address, run.target, streams=req.streams)
-    peer, why_bad = _audit_peer(run.facts, run.target, req.streams)
+    peer, why_bad = audit_peer(run.facts, run.target, req.streams)
     if why_bad:
         notes.append(why_bad)
     hs, hs_findings, hs_fixes = _handshake_evidence(run)

@@ -440,7 +440,7 @@ def _mostly_free(ev: Evidence) -> bool:
     return av is not None and av.free_share > CROSS_FREE_SHARE
 
 
-def _bucket_s(line_mbps: float, train_loss: float, policed_mbps: float) -> float:
+def bucket_s(line_mbps: float, train_loss: float, policed_mbps: float) -> float:
     """Seconds of the policed rate a bucket must hold to have let the probe's main train
     pass as it did: what passed, less what the rate itself carried while it ran."""
     if policed_mbps <= 0 or line_mbps <= 0:
@@ -475,7 +475,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc)
     if found is None or _windows_explain(d, found) or _passed_by_another(d, found):
         return None
-    if _bucket_s(probe.mbps, probe.train_loss or 0.0, found.policed_mbps) > BUCKET_MAX_S:
+    if bucket_s(probe.mbps, probe.train_loss or 0.0, found.policed_mbps) > BUCKET_MAX_S:
         return None
     if host_drops.rule(ev, d) is not None:
         # Drops counted inside a host explain the bursty losses directly (a full transmit

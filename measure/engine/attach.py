@@ -28,29 +28,29 @@ BATCH = ServeLimits().max_half_open // 2
 
 
 @dataclass(frozen=True)
-class _Want:
+class Want:
     role: AttachRole
     stream: int
     presetup: Presetup | None
 
 
-def wanted(plan: datapath.BufferPlan, streams: int) -> tuple[_Want, ...]:
+def wanted(plan: datapath.BufferPlan, streams: int) -> tuple[Want, ...]:
     """Every connection a transfer of `plan` with `streams` streams needs, data first."""
-    data = tuple(_Want("data", i, plan.presetup) for i in range(streams))
-    drs = tuple(_Want("drs", i, None) for i in range(streams)) if plan.drs else ()
+    data = tuple(Want("data", i, plan.presetup) for i in range(streams))
+    drs = tuple(Want("drs", i, None) for i in range(streams)) if plan.drs else ()
     return data + drs
 
 
 class Opening:
     """The connections of one transfer, the first batch connecting from construction on."""
 
-    def __init__(self, ctrl: ControlClient, wants: Sequence[_Want]) -> None:
+    def __init__(self, ctrl: ControlClient, wants: Sequence[Want]) -> None:
         self._ctrl = ctrl
         self._wants = tuple(wants)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, BATCH))
         self._futures = [self._submit(w) for w in self._wants[:BATCH]]
 
-    def _submit(self, w: _Want) -> concurrent.futures.Future[socket.socket]:
+    def _submit(self, w: Want) -> concurrent.futures.Future[socket.socket]:
         return self._pool.submit(self._ctrl.connect_new, w.role, w.presetup)
 
     def attach(self, session: str) -> tuple[list[socket.socket], list[socket.socket]]:

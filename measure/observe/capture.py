@@ -124,7 +124,7 @@ class CaptureSummary:
 # ---------------------------------------------------------------------------- reading
 
 
-def _records(path: str) -> Iterator[tuple[float, int, bytes, int]]:
+def pcap_records(path: str) -> Iterator[tuple[float, int, bytes, int]]:
     """(time, link type, bytes, original length) of every record, streaming."""
     from scapy.error import Scapy_Exception
     from scapy.utils import RawPcapReader
@@ -158,7 +158,7 @@ def _records(path: str) -> Iterator[tuple[float, int, bytes, int]]:
         reader.close()
 
 
-def _ip_offset(link: int, data: bytes) -> int | None:
+def ip_offset(link: int, data: bytes) -> int | None:
     """Where the IP header starts, for the link types tcpdump writes."""
     if link in LINK_RAW or link in (LINK_IPV4, LINK_IPV6):
         return 0
@@ -201,7 +201,7 @@ def _addr(raw: bytes) -> str:
 
 def parse_segment(t: float, link: int, data: bytes) -> Segment | None:
     """The TCP segment in one record, or None (not IP/TCP, a fragment, too short)."""
-    off = _ip_offset(link, data)
+    off = ip_offset(link, data)
     if off is None or len(data) < off + 20:
         return None
     version = data[off] >> 4
@@ -273,7 +273,7 @@ def syn_options(seg: Segment) -> SynOptions:
 # ---------------------------------------------------------------------------- flows
 
 
-def _unwrap(prev: int, raw: int) -> int:
+def unwrap_seq(prev: int, raw: int) -> int:
     """A 32-bit sequence number as the 64-bit value closest to `prev`."""
     cand = (prev & ~0xFFFFFFFF) | raw
     if cand - prev > 1 << 31:
@@ -351,7 +351,7 @@ class _Half:
 
     def rel(self, seq: int) -> int:
         base = self.base or 0
-        return _unwrap(self.snd_max, (seq - base) & 0xFFFFFFFF)
+        return unwrap_seq(self.snd_max, (seq - base) & 0xFFFFFFFF)
 
 
 class _Flow:
@@ -381,7 +381,7 @@ def _on_segment(flow: _Flow, seg: Segment) -> None:
     ts = timestamps(seg.options)  # (TSval, TSecr): read once, used by both roles below
     # --- as the receiver of the other direction: its window and ACKs
     if seg.flags & ACK and other.base is not None:
-        ack = _unwrap(other.snd_una, (seg.ack - other.base) & 0xFFFFFFFF)
+        ack = unwrap_seq(other.snd_una, (seg.ack - other.base) & 0xFFFFFFFF)
         window = seg.window << flow.scale(me, other)
         other.rwin_raw = window
         other.max_window = max(other.max_window, window)
@@ -533,8 +533,8 @@ def _sacked(h: _Half, ack: int, options: bytes) -> int:
     base = h.base or 0
     ranges = [(max(lo, ack), hi) for lo, hi in h.sacked if hi > ack]
     for left, right in blocks:
-        lo = _unwrap(ack, (left - base) & 0xFFFFFFFF)
-        hi = _unwrap(ack, (right - base) & 0xFFFFFFFF)
+        lo = unwrap_seq(ack, (left - base) & 0xFFFFFFFF)
+        hi = unwrap_seq(ack, (right - base) & 0xFFFFFFFF)
         if ack < hi <= h.snd_max and lo < hi:
             ranges.append((max(lo, ack), hi))
     ranges.sort()
@@ -705,7 +705,7 @@ def read_capture(path: str, min_bytes: int = 64 * 1024) -> CaptureSummary:
     packets = tcp = skipped = 0
     links: set[int] = set()
     first_t = last_t = None
-    for t, link, data, _wirelen in _records(path):
+    for t, link, data, _wirelen in pcap_records(path):
         packets += 1
         links.add(link)
         first_t = t if first_t is None else first_t

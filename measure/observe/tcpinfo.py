@@ -16,7 +16,7 @@ from tcpwizard.measure.model import TcpInfoSample
 
 # (name, struct code) in kernel order. The first 8 bytes are u8 fields and bitfields; the
 # rest is naturally aligned as laid out here, so "=" (native order, no padding) is exact.
-_FIELDS: tuple[tuple[str, str], ...] = (
+FIELDS: tuple[tuple[str, str], ...] = (
     ("state", "B"),
     ("ca_state", "B"),
     ("retransmits", "B"),
@@ -82,7 +82,7 @@ _FIELDS: tuple[tuple[str, str], ...] = (
 def _offsets() -> dict[str, tuple[int, struct.Struct]]:
     out: dict[str, tuple[int, struct.Struct]] = {}
     pos = 0
-    for name, code in _FIELDS:
+    for name, code in FIELDS:
         st = struct.Struct("=" + code)
         out[name] = (pos, st)
         pos += st.size
@@ -90,7 +90,7 @@ def _offsets() -> dict[str, tuple[int, struct.Struct]]:
 
 
 _LAYOUT = _offsets()
-KNOWN_SIZE = sum(struct.calcsize("=" + code) for _, code in _FIELDS)  # 248 on 6.x
+KNOWN_SIZE = sum(struct.calcsize("=" + code) for _, code in FIELDS)  # 248 on 6.x
 # Ask for more than we know so a newer kernel's size is visible in `TcpInfo.size`.
 _REQUEST = 512
 SOL_TCP = getattr(socket, "SOL_TCP", socket.IPPROTO_TCP)

@@ -30,11 +30,11 @@ from tcpwizard.exitcodes import PermissionRequired, Unavailable
 from tcpwizard.measure.observe.capture import (
     ACK,
     SYN,
-    _ip_offset,
-    _records,
-    _unwrap,
+    ip_offset,
     parse_segment,
+    pcap_records,
     syn_options,
+    unwrap_seq,
 )
 
 MAX_POINTS = 4_000  # per series: ~4 per pixel column of the 1000-pixel-wide graph
@@ -76,7 +76,7 @@ def _rel(d: _Dir, raw: int) -> int:
     if d.isn is None:
         d.isn = raw
         d.last = raw
-    d.last = _unwrap(d.last, raw)
+    d.last = unwrap_seq(d.last, raw)
     return d.last - d.isn
 
 
@@ -110,7 +110,7 @@ def _classic_pcap(path: str) -> Iterator[tuple[float, int, bytes, int]]:
 def _read(path: str) -> Iterator[tuple[float, int, bytes, int]]:
     with open(path, "rb") as f:
         magic = f.read(4)
-    return _classic_pcap(path) if magic in _PCAP_MAGIC else _records(path)
+    return _classic_pcap(path) if magic in _PCAP_MAGIC else pcap_records(path)
 
 
 def _fast_segment(
@@ -118,7 +118,7 @@ def _fast_segment(
 ) -> tuple[tuple[bytes, int, bytes, int], int, int, int, int, int] | None:
     """(key, seq, ack, flags, window, payload) of an IPv4/IPv6 TCP segment, without building
     address strings (the hot loop of a 1 GB capture); SYNs go the full way."""
-    off = _ip_offset(link, data)
+    off = ip_offset(link, data)
     if off is None or len(data) < off + 40:
         return None
     v = data[off] >> 4
@@ -182,7 +182,7 @@ def series_from_capture(path: str, min_bytes: int = MIN_FLOW_BYTES) -> list[TsgS
             # This segment acknowledges the reverse direction's data: record it there.
             rev = dirs.get((key[2], key[3], key[0], key[1]))
             if rev is not None and rev.isn is not None:
-                ack = _unwrap(rev.isn, ack_no) - rev.isn
+                ack = unwrap_seq(rev.isn, ack_no) - rev.isn
                 scale = d.wscale or 0
                 rev.acks.append((t, ack))
                 rev.window.append((t, ack + (window << scale)))

@@ -62,9 +62,9 @@ def run_over_ssh(args: argparse.Namespace, ctx: Context, check: Check) -> int:
     except TcpWizardError as exc:
         if not machine(args.format):
             raise
-        from tcpwizard.commands.check import _machine_error
+        from tcpwizard.commands.check import machine_error
 
-        return _machine_error(args, ctx, exc)
+        return machine_error(args, ctx, exc)
     plain.host = resolved_host(destination, options)
     if plain.tcp_port is None:
         plain.tcp_port = _ssh_port(options) or 22

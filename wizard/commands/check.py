@@ -156,7 +156,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         except TcpWizardError as exc:
             if not machine(args.format):
                 raise
-            return _machine_error(args, ctx, exc)
+            return machine_error(args, ctx, exc)
         if getattr(args, "try_streams", False):
             report = _try_streams(report, args, ctx)
     if args.fix and machine(args.format):
@@ -245,7 +245,7 @@ def _apply_report_fixes(report: Report, args: argparse.Namespace, ctx: Context) 
     return fixed
 
 
-def _machine_error(args: argparse.Namespace, ctx: Context, exc: TcpWizardError) -> int:
+def machine_error(args: argparse.Namespace, ctx: Context, exc: TcpWizardError) -> int:
     """Monitoring formats stay parseable on failure: a valid document with exit_code 3."""
     from tcpwizard.documents import ErrorDocument
     from tcpwizard.output import registry

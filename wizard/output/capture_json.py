@@ -11,7 +11,7 @@ from tcpwizard import TOOL_NAME, __version__
 from tcpwizard.advice.capture import CaptureDiagnosis, CaptureReport
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.measure.observe.capture import FlowDirection, SynOptions
-from tcpwizard.output.conns_json import _VERDICT
+from tcpwizard.output.conns_json import VERDICT_SCHEMA
 from tcpwizard.output.json_format import fix_json
 from tcpwizard.output.schema import (
     BOOL,
@@ -20,10 +20,10 @@ from tcpwizard.output.schema import (
     NUM,
     STR,
     Schema,
-    _arr,
-    _nullable,
-    _obj,
+    arr,
     document,
+    nullable,
+    obj,
     text_of,
 )
 
@@ -123,30 +123,30 @@ def render(report: CaptureReport, code: ExitCode, stream: TextIO) -> None:
     stream.flush()
 
 
-_ENDPOINT = _obj({"address": STR, "port": INT})
-_SYN = _nullable(
-    _obj(
+_ENDPOINT = obj({"address": STR, "port": INT})
+_SYN = nullable(
+    obj(
         {
-            "mss": _nullable(INT),
-            "wscale": _nullable(INT),
+            "mss": nullable(INT),
+            "wscale": nullable(INT),
             "sack": BOOL,
             "timestamps": BOOL,
             "window": INT,
         }
     )
 )
-FLOW = _obj(
+FLOW = obj(
     {
         "sender": _ENDPOINT,
         "receiver": _ENDPOINT,
         "handshake": BOOL,
         "sender_syn": _SYN,
         "receiver_syn": _SYN,
-        "window_scaling": _nullable(BOOL),
+        "window_scaling": nullable(BOOL),
         **{k: NUM for k in ("seconds", "rate_mbps", "steady_mbps", "window_full_share")},
         **{k: NUM for k in ("zero_window_s", "idle_share", "edge_still_share", "held_ack_share")},
-        "rtt_min_ms": _nullable(NUM),
-        "rtt_p50_ms": _nullable(NUM),
+        "rtt_min_ms": nullable(NUM),
+        "rtt_p50_ms": nullable(NUM),
         **{
             k: INT
             for k in (
@@ -168,35 +168,35 @@ FLOW = _obj(
     }
 )
 _HOST = {"enum": ["local", "peer", "both", "path"]}
-DIAGNOSIS = _obj(
+DIAGNOSIS = obj(
     {
         "flow": FLOW,
         "sender_host": _HOST,
         "receiver_host": _HOST,
-        "verdict": _VERDICT,
-        "fixes": _arr(FIX),
+        "verdict": VERDICT_SCHEMA,
+        "fixes": arr(FIX),
     }
 )
 
 
 def capture_schema() -> Schema:
-    body = _obj(
+    body = obj(
         {
             "schema_version": {"const": CAPTURE_SCHEMA_VERSION},
-            "tool": _obj({"name": {"const": "tcpwizard"}, "version": STR}),
-            "capture": _obj(
+            "tool": obj({"name": {"const": "tcpwizard"}, "version": STR}),
+            "capture": obj(
                 {
                     "path": STR,
                     "packets": INT,
                     "tcp_packets": INT,
                     "skipped": INT,
-                    "link_types": _arr(INT),
+                    "link_types": arr(INT),
                     "seconds": NUM,
                 }
             ),
-            "diagnosis": _nullable(DIAGNOSIS),
-            "others": _arr(DIAGNOSIS),
-            "notes": _arr(STR),
+            "diagnosis": nullable(DIAGNOSIS),
+            "others": arr(DIAGNOSIS),
+            "notes": arr(STR),
             "exit_code": INT,
         }
     )

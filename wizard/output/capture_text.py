@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from tcpwizard.advice.capture import CaptureDiagnosis, CaptureReport
-from tcpwizard.output.conns_text import HOST_WORDS, _fix_lines
+from tcpwizard.output.conns_text import HOST_WORDS, fix_lines
 
 
 def _head(d: CaptureDiagnosis) -> str:
@@ -34,7 +34,7 @@ def render(report: CaptureReport, stream: TextIO) -> None:
             + f"  (confidence {v.confidence:.0%})",
             v.explanation,
             *(f"  · {x}" for x in v.evidence),
-            *(x[2:] for x in _fix_lines(d.fixes)),
+            *(x[2:] for x in fix_lines(d.fixes)),
         ]
     if report.others:
         lines += ["", "Other flows:"]

@@ -18,10 +18,10 @@ from tcpwizard.output.schema import (
     NUM,
     STR,
     Schema,
-    _arr,
-    _nullable,
-    _obj,
+    arr,
     document,
+    nullable,
+    obj,
     text_of,
 )
 
@@ -120,9 +120,9 @@ def render(report: ConnsReport, stream: TextIO, lines: bool = False) -> None:
     stream.flush()
 
 
-_ENDPOINT = _obj({"address": STR, "port": INT})
-_PROCESS = _obj({"pid": INT, "name": STR, "cmdline": STR, "user": STR})
-_TCP_INFO = _obj(
+_ENDPOINT = obj({"address": STR, "port": INT})
+_PROCESS = obj({"pid": INT, "name": STR, "cmdline": STR, "user": STR})
+_TCP_INFO = obj(
     {
         **{
             k: NUM
@@ -153,16 +153,16 @@ _TCP_INFO = _obj(
                 "rqueue_max",
             )
         },
-        "rcvbuf": _nullable(INT),
-        "sndbuf": _nullable(INT),
+        "rcvbuf": nullable(INT),
+        "sndbuf": nullable(INT),
         "zero_window": BOOL,
         "congestion_control": STR,
         "window_scaling": BOOL,
-        "snd_wscale": _nullable(INT),
-        "rcv_wscale": _nullable(INT),
+        "snd_wscale": nullable(INT),
+        "rcv_wscale": nullable(INT),
         # The application's part (advice/application.py): the share of samples the kernel
         # marked app-limited, bytes in flight (lowest, median, highest), zero-window samples.
-        "app_limited": _nullable(NUM),
+        "app_limited": nullable(NUM),
         **{
             k: INT
             for k in (
@@ -177,41 +177,41 @@ _TCP_INFO = _obj(
         },
     }
 )
-_VERDICT = _obj(
+VERDICT_SCHEMA = obj(
     {
         "limiting_factor": {"enum": list(LIMITING_FACTORS)},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
         "host_to_fix": {"enum": ["local", "peer", "both", "path", None]},
         "explanation": STR,
-        "evidence": _arr(STR),
+        "evidence": arr(STR),
     }
 )
-CONNECTION = _obj(
+CONNECTION = obj(
     {
         "local": _ENDPOINT,
         "remote": _ENDPOINT,
-        "process": _nullable(_PROCESS),
+        "process": nullable(_PROCESS),
         "role": {"enum": ["sending", "receiving", "idle"]},
         "send_mbps": NUM,
         "recv_mbps": NUM,
         "tcp_info": _TCP_INFO,
-        "verdict": _nullable(_VERDICT),
-        "fixes": _arr(FIX),
+        "verdict": nullable(VERDICT_SCHEMA),
+        "fixes": arr(FIX),
     }
 )
 
 
 def conns_schema() -> Schema:
-    body = _obj(
+    body = obj(
         {
             "schema_version": {"const": CONNS_SCHEMA_VERSION},
-            "tool": _obj({"name": {"const": "tcpwizard"}, "version": STR}),
+            "tool": obj({"name": {"const": "tcpwizard"}, "version": STR}),
             "hostname": STR,
             "interval_s": NUM,
             "total": INT,
-            "filters": _arr(STR),
-            "connections": _arr(CONNECTION),
-            "notes": _arr(STR),
+            "filters": arr(STR),
+            "connections": arr(CONNECTION),
+            "notes": arr(STR),
             "exit_code": INT,
         }
     )

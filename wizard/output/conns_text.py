@@ -22,7 +22,7 @@ def _owner(e: ConnEntry) -> str:
     return "process unknown" if o is None else f"{o.name} (pid {o.pid}, {o.user})"
 
 
-def _fix_lines(fixes: tuple[Fix, ...]) -> list[str]:
+def fix_lines(fixes: tuple[Fix, ...]) -> list[str]:
     out: list[str] = []
     where = {
         "local": "On this host (as root):",
@@ -55,7 +55,7 @@ def entry_lines(e: ConnEntry) -> list[str]:
         f"  {v.explanation}",
         *(f"    · {x}" for x in v.evidence),
         *_application_line(e),
-        *_fix_lines(e.diagnosis.fixes),
+        *fix_lines(e.diagnosis.fixes),
     ]
     return lines
 

@@ -20,10 +20,10 @@ from tcpwizard.output.schema import (
     NUM,
     STR,
     Schema,
-    _arr,
-    _nullable,
-    _obj,
+    arr,
     document,
+    nullable,
+    obj,
     text_of,
 )
 
@@ -126,101 +126,101 @@ def path_json(p: PathHops, adv: PathAdvice) -> Json:
     }
 
 
-HOP = _obj(
+HOP = obj(
     {
         "ttl": INT,
-        "address": _nullable(STR),
-        "name": _nullable(STR),
-        "other_addresses": _arr(STR),
+        "address": nullable(STR),
+        "name": nullable(STR),
+        "other_addresses": arr(STR),
         "sent": INT,
         "received": INT,
-        "rtt_min_ms": _nullable(NUM),
-        "rtt_median_ms": _nullable(NUM),
+        "rtt_min_ms": nullable(NUM),
+        "rtt_median_ms": nullable(NUM),
         "loss_pct": NUM,
         "real_loss_pct": NUM,
         "rate_limited": BOOL,
         "destination": BOOL,
     }
 )
-MTU = _obj(
+MTU = obj(
     {
         "local_mtu": INT,
-        "path_mtu": _nullable(INT),
-        "hop": _nullable(INT),
-        "hop_address": _nullable(STR),
+        "path_mtu": nullable(INT),
+        "hop": nullable(INT),
+        "hop_address": nullable(STR),
         "blackhole": BOOL,
-        "blackhole_hop": _nullable(INT),
-        "blackhole_address": _nullable(STR),
+        "blackhole_hop": nullable(INT),
+        "blackhole_address": nullable(STR),
         "probes": INT,
         "note": STR,
     }
 )
-SYN_OPTS = _obj(
+SYN_OPTS = obj(
     {
-        "mss": _nullable(INT),
-        "wscale": _nullable(INT),
+        "mss": nullable(INT),
+        "wscale": nullable(INT),
         "sack_permitted": BOOL,
         "timestamps": BOOL,
         "nops": INT,
     }
 )
-SYN_HOP = _obj(
+SYN_HOP = obj(
     {
         "ttl": INT,
-        "address": _nullable(STR),
+        "address": nullable(STR),
         "quote": {"enum": ["full", "short", "none"]},
-        "seen": _nullable(SYN_OPTS),
-        "removed": _arr(STR),
-        "changed": _arr(STR),
+        "seen": nullable(SYN_OPTS),
+        "removed": arr(STR),
+        "changed": arr(STR),
         "destination": BOOL,
     }
 )
-SYN_FINDING = _obj(
+SYN_FINDING = obj(
     {
         "after_hop": INT,
-        "after_address": _nullable(STR),
-        "before_hop": _nullable(INT),
-        "before_address": _nullable(STR),
-        "removed": _arr(STR),
-        "changed": _arr(STR),
+        "after_address": nullable(STR),
+        "before_hop": nullable(INT),
+        "before_address": nullable(STR),
+        "removed": arr(STR),
+        "changed": arr(STR),
         "text": STR,
     }
 )
-SYN_SECTION = _obj(
+SYN_SECTION = obj(
     {
         "port": INT,
         "sent": SYN_OPTS,
-        "hops": _arr(SYN_HOP),
-        "finding": _nullable(SYN_FINDING),
+        "hops": arr(SYN_HOP),
+        "finding": nullable(SYN_FINDING),
         "probes_sent": INT,
-        "notes": _arr(STR),
+        "notes": arr(STR),
     }
 )
 HOPS_PROPS: dict[str, Schema] = {
     "method": {"enum": ["icmp", "udp", "tcp"]},
-    "port": _nullable(INT),
+    "port": nullable(INT),
     "reached": BOOL,
-    "hops": _arr(HOP),
-    "rtt_jump": _nullable(_obj({"hop": INT, "ms": NUM})),
-    "loss_start": _nullable(_obj({"hop": INT, "loss_pct": NUM})),
-    "rate_limited_hops": _arr(INT),
-    "mtu": _nullable(MTU),
-    "findings": _arr(FINDING),
-    "fixes": _arr(FIX),
+    "hops": arr(HOP),
+    "rtt_jump": nullable(obj({"hop": INT, "ms": NUM})),
+    "loss_start": nullable(obj({"hop": INT, "loss_pct": NUM})),
+    "rate_limited_hops": arr(INT),
+    "mtu": nullable(MTU),
+    "findings": arr(FINDING),
+    "fixes": arr(FIX),
     "probes_sent": INT,
     "elapsed_s": NUM,
-    "notes": _arr(STR),
-    "syn_options": _nullable(SYN_SECTION),
+    "notes": arr(STR),
+    "syn_options": nullable(SYN_SECTION),
 }
-HOPS_SECTION = _obj(HOPS_PROPS)
+HOPS_SECTION = obj(HOPS_PROPS)
 
 
 def path_schema() -> Schema:
-    body = _obj(
+    body = obj(
         {
             "schema_version": {"const": PATH_SCHEMA_VERSION},
-            "tool": _obj({"name": {"const": "tcpwizard"}, "version": STR}),
-            "target": _obj({"host": STR, "address": STR, "family": {"enum": [4, 6]}}),
+            "tool": obj({"name": {"const": "tcpwizard"}, "version": STR}),
+            "target": obj({"host": STR, "address": STR, "family": {"enum": [4, 6]}}),
             **HOPS_PROPS,
             "exit_code": INT,
         }

@@ -16,7 +16,7 @@ Schema = dict[str, Any]
 SEVERITIES = ["ok", "info", "warn", "crit"]
 
 
-def _obj(props: dict[str, Schema], optional: tuple[str, ...] = ()) -> Schema:
+def obj(props: dict[str, Schema], optional: tuple[str, ...] = ()) -> Schema:
     return {
         "type": "object",
         "properties": props,
@@ -25,7 +25,7 @@ def _obj(props: dict[str, Schema], optional: tuple[str, ...] = ()) -> Schema:
     }
 
 
-def _nullable(s: Schema) -> Schema:
+def nullable(s: Schema) -> Schema:
     return {"anyOf": [s, {"type": "null"}]}
 
 
@@ -35,11 +35,11 @@ STR: Schema = {"type": "string"}
 BOOL: Schema = {"type": "boolean"}
 
 
-def _arr(items: Schema) -> Schema:
+def arr(items: Schema) -> Schema:
     return {"type": "array", "items": items}
 
 
-FINDING = _obj(
+FINDING = obj(
     {
         "id": STR,
         "title": STR,
@@ -49,10 +49,10 @@ FINDING = _obj(
         "expected": STR,
         "message": STR,
         "guideline": STR,
-        "fix_ids": _arr(STR),
+        "fix_ids": arr(STR),
     }
 )
-FIX = _obj(
+FIX = obj(
     {
         "id": STR,
         "kind": {"enum": ["sysctl", "setsockopt", "route", "other"]},
@@ -64,7 +64,7 @@ FIX = _obj(
         "guideline": STR,
     }
 )
-CEILING = _obj(
+CEILING = obj(
     {
         "rtt_ms": NUM,
         "receive_mbps": NUM,
@@ -73,7 +73,7 @@ CEILING = _obj(
         "send_app_mbps": NUM,
     }
 )
-BDP = _obj(
+BDP = obj(
     {
         "rtt_ms": NUM,
         "bandwidth_mbps": NUM,
@@ -81,64 +81,64 @@ BDP = _obj(
         "source": {"enum": ["flags", "default", "measured"]},
     }
 )
-ROUTE = _obj(
+ROUTE = obj(
     {
         "destination": STR,
-        "gateway": _nullable(STR),
-        "window": _nullable(INT),
-        "rtt_ms": _nullable(NUM),
-        "initcwnd": _nullable(INT),
-        "initrwnd": _nullable(INT),
+        "gateway": nullable(STR),
+        "window": nullable(INT),
+        "rtt_ms": nullable(NUM),
+        "initcwnd": nullable(INT),
+        "initrwnd": nullable(INT),
     }
 )
-INTERFACE = _obj(
+INTERFACE = obj(
     {
         "name": STR,
         "mtu": INT,
         "txqueuelen": INT,
-        "qdisc": _nullable(STR),
-        "speed_mbps": _nullable(INT),
+        "qdisc": nullable(STR),
+        "speed_mbps": nullable(INT),
         "duplex": {"enum": ["full", "half", "unknown"]},
         "loopback": BOOL,
         "drops": INT,
         "errors": INT,
         "packets": INT,
-        "route": _nullable(ROUTE),
+        "route": nullable(ROUTE),
     }
 )
-HOST = _obj(
+HOST = obj(
     {
         "hostname": STR,
         "kernel": STR,
         "congestion_control": STR,
         "worst": {"enum": SEVERITIES},
-        "findings": _arr(FINDING),
-        "ceilings": _arr(CEILING),
-        "target_bdp": _nullable(BDP),
-        "interface": _nullable(INTERFACE),
+        "findings": arr(FINDING),
+        "ceilings": arr(CEILING),
+        "target_bdp": nullable(BDP),
+        "interface": nullable(INTERFACE),
         "sysctls": {"type": "object", "additionalProperties": STR},
-        "ram_bytes": _nullable(INT),
+        "ram_bytes": nullable(INT),
         "streams": INT,
         "host_facts": {"type": "object", "additionalProperties": STR},
     },
     optional=("streams", "host_facts"),
 )
-_CAPACITY = _obj(
+_CAPACITY = obj(
     {
         "mbps": NUM,
         "method": STR,
         "confidence": NUM,
-        "pairs_mbps": _nullable(NUM),
-        "train_mbps": _nullable(NUM),
-        "limited_by": _nullable(STR),
+        "pairs_mbps": nullable(NUM),
+        "train_mbps": nullable(NUM),
+        "limited_by": nullable(STR),
         "note": STR,
-        "train_loss": _nullable(NUM),
+        "train_loss": nullable(NUM),
     },
     optional=("train_loss",),
 )
-PATH = _obj(
+PATH = obj(
     {
-        "rtt_ms": _obj(
+        "rtt_ms": obj(
             {
                 **{k: NUM for k in ("min", "p50", "p95", "mean", "mdev", "max", "loss_pct")},
                 "jitter": NUM,
@@ -146,18 +146,18 @@ PATH = _obj(
                 "method": STR,
             }
         ),
-        "capacity_mbps": _nullable(NUM),
-        "capacity_method": _nullable(STR),
-        "bdp_bytes": _nullable(INT),
-        "capacity": _nullable(_CAPACITY),
-        "capacity_down": _nullable(_CAPACITY),
+        "capacity_mbps": nullable(NUM),
+        "capacity_method": nullable(STR),
+        "bdp_bytes": nullable(INT),
+        "capacity": nullable(_CAPACITY),
+        "capacity_down": nullable(_CAPACITY),
         "peer": BOOL,
         "address": STR,
         "port": INT,
         "duration_s": NUM,
-        "notes": _arr(STR),
+        "notes": arr(STR),
         # check --avail only (measure/probes/availbw.py)
-        "available": _obj(
+        "available": obj(
             {
                 **{k: NUM for k in ("mbps", "low_mbps", "high_mbps", "capacity_mbps")},
                 "free_share": NUM,
@@ -171,29 +171,29 @@ PATH = _obj(
     },
     optional=("available",),
 )
-TCP_INFO = _obj({k: INT for k in TCP_INFO_FIELDS})
-SAMPLE = _obj(
+TCP_INFO = obj({k: INT for k in TCP_INFO_FIELDS})
+SAMPLE = obj(
     {
         "t_s": NUM,
-        "goodput_mbps": _nullable(NUM),
+        "goodput_mbps": nullable(NUM),
         "rcvbuf_bytes": INT,
         "sndbuf_bytes": INT,
-        "drs_bandwidth_mbps": _nullable(NUM),
-        "drs_rtt_ms": _nullable(NUM),
-        "tcp_info": _nullable(TCP_INFO),
-        "delivered_bytes": _nullable(INT),
+        "drs_bandwidth_mbps": nullable(NUM),
+        "drs_rtt_ms": nullable(NUM),
+        "tcp_info": nullable(TCP_INFO),
+        "delivered_bytes": nullable(INT),
     },
     optional=("delivered_bytes",),
 )
-HOST_LOAD = _obj(
+HOST_LOAD = obj(
     {
         "seconds": NUM,
-        "cores": _arr(_obj({"cpu": INT, "user": NUM, "system": NUM, "softirq": NUM, "busy": NUM})),
+        "cores": arr(obj({"cpu": INT, "user": NUM, "system": NUM, "softirq": NUM, "busy": NUM})),
         "process_cores": NUM,
         "busiest_thread": NUM,
         "starved": NUM,
-        "drops": _nullable(
-            _obj(
+        "drops": nullable(
+            obj(
                 {
                     "softnet_dropped": INT,
                     "time_squeeze": INT,
@@ -208,29 +208,29 @@ HOST_LOAD = _obj(
         ),
     }
 )
-MODE = _obj(
+MODE = obj(
     {
         "mode": {"enum": ["untuned", "autotune", "static", "overprovisioned", "drs"]},
         "streams": INT,
-        "throughput_mbps": _nullable(NUM),
+        "throughput_mbps": nullable(NUM),
         "max_buffer_bytes": INT,
         "retransmits": INT,
-        "samples": _arr(SAMPLE),
+        "samples": arr(SAMPLE),
         "direction": {"enum": ["up", "down"]},
         "bytes": INT,
-        "bytes_sent": _nullable(INT),
-        "seconds": _nullable(NUM),
-        "mbps_per_mb": _nullable(NUM),
-        "rwnd_limited": _nullable(NUM),
-        "sndbuf_limited": _nullable(NUM),
-        "busy": _nullable(NUM),
+        "bytes_sent": nullable(INT),
+        "seconds": nullable(NUM),
+        "mbps_per_mb": nullable(NUM),
+        "rwnd_limited": nullable(NUM),
+        "sndbuf_limited": nullable(NUM),
+        "busy": nullable(NUM),
         "congestion_control": STR,
         "rcv_autotuning": BOOL,
         "forced": BOOL,
-        "notes": _arr(STR),
-        "error": _nullable(STR),
-        "latency_under_load": _nullable(
-            _obj(
+        "notes": arr(STR),
+        "error": nullable(STR),
+        "latency_under_load": nullable(
+            obj(
                 {
                     "idle_ms": NUM,
                     "median_ms": NUM,
@@ -242,37 +242,37 @@ MODE = _obj(
                 }
             )
         ),
-        "rate_plateau_mbps": _nullable(NUM),
-        "sender_load": _nullable(HOST_LOAD),
-        "receiver_load": _nullable(HOST_LOAD),
+        "rate_plateau_mbps": nullable(NUM),
+        "sender_load": nullable(HOST_LOAD),
+        "receiver_load": nullable(HOST_LOAD),
     }
 )
-TRANSFER = _obj(
+TRANSFER = obj(
     {
         "direction": {"enum": ["up", "down", "both"]},
-        "modes": _arr(MODE),
+        "modes": arr(MODE),
         "streams": INT,
-        "congestion_control": _obj({"local": STR, "peer": STR}),
+        "congestion_control": obj({"local": STR, "peer": STR}),
     }
 )
-VERDICT = _obj(
+VERDICT = obj(
     {
         "limiting_factor": {"enum": list(LIMITING_FACTORS)},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
         "host_to_fix": {"enum": ["local", "peer", "both", "path", None]},
         "explanation": STR,
-        "evidence": _arr(STR),
-        "wizard_gap": _obj(
+        "evidence": arr(STR),
+        "wizard_gap": obj(
             {
-                "current_mbps": _nullable(NUM),
-                "tuned_mbps": _nullable(NUM),
+                "current_mbps": nullable(NUM),
+                "tuned_mbps": nullable(NUM),
                 "measured": BOOL,
-                "tuned_mode": _nullable(STR),
+                "tuned_mode": nullable(STR),
             }
         ),
         # The rule's own confidence and the scenario matrix's runs that weighed it
         # (advice/calibration.py); absent when the factor is not in the table.
-        "calibration": _obj(
+        "calibration": obj(
             {
                 "rule_confidence": {"type": "number", "minimum": 0, "maximum": 1},
                 "matrix_runs": INT,
@@ -284,40 +284,40 @@ VERDICT = _obj(
 )
 
 
-FAR_END = _obj(
+FAR_END = obj(
     {
         "kind": {"enum": ["serve", "iperf3", "tcp-port", "url", "none"]},
-        "port": _nullable(INT),
+        "port": nullable(INT),
         "description": STR,
-        "missing": _arr(STR),
+        "missing": arr(STR),
     }
 )
-HANDSHAKE = _obj(
+HANDSHAKE = obj(
     {
         "source": {"const": "handshake"},
-        "port": _nullable(INT),
+        "port": nullable(INT),
         "window_scaling": BOOL,
-        "peer_wscale": _nullable(INT),
-        "max_peer_window_bytes": _nullable(INT),
+        "peer_wscale": nullable(INT),
+        "max_peer_window_bytes": nullable(INT),
         "sack": BOOL,
         "timestamps": BOOL,
-        "peer_mss": _nullable(INT),
-        "rtt_ms": _nullable(NUM),
-        "findings": _arr(FINDING),
-        "local_mss": _nullable(INT),
-        "received_syn": _nullable(
-            _obj(
+        "peer_mss": nullable(INT),
+        "rtt_ms": nullable(NUM),
+        "findings": arr(FINDING),
+        "local_mss": nullable(INT),
+        "received_syn": nullable(
+            obj(
                 {
-                    "mss": _nullable(INT),
-                    "wscale": _nullable(INT),
+                    "mss": nullable(INT),
+                    "wscale": nullable(INT),
                     "sack_permitted": BOOL,
                     "timestamps": BOOL,
                     "nops": INT,
                 }
             )
         ),
-        "tampering": _arr(
-            _obj(
+        "tampering": arr(
+            obj(
                 {
                     "option": {"enum": ["window scaling", "SACK", "timestamps", "MSS"]},
                     "direction": {"enum": ["local->peer", "peer->local"]},
@@ -333,36 +333,34 @@ HANDSHAKE = _obj(
 def report_schema() -> Schema:
     from tcpwizard.output.path_json import HOPS_SECTION
 
-    schema = _obj(
+    schema = obj(
         {
             "schema_version": {"const": SCHEMA_VERSION},
-            "tool": _obj({"name": {"const": "tcpwizard"}, "version": STR}),
-            "target": _nullable(
-                _obj({"host": STR, "address": _nullable(STR), "port": _nullable(INT)})
-            ),
-            "host": _nullable(HOST),
-            "peer": _nullable(HOST),
-            "path": _nullable(PATH),
-            "transfer": _nullable(TRANSFER),
+            "tool": obj({"name": {"const": "tcpwizard"}, "version": STR}),
+            "target": nullable(obj({"host": STR, "address": nullable(STR), "port": nullable(INT)})),
+            "host": nullable(HOST),
+            "peer": nullable(HOST),
+            "path": nullable(PATH),
+            "transfer": nullable(TRANSFER),
             "verdict": VERDICT,
-            "fixes": _arr(FIX),
-            "notes": _arr(STR),
+            "fixes": arr(FIX),
+            "notes": arr(STR),
             "error": STR,
             "exit_code": INT,
             # False: no test transfer moved data; the verdict is a prediction.
             "measured": BOOL,
-            "far_end": _nullable(FAR_END),
-            "peer_handshake": _nullable(HANDSHAKE),
+            "far_end": nullable(FAR_END),
+            "peer_handshake": nullable(HANDSHAKE),
             # `check --hops` only (docs/path.md)
             "hops": HOPS_SECTION,
             # How long the check took against the least its measurements need (docs/check.md)
-            "timing": _obj(
+            "timing": obj(
                 {
                     "seconds": NUM,
                     "stages": {"type": "object", "additionalProperties": NUM},
-                    "floor_s": _nullable(NUM),
+                    "floor_s": nullable(NUM),
                     "floor": STR,
-                    "over_floor": _nullable(NUM),
+                    "over_floor": nullable(NUM),
                 }
             ),
         },

@@ -33,7 +33,7 @@ class Series:
     colour: int | None = None  # the colour's number; None: the series' place in the plot
 
 
-def _line(x0: int, y0: int, x1: int, y1: int) -> list[tuple[int, int]]:
+def bresenham(x0: int, y0: int, x1: int, y1: int) -> list[tuple[int, int]]:
     """Bresenham: the dots between two samples, so a line reads as a line."""
     dots: list[tuple[int, int]] = []
     dx, dy = abs(x1 - x0), -abs(y1 - y0)
@@ -140,7 +140,7 @@ class TimePlot(Widget):
             if s.marks:
                 marked.update(((y // 4, x // 2), i) for x, y in dots)
                 continue
-            path = dots[:1] + [d for a, b in itertools.pairwise(dots) for d in _line(*a, *b)]
+            path = dots[:1] + [d for a, b in itertools.pairwise(dots) for d in bresenham(*a, *b)]
             for x, y in path:
                 cx, cy = x // 2, y // 4
                 masks[cy][cx] |= _DOTS[x % 2][y % 4]
