@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from tcpwizard.advice import application
 from tcpwizard.advice.conns import DEFAULT_RATE_BPS, buffer_fix
 from tcpwizard.advice.middlebox import capture_verdict, one_point_note
-from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.model import LimitingFactor, Verdict
 from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
 from tcpwizard.advice.window_law import (
@@ -122,14 +122,9 @@ def _verdict(
     d: FlowDirection,
     tuned: float | None = None,
 ) -> Verdict:
-    return Verdict(
-        factor,
-        confidence,
-        host,
-        explanation,
-        tuple(ev),
-        WizardGap(d.steady_mbps or d.rate_mbps, tuned, False),
-    )
+    """A capture's verdict: the flow's settled rate is the current side of the gap."""
+    current = d.steady_mbps or d.rate_mbps
+    return Verdict.observed(factor, confidence, host, explanation, ev, current, tuned)
 
 
 def judge_direction(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from tcpwizard.advice import application
 from tcpwizard.advice.evidence import BUSY_SHARE, CHRONO_SHARE, HEALTHY_SHARE
 from tcpwizard.advice.middlebox import one_point_note
-from tcpwizard.advice.model import LimitingFactor, Verdict, WizardGap
+from tcpwizard.advice.model import Verdict
 from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
 from tcpwizard.advice.window_law import (
@@ -99,20 +99,6 @@ def buffer_fix(
     return dataclasses.replace(fix, host=host, answers=(factor,))
 
 
-def _verdict(
-    factor: LimitingFactor,
-    confidence: float,
-    host: HostRole | None,
-    explanation: str,
-    evidence: list[str],
-    current: float,
-    tuned: float | None = None,
-) -> Verdict:
-    return Verdict(
-        factor, confidence, host, explanation, tuple(evidence), WizardGap(current, tuned, False)
-    )
-
-
 def _common_evidence(obs: ConnObservation) -> list[str]:
     if not obs.sending:
         return [
@@ -181,7 +167,7 @@ def _judge_sender(
                 if obs.zero_window
                 else "the peer's window opens far wider than the data sent per RTT, then closes"
             )
-            return _verdict(
+            return Verdict.observed(
                 "application",
                 0.75 if obs.zero_window else 0.6,
                 "peer",
@@ -202,7 +188,7 @@ def _judge_sender(
             )
             # This host's own setting on: only the far end (or the path) can be at fault.
             host: HostRole = "peer" if (sysctls or {}).get(WSCALE_KEY, "0") != "0" else "both"
-            return _verdict(
+            return Verdict.observed(
                 "window-scaling",
                 0.9,
                 host,
@@ -222,7 +208,7 @@ def _judge_sender(
             ),
             setsockopt_fix("SO_RCVBUF", size // 2, "peer"),
         )
-        return _verdict(
+        return Verdict.observed(
             "receiver-window",
             0.8 if rate >= WINDOW_FILLED * window_mbps else 0.65,
             "peer",
@@ -236,7 +222,7 @@ def _judge_sender(
         return _sender_buffer(obs, sysctls, size, ev, rate)
     if obs.busy < BUSY_SHARE:
         ev.append(f"the sender had data in flight only {_pct(obs.busy)} of the time")
-        return _verdict(
+        return Verdict.observed(
             "application",
             0.7,
             "local",
@@ -262,7 +248,7 @@ def _judge_sender(
             "BBR does not treat random loss as congestion (new connections only).",
             "Cardwell et al., BBR (2016)",
         )
-        return _verdict(
+        return Verdict.observed(
             "congestion",
             0.65,
             "local",
@@ -272,7 +258,7 @@ def _judge_sender(
         ), (dataclasses.replace(fix, answers=("congestion",)),)
     if (behind := application.reader_falling_behind(obs)) is not None:
         ev.append(behind)
-        return _verdict(
+        return Verdict.observed(
             "application",
             application.FALLING_BEHIND,
             "peer",
@@ -286,7 +272,7 @@ def _judge_sender(
         f"busy {_pct(obs.busy)} and neither window limited it: cwnd-limited at the rate "
         f"the path delivers ({obs.delivery_rate_mbps:.1f} Mbit/s)"
     )
-    return _verdict(
+    return Verdict.observed(
         "path-capacity",
         0.7,
         None,
@@ -326,7 +312,7 @@ def _sender_buffer(
             setsockopt_fix("SO_SNDBUF", size // 2, "local"),
         )
     )
-    return _verdict(
+    return Verdict.observed(
         "sender-buffer",
         0.8,
         "local",
@@ -351,7 +337,7 @@ def _judge_receiver(
             f"(receive buffer {format_bytes(obs.rcvbuf or 0)}); the window we offered "
             f"went down to {format_bytes(obs.rcv_wnd_min)} (from {format_bytes(obs.rcv_wnd_max)})"
         )
-        return _verdict(
+        return Verdict.observed(
             "application",
             0.7,
             "local",
@@ -387,7 +373,7 @@ def _judge_receiver(
                 ),
                 *fixes,
             )
-        return _verdict(
+        return Verdict.observed(
             "receiver-window",
             0.75,
             "local",
@@ -398,7 +384,7 @@ def _judge_receiver(
         ), fixes
     if obs.ooo_packets:
         ev.append(f"{obs.ooo_packets} segments arrived out of order (losses upstream)")
-        return _verdict(
+        return Verdict.observed(
             "congestion",
             0.4,
             "peer",
@@ -408,7 +394,7 @@ def _judge_receiver(
             rate,
         ), ()
     ev.append("the window we offer is not filled: the far end's sender or the path sets the rate")
-    return _verdict(
+    return Verdict.observed(
         "path-capacity",
         0.45,
         None,

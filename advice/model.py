@@ -60,6 +60,23 @@ class Verdict:
     basis: ConfidenceBasis | None = None  # None: the rule's own confidence, not calibrated
 
     @classmethod
+    def observed(
+        cls,
+        factor: LimitingFactor,
+        confidence: float,
+        host: HostRole | None,
+        explanation: str,
+        evidence: list[str],
+        current: float,
+        tuned: float | None = None,
+    ) -> Verdict:
+        """A verdict on a connection watched, not tested (`conns`, a capture): its rate
+        is the current side of the gap, and a tuned side is computed, never measured."""
+        return cls(
+            factor, confidence, host, explanation, tuple(evidence), WizardGap(current, tuned)
+        )
+
+    @classmethod
     def unknown(cls, explanation: str, evidence: tuple[str, ...] = ()) -> Verdict:
         """No measurement of the path: nothing can be named as the limit."""
         return cls("unknown", 0.0, None, explanation, evidence, WizardGap())

@@ -41,6 +41,14 @@ def _counter(sys_root: Path, ifname: str, name: str) -> int:
         return 0
 
 
+# The interface's statistics an audit reads (sysfs, what `ip -s link` shows).
+COUNTERS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
+
+
+def _counters(sys_root: Path, ifname: str) -> dict[str, int]:
+    return {name: _counter(sys_root, ifname, name) for name in COUNTERS}
+
+
 def _speed_duplex(
     sys_root: Path, ifname: str
 ) -> tuple[int | None, Literal["full", "half", "unknown"]]:
@@ -150,12 +158,7 @@ def lookup_egress(target: str | None, sys_root: str = "/sys") -> tuple[Interface
             speed_mbps=speed,
             duplex=duplex,
             is_loopback=bool(flags & 0x8),  # IFF_LOOPBACK
-            rx_packets=_counter(sysp, name, "rx_packets"),
-            tx_packets=_counter(sysp, name, "tx_packets"),
-            rx_dropped=_counter(sysp, name, "rx_dropped"),
-            tx_dropped=_counter(sysp, name, "tx_dropped"),
-            rx_errors=_counter(sysp, name, "rx_errors"),
-            tx_errors=_counter(sysp, name, "tx_errors"),
+            **_counters(sysp, name),
             source_address=str(source) if source else None,
             route=route_info,
         ),
@@ -239,12 +242,7 @@ def lookup_egress_with_ip(
             speed_mbps=speed,
             duplex=duplex,
             is_loopback="LOOPBACK" in link.get("flags", []),
-            rx_packets=_counter(sysp, name, "rx_packets"),
-            tx_packets=_counter(sysp, name, "tx_packets"),
-            rx_dropped=_counter(sysp, name, "rx_dropped"),
-            tx_dropped=_counter(sysp, name, "tx_dropped"),
-            rx_errors=_counter(sysp, name, "rx_errors"),
-            tx_errors=_counter(sysp, name, "tx_errors"),
+            **_counters(sysp, name),
             source_address=route.get("prefsrc"),
             route=RouteInfo(
                 destination=prefix,
