@@ -429,8 +429,10 @@ def _every_stream_queued(ev: Evidence, d: Direction) -> bool:
     standing. A bucket drops what exceeds its rate and delays nothing, so on a path it alone
     holds a stream above the rate loses packets (no slope) and one below passes flat. (The
     scenario matrix, docs/bench-matrix-two-seeds.md: policed paths 0-6 of 10 streams loaded,
-    the delay line's noise on a 2-core host; TCP flows beside BBR taking the path: 9 of 9
-    and 6 of 6, read `policer` before: the idle RTT was measured through their queue.)"""
+    the delay line's noise on a 2-core host, and 8 of 9 once at 620 Mbit/s x 2.3 ms where
+    the delay line itself queues; TCP flows beside BBR taking the path: 9 of 9 and 6 of 6,
+    read `policer` before: the idle RTT was measured through their queue. Hence every
+    stream, never most.)"""
     av = ev.path.available if ev.path else None
     return d.name == "up" and av is not None and av.streams > 0 and av.loaded == av.streams
 
