@@ -15,6 +15,7 @@ from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.evidence import directions, settled_rwnd_limited
 from tcpwizard.advice.model import Verdict
 from tcpwizard.advice.ramp import still_ramping as _still_ramping
+from tcpwizard.advice.rules import congestion
 from tcpwizard.advice.streams import MAX_STREAMS
 from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
 from tcpwizard.checks.audit import CHECKS
@@ -673,3 +674,26 @@ def test_a_check_whose_transfers_all_failed_says_why_not_as_measured() -> None:
     assert v.limiting_factor == "unknown"
     assert v.explanation.startswith("not measured: every test transfer failed (serve at b")
     assert "missing: serve at b did not answer in time" in v.evidence
+
+
+def _held_and_lossy() -> Evidence:
+    """BBR through a 16 KB receive window at ~2.7 % loss over 3.1 ms: the window law and
+    BBR's loss bound both near 25 Mbit/s; the sender was receive-window limited 53 % of the
+    time."""
+    small = audit(**{"net.ipv4.tcp_rmem": "4096 16384 16384"})
+    up = _flat(mode(21.1, rwnd=0.53, retrans=193, nbytes=10_550_000))
+    return Evidence(audit(), small, path(3.1, 101), _t(up))
+
+
+def test_a_sender_a_window_held_most_of_the_time_is_the_windows_not_its_losses() -> None:
+    v = diagnose(_held_and_lossy()).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer")
+
+
+def test_without_the_window_share_the_loss_bound_names_congestion(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The control: the same evidence with the window's share ignored reads as loss."""
+    monkeypatch.setattr(congestion, "WINDOW_HELD_SHARE", 1.01)
+    v = diagnose(_held_and_lossy()).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")

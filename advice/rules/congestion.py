@@ -54,6 +54,19 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
             # window down.
             confidence = 0.3
             evidence.append("throughput is far above that bound: the losses were a burst")
+    rwnd, sndbuf, _ = _chrono(cur)
+    if max(rwnd or 0.0, sndbuf or 0.0) >= WINDOW_HELD_SHARE:
+        # A sender the peer's window or its own send buffer held for most of the transfer
+        # was not held by its congestion window then: its losses are no longer the limit,
+        # however close the rate sits to their bound, and the window rules speak (BBR
+        # through a 16 KB receive window at 2.7 % loss over 3.1 ms: the window law and
+        # the loss bound both near 25 Mbit/s, receive-window limited 53 % of the time,
+        # read `congestion` on this host).
+        confidence = min(confidence, 0.55)
+        evidence.append(
+            f"the sender was held by a window {max(rwnd or 0.0, sndbuf or 0.0):.0%} of the "
+            "time (TCP_INFO), not by its congestion window"
+        )
     if cc.startswith("bbr") and loss < BBR_LOSS_TOLERANCE:
         # A model-based sender paces at the bandwidth it measures and does not back off on
         # loss this low: the loss bound is no law for it, and its rate says nothing of the
@@ -104,6 +117,9 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     )
 
 
+# A window that held the sender for more than half the transfer binds more than the
+# congestion window, which could have bound only the rest of the time.
+WINDOW_HELD_SHARE = 0.5
 # BBR reacts to loss only above a threshold: v1 (Linux's `bbr`) treats a round losing over
 # 20 % as policed (lt_loss_thresh = 50/256) and ignores less; BBRv2/v3 bound their inflight
 # when a round loses over 2 % (bbr_loss_thresh). The lower of the two.
