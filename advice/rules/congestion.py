@@ -33,7 +33,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         f"loss bound ({cc or 'reno'}) at that loss: {_fmt(bound)}; measured "
         f"{_fmt(cur.throughput_mbps)}",
     ]
-    confidence = 0.55
+    confidence = ONE_LINE
     if bound is not None and cur.throughput_mbps <= LOSS_BOUND_MARGIN * bound:
         confidence = 0.85
     elif bound is not None and cur.throughput_mbps > 3 * bound:
@@ -62,7 +62,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         # through a 16 KB receive window at 2.7 % loss over 3.1 ms: the window law and
         # the loss bound both near 25 Mbit/s, receive-window limited 53 % of the time,
         # read `congestion` on this host).
-        confidence = min(confidence, 0.55)
+        confidence = min(confidence, ONE_LINE)
         evidence.append(
             f"the sender was held by a window {max(rwnd or 0.0, sndbuf or 0.0):.0%} of the "
             "time (TCP_INFO), not by its congestion window"
@@ -117,6 +117,10 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     )
 
 
+# Losses seen, but not shown to hold the rate (not at their bound, or a window held the
+# sender): one line of evidence, the rules' one-line band (advice/calibration.py keeps them
+# apart as "(one line)").
+ONE_LINE = 0.55
 # A window that held the sender for more than half the transfer binds more than the
 # congestion window, which could have bound only the rest of the time.
 WINDOW_HELD_SHARE = 0.5
