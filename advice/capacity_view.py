@@ -28,6 +28,7 @@ from tcpwizard.advice.rules.host_drops import held_by_host
 from tcpwizard.advice.window_law import (
     LOSS_BASED,
     QUEUE_RTT,
+    UNSCALED_WINDOW,
     mathis_mbps,
     max_receive_window,
     max_send_window,
@@ -91,6 +92,10 @@ def _ran_at_path_rate(ev: Evidence, d: _Direction, m: ModeResult, claim_mbps: fl
     held against it: a healthy fast sender fills its buffer.)"""
     rtt = _rtt_ms(ev, d)
     if rtt is None or not _counters_free(m):
+        return False
+    if ev.windows_unscaled and window_limit_mbps(UNSCALED_WINDOW, rtt) < claim_mbps:
+        # The window law bounds every connection's rate below the claim, whatever the
+        # chronograph counted: the 64 KB window may have held it.
         return False
     if m.receiver_view is not None:
         # A sender that reports nothing (a web server): only our receiving socket can

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import LimitingFactor
+from tcpwizard.advice.window_law import scaling_enabled
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts
@@ -45,6 +46,16 @@ class Evidence:
         return self.transfer is not None and any(
             m.error is None and m.bytes > 0 for m in self.transfer.modes
         )
+
+    @property
+    def windows_unscaled(self) -> bool:
+        """No window of a connection between the two hosts exceeds 64 KB: the handshake
+        carried no window scaling (off at an end, or stripped on the way), or an audit says
+        it is off. A window the kernel's chronograph may miss (it stops counting receive-
+        window-limited time whenever TSQ or pacing ends a send round first)."""
+        if self.peer_handshake is not None and not self.peer_handshake.window_scaling:
+            return True
+        return any(a is not None and scaling_enabled(a) is False for a in (self.local, self.peer))
 
 
 @dataclass(frozen=True)

@@ -540,6 +540,26 @@ def test_a_peerless_guess_never_excuses_window_scaling_off() -> None:
     assert diagnose(ev).verdict.limiting_factor == "window-scaling"
 
 
+@pytest.mark.parametrize("scaling", [False, True])
+def test_an_unscaled_window_keeps_a_transfer_at_its_law_from_speaking_for_the_path(
+    scaling: bool,
+) -> None:
+    """iperf3 far end, scaling refused: 64 KB / 50 ms = 10.5 Mbit/s and the upload moved 9.4.
+    The kernel's receive-window chronograph counted 10 % (it stops whenever TSQ ends a send
+    round first), so only the window law can say the window may have held it."""
+    guess = dataclasses.replace(
+        path(50, 100),
+        peer=False,
+        capacity=CapacityEstimate(100.0, "peerless-tcp-syn-pairs", 0.2),
+    )
+    ev = Evidence(audit(), None, guess, _t(mode(9.4, rwnd=0.1)), peer_handshake=_handshake(scaling))
+    v = diagnose(ev).verdict
+    if scaling:  # a window that allowed more: the transfer's rate is the path's
+        assert v.limiting_factor == "path-capacity"
+    else:
+        assert (v.limiting_factor, v.host_to_fix) == ("window-scaling", "peer")
+
+
 def test_a_loss_recoverys_burst_at_the_end_is_not_a_ramp() -> None:
     # A healthy BBR transfer into a one-BDP queue: every loss leaves the receiver a round
     # trip with nothing in order, then the held data at once (319 Mbit/s on a 100 Mbit/s
