@@ -113,6 +113,7 @@ OWN_PARSER: dict[str, tuple[str, str]] = {
     "matrix": ("random scenarios over the lab's envelope: confusion, calibration", "bench_matrix"),
     "confidence": ("the verdicts' confidence table from matrix rows", "bench_confidence"),
     "check-time": ("a healthy tuned path: verdict and time against the floor", "bench_check_time"),
+    "rejudge": ("stored matrix reports judged again by today's rules", "bench_rejudge"),
 }
 
 
