@@ -1,13 +1,18 @@
-"""Throwaway network namespaces for tests: unique names, always removed."""
+"""Throwaway network namespaces for tests: unique names, always removed; `ip` and the
+installed `tcpwizard check --json` run against them."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,3 +49,23 @@ def ns_sysctl(ns: str, key: str) -> str:
     out = ns_run(ns, "sysctl", "-n", key)
     assert out.returncode == 0, out.stderr
     return " ".join(out.stdout.split())
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+def ns_check_json(ns: str, *args: str, timeout: float) -> tuple[int, dict[str, Any]]:
+    """`tcpwizard check --json ARGS` inside `ns`: its exit code and document. The venv's
+    script where there is one, so what is tested is what `pip install` put on PATH."""
+    script = Path(sys.executable).with_name("tcpwizard")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tcpwizard"]
+    out = subprocess.run(
+        ["ip", "netns", "exec", ns, *cmd, "check", "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert "Traceback" not in out.stderr, out.stderr
+    doc: dict[str, Any] = json.loads(out.stdout)
+    return out.returncode, doc

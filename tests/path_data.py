@@ -21,11 +21,13 @@ from tcpwizard.measure.probes.syntrace_model import (
 )
 
 
-def counts() -> list[HopCounts]:
-    def hop(ttl: int, rtt: float, got: int, addr: str, dest: bool = False) -> HopCounts:
-        rtts = tuple(rtt + 0.01 * (i % 7) for i in range(got))
-        return HopCounts(ttl, 300, rtts, (addr,) * got, dest, span_s=3.0)
+def hop(ttl: int, rtt: float, got: int, addr: str, dest: bool = False) -> HopCounts:
+    """One TTL's 300 probes: `got` answers from `addr`, their RTTs a little spread."""
+    rtts = tuple(rtt + 0.01 * (i % 7) for i in range(got))
+    return HopCounts(ttl, 300, rtts, (addr,) * got, dest, span_s=3.0)
 
+
+def counts() -> list[HopCounts]:
     return [
         hop(1, 2.1, 300, "10.200.3.6"),
         hop(2, 42.2, 150, "10.200.3.10"),
@@ -35,19 +37,33 @@ def counts() -> list[HopCounts]:
     ]
 
 
-def path(blackhole: bool = False) -> PathHops:
-    hops, jump, jump_ms, loss_at, end_loss, limited = analyse(
-        counts(), {"10.200.3.10": "core-2.example.net"}
-    )
-    mtu = MtuFinding(9000, 1500, 2, "10.200.3.10", False, None, None, 4, "")
-    if blackhole:
-        mtu = MtuFinding(
-            9000, 1500, 2, "10.200.3.10", True, 2, "10.200.3.10", 42,
-            "packets over 1500 B vanish after hop 2 and no 'fragmentation needed' comes back",
-        )  # fmt: skip
+def mtu_drop_at_hop_2(addr: str, probes: int, blackhole_probes: int | None) -> MtuFinding:
+    """This host's 9000 bytes narrowed to 1500 after hop 2 (`addr`); with
+    `blackhole_probes`, silently: no 'fragmentation needed' comes back."""
+    if blackhole_probes is None:
+        return MtuFinding(9000, 1500, 2, addr, False, None, None, probes, "")
+    return MtuFinding(
+        9000, 1500, 2, addr, True, 2, addr, blackhole_probes,
+        "packets over 1500 B vanish after hop 2 and no 'fragmentation needed' comes back",
+    )  # fmt: skip
+
+
+def icmp_hops(
+    host: str,
+    address: str,
+    counted: list[HopCounts],
+    names: dict[str, str],
+    mtu: MtuFinding,
+    probes_sent: int,
+    elapsed_s: float,
+    gateway: str | None = None,
+    dev: str | None = None,
+) -> PathHops:
+    """An ICMP traceroute's result to `host`, analysed as `path` analyses its counts."""
+    hops, jump, jump_ms, loss_at, end_loss, limited = analyse(counted, names)
     return PathHops(
-        host="b.lab",
-        address="10.200.3.22",
+        host=host,
+        address=address,
         family=4,
         method="icmp",
         port=None,
@@ -59,11 +75,19 @@ def path(blackhole: bool = False) -> PathHops:
         end_loss_pct=end_loss,
         rate_limited_hops=limited,
         mtu=mtu,
-        probes_sent=1504,
-        elapsed_s=5.2,
+        probes_sent=probes_sent,
+        elapsed_s=elapsed_s,
         notes=(),
-        gateway="10.200.3.6",
-        dev="wan0",
+        gateway=gateway,
+        dev=dev,
+    )
+
+
+def path(blackhole: bool = False) -> PathHops:
+    mtu = mtu_drop_at_hop_2("10.200.3.10", 4, 42 if blackhole else None)
+    names = {"10.200.3.10": "core-2.example.net"}
+    return icmp_hops(
+        "b.lab", "10.200.3.22", counts(), names, mtu, 1504, 5.2, gateway="10.200.3.6", dev="wan0"
     )
 
 

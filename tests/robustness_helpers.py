@@ -1,11 +1,15 @@
 """Shared assertions of the robustness suite: every bad input ends in one line on
-stderr and an exit code from the README's table, never an internal error."""
+stderr and an exit code from the README's table, never an internal error; and the
+slow clients the servers must outlast."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,3 +76,18 @@ def tree_digest(root: Path) -> dict[str, str]:
         str(p): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
         for p in sorted(root.rglob("*"))
     }
+
+
+@contextmanager
+def client_threads(client: Callable[[], None], count: int, stop: threading.Event) -> Iterator[None]:
+    """`count` daemon threads running `client`; when the block ends `stop` is set and each
+    is given 15 s to notice."""
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(count)]
+    for t in threads:
+        t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=15)

@@ -1,4 +1,5 @@
-"""Helpers for the serve tests: a Server on a free loopback port in a background thread."""
+"""Helpers for the serve tests: a Server on a free loopback port in a background thread,
+serve as its own process, and the raw protocol lines on a socket."""
 
 from __future__ import annotations
 
@@ -35,14 +36,23 @@ def running_server(
         transfer=transfer,
     )
     server.logs = logs  # type: ignore[attr-defined]
+    try:
+        with in_thread(server) as t:
+            yield server
+    finally:
+        assert not t.is_alive(), "serve did not shut down"
+
+
+@contextlib.contextmanager
+def in_thread(server: Server) -> Iterator[threading.Thread]:
+    """`server` serving in a daemon thread until the block ends (then stopped and joined)."""
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
     try:
-        yield server
+        yield t
     finally:
         server.stop()
         t.join(timeout=5)
-        assert not t.is_alive(), "serve did not shut down"
 
 
 @contextlib.contextmanager
@@ -76,10 +86,11 @@ def send_line(s: socket.socket, obj: Any) -> None:
     s.sendall(data)
 
 
-def read_lines(s: socket.socket, limit: int = 1 << 20) -> list[dict[str, Any]]:
-    """Everything the server sends until it closes the connection."""
+def read_until_closed(s: socket.socket, limit: int | None = None) -> bytes:
+    """The bytes the server sends until it closes (or resets) the connection, stopping
+    once `limit` have come."""
     buf = bytearray()
-    while len(buf) < limit:
+    while limit is None or len(buf) < limit:
         try:
             chunk = s.recv(65536)
         except ConnectionResetError:
@@ -87,7 +98,12 @@ def read_lines(s: socket.socket, limit: int = 1 << 20) -> list[dict[str, Any]]:
         if not chunk:
             break
         buf += chunk
-    return [json.loads(line) for line in bytes(buf).splitlines() if line.strip()]
+    return bytes(buf)
+
+
+def read_lines(s: socket.socket, limit: int = 1 << 20) -> list[dict[str, Any]]:
+    """Everything the server sends until it closes the connection."""
+    return [json.loads(line) for line in read_until_closed(s, limit).splitlines() if line.strip()]
 
 
 def read_one(s: socket.socket) -> dict[str, Any]:

@@ -193,11 +193,11 @@ def test_a_captured_ssh_session_below_its_window_is_the_channel_window() -> None
 
 def test_chrono_less_kernel_does_not_make_every_slow_transfer_the_application() -> None:
     from tcpwizard.advice.evidence import Evidence
-    from tests.test_diagnose_rules import _t, audit, mode, path
+    from tests.model_builders import audit, mode, path, transfer_of
 
-    no_chrono = Evidence(audit(), audit(), path(50, 100), _t(mode(20, busy=0.0)))
+    no_chrono = Evidence(audit(), audit(), path(50, 100), transfer_of(mode(20, busy=0.0)))
     assert diagnose(no_chrono).verdict.limiting_factor != "application"
-    idle = Evidence(audit(), audit(), path(50, 100), _t(mode(20, busy=0.3)))
+    idle = Evidence(audit(), audit(), path(50, 100), transfer_of(mode(20, busy=0.3)))
     assert diagnose(idle).verdict.limiting_factor == "application"
 
 

@@ -19,7 +19,8 @@ from tcpwizard.measure.probes.availbw import (
     stream_result,
     theil_sen,
 )
-from tests.test_diagnose_rules import _t, audit, fixes, mode, path, rule_confidence
+from tests.model_builders import audit, fixes, mode, path, transfer_of
+from tests.test_diagnose_rules import rule_confidence
 
 WIRE = 1500
 
@@ -91,7 +92,7 @@ def _shared(free_mbps: float, cap_mbps: float = 200.0) -> AvailBandwidth:
 
 def test_shared_path_is_cross_traffic_without_fixes() -> None:
     p = dataclasses.replace(path(20, 200), available=_shared(80))
-    ev = Evidence(audit(), audit(), p, _t(mode(76.0)), fixes("net.ipv4.tcp_rmem"))
+    ev = Evidence(audit(), audit(), p, transfer_of(mode(76.0)), fixes("net.ipv4.tcp_rmem"))
     d = diagnose(ev)
     assert d.verdict.limiting_factor == "cross-traffic"
     assert d.fixes == ()  # advice, never a sysctl
@@ -103,7 +104,7 @@ def test_quiet_path_keeps_its_verdict() -> None:
     quiet = dataclasses.replace(_shared(195), loaded=0)
     for av in (None, quiet):
         p = dataclasses.replace(path(20, 200), available=av)
-        d = diagnose(Evidence(audit(), audit(), p, _t(mode(190.0))))
+        d = diagnose(Evidence(audit(), audit(), p, transfer_of(mode(190.0))))
         assert d.verdict.limiting_factor == "path-capacity"
 
 
@@ -112,12 +113,12 @@ def test_transfer_faster_than_what_was_free_still_shares_the_path() -> None:
     part (they split a bottleneck) and kept the rest. Shared, named less surely; a limit
     of the transfer's own (its receive window) is named instead."""
     p = dataclasses.replace(path(20, 200), available=_shared(40))
-    d = diagnose(Evidence(audit(), audit(), p, _t(mode(120.0))))
+    d = diagnose(Evidence(audit(), audit(), p, transfer_of(mode(120.0))))
     assert d.verdict.limiting_factor == "cross-traffic"
     assert rule_confidence(d.verdict) < 0.6  # the rule's; the matrix weighs what it is worth
     assert any("gave way" in e for e in d.verdict.evidence)
     small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
-    held = Evidence(audit(), small, p, _t(mode(120.0, rwnd=0.9)))
+    held = Evidence(audit(), small, p, transfer_of(mode(120.0, rwnd=0.9)))
     assert diagnose(held).verdict.limiting_factor == "receiver-window"
 
 
@@ -127,10 +128,10 @@ def test_losses_of_a_full_share_are_the_sharing_not_congestion() -> None:
     link. Held well below what was free, the same losses are the congestion."""
     p = dataclasses.replace(path(20, 120), available=_shared(35, 120))
     full = mode(33.0, retrans=6, nbytes=16_000_000, cc="reno")
-    d = diagnose(Evidence(audit(), audit(), p, _t(full)))
+    d = diagnose(Evidence(audit(), audit(), p, transfer_of(full)))
     assert d.verdict.limiting_factor == "cross-traffic"
     lossy = mode(8.0, retrans=25, nbytes=4_000_000, cc="reno")
-    assert diagnose(Evidence(audit(), audit(), p, _t(lossy))).verdict.limiting_factor == (
+    assert diagnose(Evidence(audit(), audit(), p, transfer_of(lossy))).verdict.limiting_factor == (
         "congestion"
     )
 
@@ -142,13 +143,13 @@ def test_short_transfer_overdriving_the_queue_is_still_cross_traffic() -> None:
     samples = tuple(TransferSample(0.125 * (i + 1), r, 1 << 20, 0) for i, r in enumerate(rates))
     short = dataclasses.replace(mode(81.0), seconds=1.0, samples=samples)
     p = dataclasses.replace(path(50, 190), available=_shared(75, 190))
-    d = diagnose(Evidence(audit(), audit(), p, _t(short)))
+    d = diagnose(Evidence(audit(), audit(), p, transfer_of(short)))
     assert d.verdict.limiting_factor == "cross-traffic"
 
 
 def test_window_limit_says_streams_only_hide_it() -> None:
     small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
-    ev = Evidence(audit(), small, path(50, 100), _t(mode(20.0, rwnd=0.9)))
+    ev = Evidence(audit(), small, path(50, 100), transfer_of(mode(20.0, rwnd=0.9)))
     d = diagnose(ev)
     assert d.verdict.limiting_factor == "receiver-window"
     assert any("streams would only hide" in e for e in d.verdict.evidence)
@@ -182,7 +183,7 @@ def test_a_mode_that_moved_past_what_was_free_refutes_the_leftover() -> None:
     small = audit(**{"net.ipv4.tcp_wmem": "4096 16384 518144"})
     auto = mode(760.0)  # TCP_INFO's send-buffer counter read 0 (it undercounts)
     drs = mode(3500.0, name="drs")
-    d = diagnose(Evidence(small, audit(), p, _t(auto, drs)))
+    d = diagnose(Evidence(small, audit(), p, transfer_of(auto, drs)))
     assert d.verdict.limiting_factor == "sender-buffer"
-    alone = diagnose(Evidence(audit(), audit(), p, _t(mode(1150.0))))
+    alone = diagnose(Evidence(audit(), audit(), p, transfer_of(mode(1150.0))))
     assert alone.verdict.limiting_factor == "cross-traffic"

@@ -7,9 +7,7 @@ two rates and two RTTs: docs/bench-causes.md)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +15,10 @@ import pytest
 
 from benchmarks.bench_causes import RENO, check_run, isolated_env, ping_run
 from tcpwizard.lab import Lab
-from tcpwizard.lab.netns import stop
 from tcpwizard.lab.serving import iperf3_serving, serving, tcpwizard_argv
 from tcpwizard.lab.spec import HopSpec, LabSpec
 from tests.lab_fixtures import LabFactory
+from tests.lab_helpers import capturing, upload_verdict
 from tests.majority import until_decided
 
 pytestmark = pytest.mark.lab
@@ -79,37 +77,9 @@ def _policed_iperf3_upload(lab: Lab, pcap: Path, cc: str) -> tuple[dict[str, Any
     """Debian's iperf3 uploading through the policer (its own congestion control `cc`), with
     tcpdump on a's interface and `conns` watching the connection half-way: (conns' verdict
     of the data connection, check --pcap's verdict)."""
-    dump = lab.popen(
-        "a",
-        ["tcpdump", "-i", "wan0", "-s", "128", "-U", "-Z", "root", "-w", str(pcap), "tcp"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert dump.stderr is not None
-        assert "listening on" in dump.stderr.readline()
-        with iperf3_serving(lab, "b"):
-            upload = lab.popen(
-                "a",
-                ["iperf3", "-c", lab.addr_b, "-t", "9", "-C", cc],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            try:
-                time.sleep(4.0)  # past the bucket's second of line rate and the ramp
-                conns = lab.run(
-                    "a",
-                    tcpwizard_argv("conns", "--json", "--port", "5201", "--interval", "3s"),
-                    capture_output=True, text=True, timeout=60,
-                )  # fmt: skip
-                upload.wait(timeout=30)
-            finally:
-                stop(upload)
-        time.sleep(0.3)
-    finally:
-        stop(dump)
-    busy = [c for c in json.loads(conns.stdout)["connections"] if c["verdict"] is not None]
+    with capturing(lab, pcap), iperf3_serving(lab, "b"):
+        # Watched past the bucket's second of line rate and the ramp.
+        conns_verdict = upload_verdict(lab, ["-t", "9", "-C", cc], 4.0, ["--interval", "3s"])
     pcap_run = lab.run(
         "a",
         tcpwizard_argv("check", "--pcap", str(pcap), "--json", "--no-history"),
@@ -117,7 +87,7 @@ def _policed_iperf3_upload(lab: Lab, pcap: Path, cc: str) -> tuple[dict[str, Any
     )  # fmt: skip
     pcap_doc: dict[str, Any] = json.loads(pcap_run.stdout)
     diagnosis = pcap_doc["diagnosis"] or {"verdict": {}}
-    return (busy[0]["verdict"] if len(busy) == 1 else {}), diagnosis["verdict"]
+    return conns_verdict, diagnosis["verdict"]
 
 
 @pytest.mark.parametrize("cc", ["reno", "bbr"])

@@ -9,7 +9,8 @@ import dataclasses
 from tcpwizard.advice.ceiling import ceiling_mbps
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.measure.model import CapacityEstimate, TransferResult
-from tests.test_policer_bloat_rules import audit, path, transfer
+from tests.model_builders import path
+from tests.test_policer_bloat_rules import audit, transfer
 
 # Reno at 639 Mbit/s x 5.4 ms through a 0.58-BDP queue (lab, scenario matrix): slow start,
 # then a sawtooth whose top sits at the line's goodput, 617 Mbit/s, for a second at a time.

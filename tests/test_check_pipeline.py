@@ -18,9 +18,10 @@ from tcpwizard.context import Context
 from tcpwizard.main import main
 from tcpwizard.measure.serve.limits import ServeLimits
 from tcpwizard.measure.serve.transfers import TransferService
+from tests.schemas import committed_schema
 from tests.serve_helpers import running_server
 
-SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
+SCHEMA = committed_schema("report")
 
 
 def _check(argv: list[str], tmp_path: Path) -> tuple[int, str, str]:

@@ -25,18 +25,16 @@ from tcpwizard.lab.netns import stop
 from tcpwizard.lab.serving import iperf3_serving, tcpwizard_argv
 from tcpwizard.lab.spec import Side
 from tests.lab_fixtures import LabFactory
+from tests.lab_helpers import HEALTHY, SMALL_RMEM_B, SMALL_WMEM_A
 from tests.nginx_helpers import nginx_missing, nginx_serving
+from tests.schemas import committed_schema
 
 pytestmark = [
     pytest.mark.lab,
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed"),
 ]
-SCHEMA = json.loads((Path(__file__).parent.parent / "docs/conns.schema.json").read_text())
-RATE, RTT = 100e6, 0.050
-HEALTHY = LabSpec.symmetric(RATE, RTT)
-SMALL_RMEM_B = LabSpec.symmetric(RATE, RTT, sysctls_b=(("net.ipv4.tcp_rmem", "4096 65536 262144"),))
-SMALL_WMEM_A = LabSpec.symmetric(RATE, RTT, sysctls_a=(("net.ipv4.tcp_wmem", "4096 16384 131072"),))
+SCHEMA = committed_schema("conns")
 
 
 def _conns(lab: Lab, side: Side, port: int) -> tuple[int, dict[str, Any]]:

@@ -5,9 +5,7 @@ that stays, and the verdict `cross-traffic` only when the path is shared."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -15,12 +13,14 @@ import pytest
 
 from tcpwizard.lab import Lab, LabSpec
 from tcpwizard.lab.ratecheck import over_line
+from tcpwizard.lab.serving import serving
 from tcpwizard.lab.traffic import CrossTraffic
 from tests.lab_fixtures import LabFactory
+from tests.schemas import committed_schema
 
 pytestmark = pytest.mark.lab
 SPEC = LabSpec.symmetric(200e6, 0.020)
-SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
+SCHEMA = committed_schema("report")
 
 
 def check(lab: Lab) -> dict[str, Any]:
@@ -38,18 +38,10 @@ def check(lab: Lab) -> dict[str, Any]:
 
 def test_available_bandwidth_and_cross_traffic_verdict(lab_factory: LabFactory) -> None:
     lab = lab_factory(SPEC)
-    serve = lab.popen(
-        "b", [sys.executable, "-m", "tcpwizard", "serve", "--port", "5301"],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert serve.stderr is not None and "listening" in serve.stderr.readline()
+    with serving(lab, "b"):
         quiet = check(lab)
         with CrossTraffic(lab, udp_bps=120e6, duration_s=60):
             shared = check(lab)
-    finally:
-        serve.kill()
-        serve.wait()
     q_av = quiet["path"]["available"]
     assert q_av["mbps"] >= 0.9 * quiet["path"]["capacity_mbps"]
     assert quiet["verdict"]["limiting_factor"] == "path-capacity"

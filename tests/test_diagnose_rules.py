@@ -18,81 +18,22 @@ from tcpwizard.advice.ramp import still_ramping as _still_ramping
 from tcpwizard.advice.rules import congestion
 from tcpwizard.advice.streams import MAX_STREAMS
 from tcpwizard.advice.window_law import mathis_mbps, window_limit_mbps
-from tcpwizard.checks.audit import CHECKS
 from tcpwizard.checks.model import Finding, Fix, HostAudit
 from tcpwizard.measure.model import (
     CapacityEstimate,
-    Direction,
-    Mode,
     ModeResult,
     PathEstimate,
-    RttStats,
     TcpInfoSample,
-    TransferResult,
     TransferSample,
 )
 from tcpwizard.measure.observe.handshake import HandshakeFacts
-
-TUNED = {
-    "net.ipv4.tcp_rmem": "4096 131072 33554432",
-    "net.ipv4.tcp_wmem": "4096 16384 33554432",
-    "net.ipv4.tcp_window_scaling": "1",
-    "net.ipv4.tcp_adv_win_scale": "1",
-}
-
-
-def audit(**overrides: str) -> HostAudit:
-    values = {**TUNED, **overrides}
-    return HostAudit("h", "6.18", (), "bbr", tuple(values.items()))
-
-
-def path(rtt_ms: float, cap_mbps: float, loss_pct: float = 0.0) -> PathEstimate:
-    rtt = RttStats(rtt_ms, rtt_ms, rtt_ms, rtt_ms, 0.1, rtt_ms, loss_pct, 0.1, 20, "udp-echo")
-    cap = CapacityEstimate(cap_mbps, "train", 0.9)
-    return PathEstimate(rtt, cap, int(cap_mbps * 1e6 / 8 * rtt_ms / 1e3), 1.0, "10.0.0.2", 5301)
-
-
-def mode(
-    mbps: float,
-    name: Mode = "autotune",
-    direction: Direction = "up",
-    rwnd: float = 0.0,
-    snd: float = 0.0,
-    busy: float = 1.0,
-    retrans: int = 0,
-    nbytes: int = 50_000_000,
-    cc: str = "bbr",
-) -> ModeResult:
-    return ModeResult(
-        name,
-        direction,
-        1,
-        nbytes,
-        4.0,
-        mbps,
-        4_000_000,
-        retrans,
-        (),
-        rwnd,
-        snd,
-        busy,
-        cc,
-    )
-
-
-def _answers(key: str) -> tuple[str, ...]:
-    """What the check that owns this sysctl declares its fixes answer."""
-    return next((c.answers for c in CHECKS if key in c.keys), ())
-
-
-def fixes(*keys: str) -> tuple[Fix, ...]:
-    return tuple(
-        Fix(k, "sysctl", "local", k, "x", f"sysctl -w {k}=x", answers=_answers(k)) for k in keys
-    )
+from tests.model_builders import TUNED, audit, fixes, mode, path, samples, transfer_of
 
 
 def test_healthy_path_is_path_capacity_without_fixes() -> None:
-    ev = Evidence(audit(), audit(), path(50, 100), _t(mode(94.0)), fixes("net.ipv4.tcp_rmem"))
+    ev = Evidence(
+        audit(), audit(), path(50, 100), transfer_of(mode(94.0)), fixes("net.ipv4.tcp_rmem")
+    )
     d = diagnose(ev)
 
     v = d.verdict
@@ -109,7 +50,7 @@ def test_small_receiver_buffer_names_the_peer_for_uploads() -> None:
         audit(),
         small,
         path(rtt, 100),
-        _t(mode(got, rwnd=0.9)),
+        transfer_of(mode(got, rwnd=0.9)),
         peer_fixes=fixes("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"),
     )
     d = diagnose(ev)
@@ -124,7 +65,7 @@ def test_small_receiver_buffer_names_the_peer_for_uploads() -> None:
 
 def test_download_receiver_is_local() -> None:
     small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
-    ev = Evidence(small, audit(), path(50, 100), _t(mode(20, direction="down", rwnd=0.8)))
+    ev = Evidence(small, audit(), path(50, 100), transfer_of(mode(20, direction="down", rwnd=0.8)))
     d = diagnose(ev)
 
     v = d.verdict
@@ -136,7 +77,7 @@ def test_sender_buffer() -> None:
         audit(**{"net.ipv4.tcp_wmem": "4096 16384 131072"}),
         audit(),
         path(50, 100),
-        _t(mode(10, snd=0.85)),
+        transfer_of(mode(10, snd=0.85)),
         fixes("net.ipv4.tcp_wmem"),
     )
     d = diagnose(ev)
@@ -154,7 +95,7 @@ def test_small_send_buffer_carries_one_gso_skb_beyond_itself() -> None:
     buffer, not the losses."""
     small = audit(**{"net.ipv4.tcp_wmem": "4096 16384 50064"})
     down = mode(106.0, direction="down", retrans=110, nbytes=40_000_000, cc="reno")
-    ev = Evidence(audit(), small, path(4.27, 440), _t(mode(420.0), down))
+    ev = Evidence(audit(), small, path(4.27, 440), transfer_of(mode(420.0), down))
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "peer")
     assert v.confidence >= 0.75
@@ -168,11 +109,11 @@ def test_a_few_losses_do_not_hold_bbr_down_its_receive_window_does() -> None:
     2 %: the window, not the losses."""
     small = audit(**{"net.ipv4.tcp_rmem": "4096 16384 19998"})
     down = mode(14.9, direction="down", rwnd=0.425, retrans=7, nbytes=1_362_568, cc="bbr")
-    ev = Evidence(small, audit(), path(5.3, 70), _t(mode(65.0), down))
+    ev = Evidence(small, audit(), path(5.3, 70), transfer_of(mode(65.0), down))
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "local")
     reno = dataclasses.replace(down, congestion_control="reno", rwnd_limited=0.0)
-    lossy = Evidence(audit(), audit(), path(5.3, 70), _t(mode(65.0), reno))
+    lossy = Evidence(audit(), audit(), path(5.3, 70), transfer_of(mode(65.0), reno))
     assert diagnose(lossy).verdict.limiting_factor == "congestion"  # Reno's bound holds
 
 
@@ -185,17 +126,17 @@ def test_the_slower_way_speaks_however_sure_the_other_way_is() -> None:
     )
     up = mode(5.0, snd=0.6)
     down = mode(60.0, direction="down", rwnd=0.95)
-    v = diagnose(Evidence(both, audit(), path(20, 100), _t(up, down))).verdict
+    v = diagnose(Evidence(both, audit(), path(20, 100), transfer_of(up, down))).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "local")
     alike = mode(55.0, snd=0.6)  # within the healthy share of each other: the surer one
-    v = diagnose(Evidence(both, audit(), path(20, 100), _t(alike, down))).verdict
+    v = diagnose(Evidence(both, audit(), path(20, 100), transfer_of(alike, down))).verdict
     assert v.limiting_factor == "receiver-window"
 
 
 def test_window_scaling_off_at_receiver_beats_receiver_window() -> None:
     ws_off = audit(**{"net.ipv4.tcp_window_scaling": "0"})
     ceiling = window_limit_mbps(65535, 50)
-    ev = Evidence(audit(), ws_off, path(50, 100), _t(mode(ceiling * 0.95, rwnd=0.9)))
+    ev = Evidence(audit(), ws_off, path(50, 100), transfer_of(mode(ceiling * 0.95, rwnd=0.9)))
     d = diagnose(ev)
 
     v = d.verdict
@@ -204,7 +145,7 @@ def test_window_scaling_off_at_receiver_beats_receiver_window() -> None:
 
 def test_window_scaling_off_on_a_short_path_is_not_the_limit() -> None:
     ws_off = audit(**{"net.ipv4.tcp_window_scaling": "0"})
-    ev = Evidence(audit(), ws_off, path(1, 100), _t(mode(95)))
+    ev = Evidence(audit(), ws_off, path(1, 100), transfer_of(mode(95)))
     assert diagnose(ev).verdict.limiting_factor == "path-capacity"
 
 
@@ -218,7 +159,7 @@ def test_loss_with_reno_is_congestion() -> None:
         audit(),
         audit(),
         path(52, 90, loss_pct=2.0),
-        _t(mode(bound, retrans=retrans, nbytes=nbytes, cc="reno")),
+        transfer_of(mode(bound, retrans=retrans, nbytes=nbytes, cc="reno")),
         fixes("net.ipv4.tcp_congestion_control", "net.core.default_qdisc", "net.ipv4.tcp_rmem"),
     )
     d = diagnose(ev)
@@ -236,7 +177,7 @@ def test_loss_with_reno_is_congestion() -> None:
 
 
 def test_lossy_path_where_bbr_keeps_the_rate_is_healthy() -> None:
-    ev = Evidence(audit(), audit(), path(52, 90, 2.0), _t(mode(80, retrans=900)))
+    ev = Evidence(audit(), audit(), path(52, 90, 2.0), transfer_of(mode(80, retrans=900)))
     assert diagnose(ev).verdict.limiting_factor == "path-capacity"
 
 
@@ -261,7 +202,7 @@ def test_cached_ssthresh() -> None:
         sender,
         audit(),
         path(100, 100),
-        _t(mode(15, cc="reno")),
+        transfer_of(mode(15, cc="reno")),
         fixes("net.ipv4.tcp_no_metrics_save"),
     )
     d = diagnose(ev)
@@ -271,13 +212,15 @@ def test_cached_ssthresh() -> None:
 
 
 def test_idle_sender_is_application() -> None:
-    ev = Evidence(audit(), audit(), path(50, 100), _t(mode(20, busy=0.3)))
+    ev = Evidence(audit(), audit(), path(50, 100), transfer_of(mode(20, busy=0.3)))
     assert diagnose(ev).verdict.limiting_factor == "application"
 
 
 def test_measured_tuned_mode_is_the_wizard_gap() -> None:
     small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
-    ev = Evidence(audit(), small, path(50, 100), _t(mode(20, rwnd=0.9), mode(93, name="drs")))
+    ev = Evidence(
+        audit(), small, path(50, 100), transfer_of(mode(20, rwnd=0.9), mode(93, name="drs"))
+    )
     gap = diagnose(ev).verdict.wizard_gap
     assert (gap.current_mbps, gap.tuned_mbps, gap.measured) == (20, 93, True)
     assert gap.tuned_mode == "drs"
@@ -288,9 +231,9 @@ def test_the_tuned_side_is_the_best_measured_mode_never_a_lower_one() -> None:
     path whose tuned modes were all slower than autotune shows autotune's rate as tuned."""
     small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
     modes = (mode(20, rwnd=0.9), mode(60, name="drs"), mode(88, name="static"))
-    gap = diagnose(Evidence(audit(), small, path(50, 100), _t(*modes))).verdict.wizard_gap
+    gap = diagnose(Evidence(audit(), small, path(50, 100), transfer_of(*modes))).verdict.wizard_gap
     assert (gap.tuned_mbps, gap.tuned_mode) == (88, "static")
-    healthy = _t(mode(94), mode(80, name="drs"))
+    healthy = transfer_of(mode(94), mode(80, name="drs"))
     gap = diagnose(Evidence(audit(), audit(), path(50, 100), healthy)).verdict.wizard_gap
     assert gap.tuned_mbps is not None and gap.current_mbps is not None
     assert gap.tuned_mbps >= gap.current_mbps and gap.tuned_mode == "autotune"
@@ -304,17 +247,13 @@ def test_audit_only_is_unknown() -> None:
 def test_missing_peer_lowers_confidence() -> None:
     small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
     with_peer = diagnose(
-        Evidence(small, audit(), path(50, 100), _t(mode(20, "autotune", "down", rwnd=0.9)))
+        Evidence(small, audit(), path(50, 100), transfer_of(mode(20, "autotune", "down", rwnd=0.9)))
     )
     without = diagnose(
-        Evidence(small, None, path(50, 100), _t(mode(20, "autotune", "down", rwnd=0.9)))
+        Evidence(small, None, path(50, 100), transfer_of(mode(20, "autotune", "down", rwnd=0.9)))
     )
     assert without.verdict.confidence < with_peer.verdict.confidence
     assert any("missing" in e for e in without.verdict.evidence)
-
-
-def _t(*modes: ModeResult) -> TransferResult:
-    return TransferResult(modes)
 
 
 def test_peerless_prediction_from_the_local_window() -> None:
@@ -357,7 +296,9 @@ def test_handshake_with_scaling_names_nothing_at_the_far_end() -> None:
 
 def test_window_scaling_refused_in_handshake_explains_a_measured_slow_upload() -> None:
     # 64 KB / 50 ms = 10.5 Mbit/s: an upload at that ceiling to an unaudited far end.
-    ev = Evidence(audit(), None, path(50, 100), _t(mode(10.2)), peer_handshake=_handshake(False))
+    ev = Evidence(
+        audit(), None, path(50, 100), transfer_of(mode(10.2)), peer_handshake=_handshake(False)
+    )
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("window-scaling", "peer")
     assert v.confidence >= 0.7
@@ -366,14 +307,18 @@ def test_window_scaling_refused_in_handshake_explains_a_measured_slow_upload() -
 
 def test_short_test_still_ramping_is_not_blamed_on_the_hosts() -> None:
     # 1.5 s on a 100 ms path: slow start is a large share; a burst of slow-start losses.
-    ev = Evidence(audit(), audit(), path(100, 100), _t(mode(50, retrans=40, nbytes=9_000_000)))
+    ev = Evidence(
+        audit(), audit(), path(100, 100), transfer_of(mode(50, retrans=40, nbytes=9_000_000))
+    )
     v = diagnose(ev).verdict
     assert v.limiting_factor == "path-capacity"
     assert v.confidence < 0.5
 
 
 def test_burst_losses_far_above_mathis_are_weak() -> None:
-    ev = Evidence(audit(), audit(), path(100, 100), _t(mode(50, retrans=400, nbytes=9_000_000)))
+    ev = Evidence(
+        audit(), audit(), path(100, 100), transfer_of(mode(50, retrans=400, nbytes=9_000_000))
+    )
     v = diagnose(ev).verdict
     assert v.limiting_factor != "congestion"
 
@@ -387,7 +332,7 @@ def test_receive_autotuning_off_limits_the_window_to_the_default() -> None:
 def test_all_modes_failed_is_judged_like_no_transfer() -> None:
     failed = ModeResult("autotune", "up", 1, 0, 0.0, 0.0, 0, 0, (), error="serve refused")
     small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 1048576"})
-    v = diagnose(Evidence(small, None, path(100, 500), _t(failed))).verdict
+    v = diagnose(Evidence(small, None, path(100, 500), transfer_of(failed))).verdict
     assert v.limiting_factor == "receiver-window"
     assert "no path was measured" not in v.explanation
 
@@ -400,7 +345,7 @@ def test_a_healthy_way_back_does_not_speak_for_a_slow_way_out() -> None:
     loss_bytes = 6_000_000
     up = _flat(mode(15.0, retrans=30, nbytes=loss_bytes, cc="reno"))
     down = mode(94.0, direction="down")
-    ev = Evidence(audit(), audit(), path(rtt, 100), _t(up, down))
+    ev = Evidence(audit(), audit(), path(rtt, 100), transfer_of(up, down))
     v = diagnose(ev).verdict
     bound = mathis_mbps(mss, rtt, 30 * mss / loss_bytes)
     assert bound is not None and bound < 15.0 / 3  # a burst by Mathis: weak on its own
@@ -411,7 +356,7 @@ def test_a_healthy_way_back_does_not_speak_for_a_slow_way_out() -> None:
 def test_an_unexplained_slow_way_is_unknown_not_healthy() -> None:
     up = _flat(mode(30.0))  # no chrono limit, no loss, tuned buffers, no longer ramping
     down = mode(94.0, direction="down")
-    v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(up, down))).verdict
+    v = diagnose(Evidence(audit(), audit(), path(50, 100), transfer_of(up, down))).verdict
     assert v.limiting_factor == "unknown"
     assert any(e.startswith("up: autotune 30.0 Mbit/s") for e in v.evidence)
 
@@ -429,25 +374,18 @@ def test_each_way_is_judged_against_its_own_capacity() -> None:
         True,
         capacity_down=CapacityEstimate(10.0, "train", 0.9),
     )
-    ev = Evidence(audit(), audit(), asym, _t(mode(95.0), mode(9.6, direction="down")))
+    ev = Evidence(audit(), audit(), asym, transfer_of(mode(95.0), mode(9.6, direction="down")))
     assert diagnose(ev).verdict.limiting_factor == "path-capacity"
 
 
 def _flat_reno(retrans_at: list[int]) -> ModeResult:
     """3 s of Reno at a flat 15 Mbit/s on a 100 Mbit/s path, with the sender's cumulative
     retransmissions per 0.25 s sample as given."""
-    samples = tuple(
-        TransferSample(
-            0.25 * (i + 1),
-            15.0,
-            1 << 20,
-            1 << 20,
-            tcp_info=TcpInfoSample(50_000, 1000, 60, r, 0, 0, 0, 0, 1448),
-        )
-        for i, r in enumerate(retrans_at)
-    )
+    infos = [TcpInfoSample(50_000, 1000, 60, r, 0, 0, 0, 0, 1448) for r in retrans_at]
     m = mode(15.0, retrans=retrans_at[-1], nbytes=5_600_000, cc="reno")
-    return dataclasses.replace(m, samples=samples)
+    return dataclasses.replace(
+        m, samples=samples([15.0] * len(retrans_at), infos, dt=0.25, buf=1 << 20)
+    )
 
 
 def test_losses_that_go_on_after_the_ramp_are_congestion() -> None:
@@ -455,12 +393,12 @@ def test_losses_that_go_on_after_the_ramp_are_congestion() -> None:
     sits well above Mathis's per-packet bound, yet the losses keep coming and the rate stays
     flat. That is the congestion controller's limit, not a short test."""
     late = _flat_reno([4, 4, 6, 6, 8, 8, 10, 10, 12, 14, 16, 20])
-    v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(late))).verdict
+    v = diagnose(Evidence(audit(), audit(), path(50, 100), transfer_of(late))).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")
     assert rule_confidence(v) >= 0.7  # the rule's own; the matrix weighs what it is worth
     assert any("repeated loss events" in e for e in v.evidence)
     early = _flat_reno([20] * 12)  # every loss in slow start: a burst, weakly blamed
-    v2 = diagnose(Evidence(audit(), audit(), path(50, 100), _t(early))).verdict
+    v2 = diagnose(Evidence(audit(), audit(), path(50, 100), transfer_of(early))).verdict
     assert rule_confidence(v2) < 0.5
 
 
@@ -485,7 +423,12 @@ def test_the_same_limit_both_ways_is_fixed_on_both_hosts() -> None:
         answers=("sender-buffer",),
     )
     ev = Evidence(
-        small, small, path(100, 1000), _t(up, down), fixes("net.ipv4.tcp_wmem"), (peer_fix,)
+        small,
+        small,
+        path(100, 1000),
+        transfer_of(up, down),
+        fixes("net.ipv4.tcp_wmem"),
+        (peer_fix,),
     )
     d = diagnose(ev)
     assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("sender-buffer", "both")
@@ -495,20 +438,18 @@ def test_the_same_limit_both_ways_is_fixed_on_both_hosts() -> None:
 
 def _flat(m: ModeResult) -> ModeResult:
     """The same transfer with 12 samples at its average rate: it had settled, not ramping."""
-    flat = tuple(
-        TransferSample(0.25 * (i + 1), m.throughput_mbps, 1 << 20, 1 << 20) for i in range(12)
-    )
+    flat = samples([m.throughput_mbps] * 12, dt=0.25, buf=1 << 20)
     return dataclasses.replace(m, samples=flat)
 
 
 def test_a_test_still_ramping_at_its_end_is_not_blamed_on_the_hosts() -> None:
     """Nothing limited the sender, the windows allow the capacity and the rate was still
     climbing: a short test on a long path, whatever the other way did."""
-    rising = tuple(
-        TransferSample(0.25 * (i + 1), 2.0 * 1.3**i, 1 << 20, 1 << 20) for i in range(12)
-    )
+    rising = samples([2.0 * 1.3**i for i in range(12)], dt=0.25, buf=1 << 20)
     up = dataclasses.replace(mode(30.0), samples=rising)
-    v = diagnose(Evidence(audit(), audit(), path(200, 100), _t(up, mode(94.0, direction="down"))))
+    v = diagnose(
+        Evidence(audit(), audit(), path(200, 100), transfer_of(up, mode(94.0, direction="down")))
+    )
     assert v.verdict.limiting_factor == "path-capacity"
     assert "ramping" in v.verdict.explanation
 
@@ -522,7 +463,9 @@ def test_no_capacity_and_no_transfer_is_unknown() -> None:
 
 
 def test_healthy_both_ways_speaks_for_up_and_shows_down() -> None:
-    ev = Evidence(audit(), audit(), path(50, 100), _t(mode(90.0), mode(96.0, direction="down")))
+    ev = Evidence(
+        audit(), audit(), path(50, 100), transfer_of(mode(90.0), mode(96.0, direction="down"))
+    )
     v = diagnose(ev).verdict
     assert v.limiting_factor == "path-capacity"
     assert v.explanation.startswith("up: ")
@@ -552,7 +495,9 @@ def test_an_unscaled_window_keeps_a_transfer_at_its_law_from_speaking_for_the_pa
         peer=False,
         capacity=CapacityEstimate(100.0, "peerless-tcp-syn-pairs", 0.2),
     )
-    ev = Evidence(audit(), None, guess, _t(mode(9.4, rwnd=0.1)), peer_handshake=_handshake(scaling))
+    ev = Evidence(
+        audit(), None, guess, transfer_of(mode(9.4, rwnd=0.1)), peer_handshake=_handshake(scaling)
+    )
     v = diagnose(ev).verdict
     if scaling:  # a window that allowed more: the transfer's rate is the path's
         assert v.limiting_factor == "path-capacity"
@@ -566,24 +511,14 @@ def test_a_loss_recoverys_burst_at_the_end_is_not_a_ramp() -> None:
     # path). The sender's TCP_INFO delivery rate stays at the path's rate throughout.
     goodput = [1, 3, 8, 16, 32, 65, 96, 97, 62, 0, 223, 74, 93, 0, 25, 234, 79, 70, 0, 49, 319]
     delivery = [1, 2, 3, 8, 16, 32, 65, 94, 96, 97, 97, 97, 74, 84, 97, 97, 42, 62, 82, 101, 101]
-    samples = tuple(
-        TransferSample(
-            0.1 * (i + 1),
-            g,
-            4 << 20,
-            4 << 20,
-            tcp_info=TcpInfoSample(100_000, 1000, 900, 0, int(r * 1e6), 0, 0, 0, 1448),
-        )
-        for i, (g, r) in enumerate(zip(goodput, delivery, strict=True))
-    )
-    m = dataclasses.replace(mode(67.0, nbytes=17_000_000), samples=samples, seconds=2.1)
+    infos = [TcpInfoSample(100_000, 1000, 900, 0, int(r * 1e6), 0, 0, 0, 1448) for r in delivery]
+    sent = samples(goodput, infos, buf=4 << 20)
+    m = dataclasses.replace(mode(67.0, nbytes=17_000_000), samples=sent, seconds=2.1)
     assert not _still_ramping(m)
     # Without the sender's view the goodput's medians still see no climb.
-    bare = dataclasses.replace(
-        m, samples=tuple(dataclasses.replace(s, tcp_info=None) for s in samples)
-    )
+    bare = dataclasses.replace(m, samples=samples(goodput, buf=4 << 20))
     assert not _still_ramping(bare)
-    ramp = dataclasses.replace(m, samples=samples[:9])  # cut in slow start: still climbing
+    ramp = dataclasses.replace(m, samples=sent[:9])  # cut in slow start: still climbing
     assert _still_ramping(ramp)
 
 
@@ -595,23 +530,23 @@ def test_a_window_held_below_a_buffer_that_allows_the_path_is_not_the_buffer() -
     from tcpwizard.measure.observe.hostload import HostLoad
 
     slow = mode(4.0, rwnd=0.85)
-    v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(slow))).verdict
+    v = diagnose(Evidence(audit(), audit(), path(50, 100), transfer_of(slow))).verdict
     assert v.limiting_factor != "receiver-window" or v.confidence < 0.4
     # The window law's 3,328 Mbit/s is a bound, shown as one: no figure above the line.
     allows = [e for e in v.evidence if "buffer allows" in e]
     assert allows and all("more than the 100.0 Mbit/s capacity" in e for e in allows), allows
     starved = HostLoad(4.0, (), 0.003, 0.003, 0.3)
     held = dataclasses.replace(slow, receiver_load=starved)
-    v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(held))).verdict
+    v = diagnose(Evidence(audit(), audit(), path(50, 100), transfer_of(held))).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("host-cpu", "peer")
     small = audit(**{"net.ipv4.tcp_rmem": "4096 65536 262144"})
-    v = diagnose(Evidence(audit(), small, path(50, 100), _t(slow))).verdict
+    v = diagnose(Evidence(audit(), small, path(50, 100), transfer_of(slow))).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer")
     assert v.confidence >= 0.7
     # An application that fixed SO_RCVBUF stopped autotuning: tcp_rmem is no ceiling of
     # its buffer, so the window counter names the buffer whatever the sysctl allows.
     fixed = dataclasses.replace(slow, rcv_autotuning=False)
-    v = diagnose(Evidence(audit(), audit(), path(50, 100), _t(fixed))).verdict
+    v = diagnose(Evidence(audit(), audit(), path(50, 100), transfer_of(fixed))).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer")
     assert v.confidence >= 0.7
 
@@ -634,30 +569,28 @@ def test_a_tuned_transfer_a_starved_far_end_held_is_no_capacity() -> None:
         mode(42.0, direction="down", busy=0.15, nbytes=31_000_000),
         sender_load=dataclasses.replace(starved, starved=0.44),
     )
-    v = diagnose(Evidence(audit(), None, None, _t(up, down))).verdict
+    v = diagnose(Evidence(audit(), None, None, transfer_of(up, down))).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("host-cpu", "peer")
     # The same upload with nothing holding it does speak for the path.
     free = dataclasses.replace(up, rwnd_limited=0.0, receiver_load=None)
-    ev = Evidence(audit(), None, None, _t(free, down))
+    ev = Evidence(audit(), None, None, transfer_of(free, down))
     assert capacity_view(ev, directions(ev)[0])[0] == pytest.approx(4.2)
 
 
 def _stalled_in(rates: list[float], stalls_ms: list[float], rtt_ms: float) -> ModeResult:
     """A BBR download sampled every 0.25 s at `rates`, waiting for the receive window
     `stalls_ms` of each interval (TCP_INFO's cumulative counters)."""
-    samples, busy, rwnd, delivered = [], 0, 0, 0
+    got, busy, rwnd, delivered = [], 0, 0, 0
     for i, (r, st) in enumerate(zip(rates, stalls_ms, strict=True)):
         busy += 250_000
         rwnd += round(st * 1e3)
         delivered += round(r * 1e6 / 8 * 0.25)
         ti = TcpInfoSample(round(rtt_ms * 1e3), 100, 400, 0, round(r * 1e6), busy, rwnd, 0, 1448)
-        samples.append(
-            TransferSample(0.25 * (i + 1), r, 0, 0, tcp_info=ti, delivered_bytes=delivered)
-        )
+        got.append(TransferSample(0.25 * (i + 1), r, 0, 0, tcp_info=ti, delivered_bytes=delivered))
     nbytes = delivered
     return ModeResult(
         "autotune", "down", 1, nbytes, 0.25 * len(rates), nbytes * 8 / 0.25 / len(rates) / 1e6,
-        4_000_000, 0, tuple(samples), rwnd / busy, 0.0, 1.0, "bbr",
+        4_000_000, 0, tuple(got), rwnd / busy, 0.0, 1.0, "bbr",
     )  # fmt: skip
 
 
@@ -676,11 +609,11 @@ def test_a_window_that_held_only_the_ramp_does_not_hold_the_settled_rate() -> No
         path(136, 45.8), capacity_down=CapacityEstimate(45.8, "train (down)", 0.6)
     )
     up = mode(44.0)
-    v = diagnose(Evidence(audit(), audit(), both, _t(up, ramp))).verdict
+    v = diagnose(Evidence(audit(), audit(), both, transfer_of(up, ramp))).verdict
     assert v.limiting_factor == "path-capacity", v
     held = _stalled_in(rates, [0, 0, 0, 0, 0, 0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0], 136.0)
     assert settled_rwnd_limited(held) == pytest.approx(0.4)
-    v = diagnose(Evidence(audit(), audit(), both, _t(up, held))).verdict
+    v = diagnose(Evidence(audit(), audit(), both, transfer_of(up, held))).verdict
     assert v.limiting_factor != "path-capacity", v
 
 
@@ -689,7 +622,7 @@ def test_a_check_whose_transfers_all_failed_says_why_not_as_measured() -> None:
     matrix 20261127.57): `unknown`, naming what stopped the transfers."""
     why = "serve at b did not answer in time"
     failed = ModeResult("autotune", "up", 1, 0, 0.0, 0.0, 0, 0, (), error=why)
-    ev = Evidence(audit(), None, path(30.0, 1000.0), TransferResult((failed,)))
+    ev = Evidence(audit(), None, path(30.0, 1000.0), transfer_of(failed))
     v = diagnose(ev).verdict
     assert v.limiting_factor == "unknown"
     assert v.explanation.startswith("not measured: every test transfer failed (serve at b")
@@ -702,7 +635,7 @@ def _held_and_lossy() -> Evidence:
     time."""
     small = audit(**{"net.ipv4.tcp_rmem": "4096 16384 16384"})
     up = _flat(mode(21.1, rwnd=0.53, retrans=193, nbytes=10_550_000))
-    return Evidence(audit(), small, path(3.1, 101), _t(up))
+    return Evidence(audit(), small, path(3.1, 101), transfer_of(up))
 
 
 def test_a_sender_a_window_held_most_of_the_time_is_the_windows_not_its_losses() -> None:

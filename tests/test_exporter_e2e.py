@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,13 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tcpwizard.measure.serve.limits import ServeLimits
 from tcpwizard.measure.serve.transfers import TransferService
+from tests.loopback import free_port
 from tests.serve_helpers import running_server
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _scrape(url: str) -> dict[str, dict[str, float]]:
@@ -36,8 +30,8 @@ def _scrape(url: str) -> dict[str, dict[str, float]]:
 
 
 def test_exporter_scrape_with_unreachable_target(tmp_path: Path) -> None:
-    dead = f"127.0.0.1:{_free_port()}"
-    listen = f"127.0.0.1:{_free_port()}"
+    dead = f"127.0.0.1:{free_port()}"
+    listen = f"127.0.0.1:{free_port()}"
     with running_server(transfer=TransferService(ServeLimits())) as srv:
         live = f"127.0.0.1:{srv.port}"
         targets = tmp_path / "targets.txt"

@@ -9,9 +9,7 @@ import contextlib
 import dataclasses
 import shutil
 import socket
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -29,22 +27,16 @@ from tcpwizard.measure.model import Direction
 from tcpwizard.measure.wire import spec
 from tcpwizard.measure.wire.protocol import PeerUnavailable
 
+from .loopback import free_port, local_iperf3
 from .serve_helpers import running_server
 
 NAMES = [e.name for e in registry.REGISTRY]
 HAS_IPERF3 = shutil.which("iperf3") is not None
 
 
-def _free_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _reach(**kw: object) -> registry.Reach:
     """A far end on loopback with every port closed unless given."""
-    ports: dict[str, object] = {"serve_port": _free_port(), "iperf3_port": _free_port()}
+    ports: dict[str, object] = {"serve_port": free_port(), "iperf3_port": free_port()}
     return registry.Reach("localhost", "127.0.0.1", **{**ports, **kw})  # type: ignore[arg-type]
 
 
@@ -79,29 +71,6 @@ def _http() -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def _iperf3(*extra: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        ["iperf3", "-s", "-p", str(port), *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                try:  # a bind that fails means iperf3 listens; a connect would cost its test
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    break
-            time.sleep(0.05)
-        yield port, proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=5)
-
-
-@contextlib.contextmanager
 def _listening() -> Iterator[socket.socket]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -118,7 +87,7 @@ def _world(name: str) -> Iterator[registry.Reach]:
     elif name == "iperf3":
         if not HAS_IPERF3:
             pytest.skip("iperf3 not installed")
-        with _iperf3("-1") as (port, _):
+        with local_iperf3("-1") as (port, _):
             yield _reach(iperf3_port=port)
     elif name == "url":
         with _http() as port:
@@ -265,7 +234,7 @@ def test_an_absent_iperf3_falls_back_to_the_port_in_auto_mode_only() -> None:
 
 @pytest.mark.skipif(not HAS_IPERF3, reason="iperf3 not installed")
 def test_a_one_off_iperf3_says_why_the_second_transfer_failed() -> None:
-    with _iperf3("-1") as (port, proc):
+    with local_iperf3("-1") as (port, proc):
         far, _ = registry.choose(_reach(iperf3_port=port), "iperf3")
         first = far.transfer(_one_way(far.abilities))
         assert first.modes[0].error is None

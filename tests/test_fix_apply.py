@@ -335,23 +335,21 @@ def test_fix_json_is_json_on_every_path(tree: Path, tmp_path: Path) -> None:
 
     plan = tmp_path / "plan.json"
     _write_plan(plan, WS_FIX)
-    ctx = Context(
-        sysctl_root=str(tree),
-        sysctl_conf_dir=str(tmp_path / "d"),
-        state_dir=str(tmp_path / "s"),
-        stdout=io.StringIO(),
-        stderr=io.StringIO(),
-    )
+
+    def fresh_ctx() -> Context:
+        return Context(
+            sysctl_root=str(tree),
+            sysctl_conf_dir=str(tmp_path / "d"),
+            state_dir=str(tmp_path / "s"),
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+
+    ctx = fresh_ctx()
     assert main(["fix", "--plan", str(plan), "--json"], ctx) == 1
     doc = json.loads(ctx.stdout.getvalue())  # type: ignore[attr-defined]
     assert doc["dry_run"] is True and doc["sysctls"][0]["new"] == "1"
     (tree / "net/ipv4/tcp_window_scaling").write_text("1\n")
-    ctx2 = Context(
-        sysctl_root=str(tree),
-        sysctl_conf_dir=str(tmp_path / "d"),
-        state_dir=str(tmp_path / "s"),
-        stdout=io.StringIO(),
-        stderr=io.StringIO(),
-    )
+    ctx2 = fresh_ctx()
     assert main(["fix", "--plan", str(plan), "--json"], ctx2) == 0
     assert json.loads(ctx2.stdout.getvalue())["applied"] == []  # type: ignore[attr-defined]

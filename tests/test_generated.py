@@ -3,6 +3,7 @@ the JSON every format emits must validate against the committed schema."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -10,16 +11,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tcpwizard.checks import SysctlReader, audit
-from tcpwizard.checks.model import BdpTarget
 from tcpwizard.completion_gen import FILES, generate
 from tcpwizard.context import Context
 from tcpwizard.main import main
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
-    PathEstimate,
-    RttStats,
     TcpInfoSample,
     TransferResult,
     TransferSample,
@@ -28,7 +25,8 @@ from tcpwizard.output import json_format
 from tcpwizard.output.schema import schema_text
 from tcpwizard.report import Report, TargetInfo, local_report
 
-from .fakes import make_tree, network
+from .fakes import make_tree
+from .model_builders import far_path, host_audit
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = ROOT / "docs" / "report.schema.json"
@@ -71,14 +69,7 @@ def test_real_host_json_validates() -> None:
 
 def full_report(tmp_path: Path) -> Report:
     """Every optional part filled, as later stages will."""
-    host = audit(
-        SysctlReader(make_tree(tmp_path / "sys")),
-        "198.51.100.7",
-        BdpTarget(0.05, 100e6, "measured"),
-        network=network(),
-        ram_bytes=8 << 30,
-        page_size=4096,
-    )
+    host = host_audit(tmp_path, "sys", {})
     sample = TransferSample(
         0.5,
         95.0,
@@ -91,25 +82,9 @@ def full_report(tmp_path: Path) -> Report:
     mode = ModeResult(
         "drs", "up", 1, 60_000_000, 5.0, 95.5, 2 << 20, 1, (sample,), 0.0, 0.0, 1.0, "bbr"
     )
-    path = PathEstimate(
-        RttStats(50.1, 50.3, 51.0, 50.4, 0.2, 52.0, 0.0, 0.1, 20, "udp-echo"),
-        CapacityEstimate(100.1, "capprobe-pairs+train", 0.9),
-        625_000,
-        2.5,
-        "198.51.100.7",
-        5301,
-    )
+    path = far_path(CapacityEstimate(100.1, "capprobe-pairs+train", 0.9))
     base = local_report(host, TargetInfo("far.example", "198.51.100.7", 5301))
-    return Report(
-        host=base.host,
-        verdict=base.verdict,
-        fixes=base.fixes,
-        exit_code=base.exit_code,
-        target=base.target,
-        peer=host,
-        path=path,
-        transfer=TransferResult((mode,)),
-    )
+    return dataclasses.replace(base, peer=host, path=path, transfer=TransferResult((mode,)))
 
 
 def test_full_report_json_validates(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ from tests import conns_data, path_data, tui_data
 from tests import test_capture_units as capture_cases
 from tests import test_golden_formats as check_cases
 from tests.fakes import make_tree
+from tests.model_builders import host_audit
 
 ROOT = Path(__file__).parent.parent
 GOLDEN = Path(__file__).parent / "golden"
@@ -70,7 +71,7 @@ def _rows() -> tuple[HistoryRow, ...]:
 
 
 def _probe(tmp: Path) -> ProbeDocument:
-    local = tui_data.host_audit(tmp, "local", tui_data.SMALL_RMEM)
+    local = host_audit(tmp, "local", tui_data.SMALL_RMEM)
     est = tui_data.path_estimate()
     return ProbeDocument(HOST, est, judged_probe(HOST, est, local))
 

@@ -5,17 +5,16 @@ veth cannot show (rings, coalescing, pause, a NUMA node) must read "not availabl
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.netns_helpers import ip, ns_check_json
 
 pytestmark = [
     pytest.mark.netns,
@@ -27,10 +26,6 @@ pytestmark = [
         reason="needs iproute2 and ethtool",
     ),
 ]
-
-
-def ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
 
 
 def ns_exec(ns: str, *argv: str) -> None:
@@ -66,16 +61,7 @@ def veth() -> Iterator[tuple[str, str]]:
 
 
 def check(ns: str, *args: str) -> dict[str, dict[str, Any]]:
-    script = Path(sys.executable).with_name("tcpwizard")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tcpwizard"]
-    out = subprocess.run(
-        ["ip", "netns", "exec", ns, *cmd, "check", "--json", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "Traceback" not in out.stderr, out.stderr
-    doc = json.loads(out.stdout)
+    _, doc = ns_check_json(ns, *args, timeout=60)
     fixes = {f["id"]: f["command"] for f in doc["fixes"]}
     return {
         f["id"]: {**f, "commands": [fixes[i] for i in f["fix_ids"] if i in fixes]}

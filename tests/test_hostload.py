@@ -31,8 +31,8 @@ from tcpwizard.measure.observe.hostload import (
 from tcpwizard.measure.wire.control import ControlClient
 from tcpwizard.measure.wire.protocol import PeerSilent, PeerUnavailable
 from tests import conns_data
+from tests.model_builders import audit, mode, path
 from tests.serve_helpers import serve_process
-from tests.test_diagnose_rules import audit, mode, path
 
 
 def _stat(rows: list[tuple[int, ...]]) -> str:

@@ -150,12 +150,14 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(built: dict[str, Path]) -> No
     venv = built["tmp"] / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+
+    def printed(code: str) -> str:
+        """What `code` prints, run by the fresh venv's python."""
+        return subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    purelib = printed("import sysconfig; print(sysconfig.get_paths()['purelib'])")
     Path(purelib, "dependencies-from-the-test-venv.pth").write_text(
         sysconfig.get_paths()["purelib"] + "\n"
     )
@@ -178,12 +180,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(built: dict[str, Path]) -> No
     tool = venv / "bin" / "tcpwizard"
     version = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True)
     assert version.stdout.strip() == f"tcpwizard {__version__}"
-    where = subprocess.run(
-        [python, "-c", "import tcpwizard.measure.serve.server as m; print(m.__file__)"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    where = printed("import tcpwizard.measure.serve.server as m; print(m.__file__)")
     assert where.startswith(purelib), f"tcpwizard came from {where}, not from the wheel"
     imported = subprocess.run(
         [python, "-c", IMPORT_ALL_WITHOUT_MATPLOTLIB],

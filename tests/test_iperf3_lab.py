@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -21,13 +20,14 @@ from tcpwizard.lab.ratecheck import over_line
 from tcpwizard.lab.serving import iperf3_serving, tcpwizard_argv, wait_port
 from tcpwizard.lab.tools import iperf3_tcp
 from tests.lab_fixtures import LabFactory
+from tests.schemas import committed_schema
 
 pytestmark = [
     pytest.mark.lab,
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed"),
 ]
-SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
+SCHEMA = committed_schema("report")
 RATE, RTT = 80e6, 0.060
 SMALL_RMEM = LabSpec.symmetric(RATE, RTT, sysctls_b=(("net.ipv4.tcp_rmem", "4096 65536 262144"),))
 HEALTHY = LabSpec.symmetric(RATE, RTT)

@@ -9,12 +9,9 @@ import hashlib
 import io
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,40 +20,11 @@ import pytest
 
 from tcpwizard.context import Context
 from tcpwizard.main import main
+from tests.loopback import local_iperf3
+from tests.schemas import committed_schema
 
 pytestmark = pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed")
-SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _iperf3(*extra: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        ["iperf3", "-s", "-p", str(port), "--forceflush", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                # A listening check that does not connect: bind fails while iperf3 holds it.
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    break
-            time.sleep(0.05)
-        yield port, proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=5)
+SCHEMA = committed_schema("report")
 
 
 def _check(*argv: str) -> tuple[int, dict[str, Any], str]:
@@ -72,10 +40,9 @@ def test_iperf3_with_authentication_is_one_line_exit_3(tmp_path: Path) -> None:
     users = tmp_path / "users.csv"
     digest = hashlib.sha256(b"{mario}rossi").hexdigest()
     users.write_text(f"mario,{digest}\n")
-    with _iperf3("--rsa-private-key-path", str(key), "--authorized-users-path", str(users)) as (
-        port,
-        _,
-    ):
+    with local_iperf3(
+        "--rsa-private-key-path", str(key), "--authorized-users-path", str(users), log=True
+    ) as (port, _):
         code, doc, _err = _check("127.0.0.1", "--iperf3-port", str(port), "--duration", "1")
     jsonschema.validate(doc, SCHEMA)
     assert code == doc["exit_code"] == 3
@@ -100,7 +67,7 @@ def _kill_once_sending(proc: subprocess.Popen[str], limit_s: float = 12.0) -> No
 
 
 def test_iperf3_killed_mid_test_keeps_what_was_measured(tmp_path: Path) -> None:
-    with _iperf3() as (port, proc):
+    with local_iperf3(log=True) as (port, proc):
         killer = threading.Thread(target=_kill_once_sending, args=(proc,), daemon=True)
         killer.start()
         try:

@@ -7,7 +7,8 @@ from tcpwizard.advice.diagnose import Evidence
 from tcpwizard.advice.evidence import directions
 from tcpwizard.advice.loss_episodes import episodes, late_retransmits
 from tcpwizard.advice.rules import congestion
-from tests.test_policer_bloat_rules import audit, path, transfer
+from tests.model_builders import path
+from tests.test_policer_bloat_rules import audit, transfer
 
 # Reno over 251 ms sharing nothing (scenario matrix 943070463.29, the download): slow start
 # until 2.2 s, one overshoot lost 616 segments at 2.2-2.7 s, then 50 Mbit/s with no loss

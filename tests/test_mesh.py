@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from tcpwizard.exporter import Exporter, Target, parse_targets
 from tcpwizard.measure.serve.hostlock import MAX_RETRY_S, MIN_RETRY_S, HostLock, ask_serve
 from tcpwizard.measure.serve.server import RESERVATION_GRACE_S, Server
 from tcpwizard.mesh import plan_for, rounds, schedule
+from tests.serve_helpers import in_thread
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8])
@@ -123,13 +123,8 @@ def _acquired_within(lock: HostLock, seconds: float) -> bool:
 @contextlib.contextmanager
 def _serve(lock: HostLock) -> Iterator[Server]:
     server = Server(bind="127.0.0.1", port=0, log=lambda m: None, host_lock=lock)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    try:
+    with in_thread(server):
         yield server
-    finally:
-        server.stop()
-        t.join(timeout=5)
 
 
 def test_serve_with_a_lock_is_busy_while_its_host_measures(tmp_path: Path) -> None:

@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tcpwizard.lab import LabSpec
-from tcpwizard.lab.netns import stop
 from tcpwizard.lab.serving import iperf3_serving, serving, tcpwizard_argv
 from tcpwizard.lab.spec import HopSpec, MiddleboxSpec
 from tests.lab_fixtures import LabFactory
-from tests.test_pcap_lab import capture_upload
+from tests.lab_helpers import capture_upload, upload_verdict
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 TRIES, NEEDED = 3, 2
@@ -86,26 +83,9 @@ HOPS_STRIP = LabSpec.symmetric(
 def _conns_of_an_iperf3_upload(lab: Any, hops: bool) -> dict[str, Any]:
     """Debian's iperf3 uploading from a to b; `conns --json` in a half-way through: the
     verdict of the one busy connection ({} when there is not exactly one)."""
+    hops_args = ["--hops"] if hops else []
     with iperf3_serving(lab, "b"):
-        upload = lab.popen(
-            "a",
-            ["iperf3", "-c", lab.addr_b, "-t", "6"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            time.sleep(2.0)
-            argv = ["conns", "--json", "--port", "5201", "--interval", "1.5s"]
-            conns = lab.run(
-                "a", tcpwizard_argv(*argv, *(["--hops"] if hops else [])),
-                capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
-            upload.wait(timeout=30)
-        finally:
-            stop(upload)
-    busy = [c for c in json.loads(conns.stdout)["connections"] if c["verdict"] is not None]
-    verdict: dict[str, Any] = busy[0]["verdict"] if len(busy) == 1 else {}
-    return verdict
+        return upload_verdict(lab, ["-t", "6"], 2.0, ["--interval", "1.5s", *hops_args])
 
 
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed")

@@ -25,6 +25,7 @@ from tcpwizard.measure.observe.synopts import (
 )
 from tcpwizard.measure.wire.session import ServerHello
 from tests import tui_data
+from tests.model_builders import host_audit
 
 # Linux's SYN options: MSS 1460, SACK-permitted, timestamps, NOP, window scale 7.
 LINUX_SYN_OPTS = bytes.fromhex("020405b40402080a000000010000000001030307")
@@ -78,7 +79,7 @@ def _hs(agreed: bool, received: SynOptions | None, **kw: object) -> HandshakeFac
 
 
 def test_tampering_each_way(tmp_path: Path) -> None:
-    peer = tui_data.host_audit(tmp_path, "peer", {"kernel.hostname": "dtn1"})
+    peer = host_audit(tmp_path, "peer", {"kernel.hostname": "dtn1"})
     up = syn_tampering(_hs(False, SynOptions(1460, None, True, True, 4)), peer)
     assert [(t.option, t.direction) for t in up] == [("window scaling", UP)]
     down = syn_tampering(_hs(False, SynOptions(1460, 7, True, True, 1)), peer)

@@ -7,7 +7,6 @@ the host's real values with the window formula of checks/window.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -17,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.netns_helpers import ip, ns_check_json
 
 pytestmark = [
     pytest.mark.netns,
@@ -28,10 +29,6 @@ pytestmark = [
 
 RTT_S, RATE_BPS = 0.050, 100e6
 TARGET = ["--rtt", "50ms", "--bandwidth", "100mbit"]
-
-
-def ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
 
 
 @pytest.fixture
@@ -56,18 +53,9 @@ def sysctl(ns: str, key: str, value: str) -> None:
 
 
 def tcpwizard(ns: str, *args: str) -> tuple[int, dict[str, object]]:
-    script = Path(sys.executable).with_name("tcpwizard")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tcpwizard"]
-    out = subprocess.run(
-        ["ip", "netns", "exec", ns, *cmd, "check", "--json", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert "Traceback" not in out.stderr, out.stderr
-    doc = json.loads(out.stdout)
-    assert doc["exit_code"] == out.returncode
-    return out.returncode, doc
+    code, doc = ns_check_json(ns, *args, timeout=30)
+    assert doc["exit_code"] == code
+    return code, doc
 
 
 def problems(doc: dict[str, object]) -> dict[str, str]:

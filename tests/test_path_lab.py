@@ -12,23 +12,22 @@ forwarding (lab/hops.py), the CLI run inside host a.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
-from tcpwizard.lab.serving import wait_port
+from tcpwizard.lab.serving import serving, wait_port
 from tcpwizard.lab.spec import HopSpec
 from tests.lab_fixtures import LabFactory
+from tests.schemas import committed_schema
 
 pytestmark = pytest.mark.lab
-SCHEMA = json.loads((Path(__file__).parent.parent / "docs/path.schema.json").read_text())
-REPORT_SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
+SCHEMA = committed_schema("path")
+REPORT_SCHEMA = committed_schema("report")
 
 LOSSY = LabSpec.symmetric(
     100e6, 0.002,
@@ -174,21 +173,13 @@ def test_check_hops_names_the_black_hole(lab_factory: LabFactory) -> None:
     """`check --hops` through the same black hole: the hops section names it, its fixes are
     in the report's, and it is critical whatever the transfers did."""
     lab = lab_factory(BLACKHOLE)
-    serve = lab.popen(
-        "b", [sys.executable, "-m", "tcpwizard", "serve", "--port", "5301"],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert serve.stderr is not None and "listening" in serve.stderr.readline()
+    with serving(lab, "b"):
         proc = lab.run(
             "a",
             [sys.executable, "-m", "tcpwizard", "check", lab.addr_b, "--hops", "--quick",
              "--hops-count", "3", "--json"],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
-    finally:
-        serve.kill()
-        serve.wait()
     doc = json.loads(proc.stdout)
     jsonschema.validate(doc, REPORT_SCHEMA)
     hole = next(f for f in doc["hops"]["findings"] if f["id"] == "path-pmtu-blackhole")

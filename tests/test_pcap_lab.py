@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +18,10 @@ import jsonschema
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
-from tcpwizard.lab.netns import stop
-from tcpwizard.lab.serving import iperf3_serving, tcpwizard_argv
+from tcpwizard.lab.serving import tcpwizard_argv
 from tests.lab_fixtures import LabFactory
+from tests.lab_helpers import HEALTHY, RATE, RTT, SMALL_RMEM_B, SMALL_WMEM_A, capture_upload
+from tests.schemas import committed_schema
 
 pytestmark = [
     pytest.mark.lab,
@@ -30,42 +29,8 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("tcpdump") is None, reason="tcpdump not installed"),
     pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed"),
 ]
-SCHEMA = json.loads((Path(__file__).parent.parent / "docs/capture.schema.json").read_text())
-RATE, RTT = 100e6, 0.050
-HEALTHY = LabSpec.symmetric(RATE, RTT)
-SMALL_RMEM_B = LabSpec.symmetric(RATE, RTT, sysctls_b=(("net.ipv4.tcp_rmem", "4096 65536 262144"),))
-SMALL_WMEM_A = LabSpec.symmetric(RATE, RTT, sysctls_a=(("net.ipv4.tcp_wmem", "4096 16384 131072"),))
+SCHEMA = committed_schema("capture")
 NO_SCALING_B = LabSpec.symmetric(RATE, RTT, sysctls_b=(("net.ipv4.tcp_window_scaling", "0"),))
-
-
-def capture_upload(lab: Lab, path: Path, seconds: int = 5) -> float:
-    """tcpdump on a's WAN interface (headers only) during an iperf3 upload to b; the
-    goodput iperf3 reported, Mbit/s."""
-    dump = lab.popen(
-        "a",
-        ["tcpdump", "-i", "wan0", "-s", "128", "-U", "-Z", "root", "-w", str(path), "tcp"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert dump.stderr is not None
-        line = dump.stderr.readline()  # "listening on wan0, ...": capturing from now on
-        assert "listening on" in line, line
-        with iperf3_serving(lab, "b"):
-            out = lab.run(
-                "a",
-                ["iperf3", "-c", lab.addr_b, "-t", str(seconds), "-J"],
-                capture_output=True,
-                text=True,
-                timeout=seconds + 30,
-                check=True,
-            )
-        time.sleep(0.3)
-    finally:
-        stop(dump)
-    mbps: float = json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
-    return mbps
 
 
 def _check(lab: Lab, path: Path) -> tuple[int, Any, str]:

@@ -14,17 +14,10 @@ from tcpwizard.advice.rules.policer import BUCKET_MAX_S, bucket_s
 from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
-from tcpwizard.measure.model import (
-    CapacityEstimate,
-    ModeResult,
-    PathEstimate,
-    RttStats,
-    TcpInfoSample,
-    TransferResult,
-    TransferSample,
-)
+from tcpwizard.measure.model import ModeResult, TcpInfoSample, TransferResult, TransferSample
 from tcpwizard.measure.observe.hostload import CoreLoad, HostDrops, HostLoad
 from tcpwizard.measure.probes.availbw import AvailBandwidth
+from tests.model_builders import path, samples
 
 TUNED = (
     ("net.ipv4.tcp_rmem", "4096 131072 33554432"),
@@ -39,12 +32,6 @@ def audit(cc: str = "bbr") -> HostAudit:
     return HostAudit("h", "6.18", (), cc, TUNED)
 
 
-def path(rtt_ms: float, cap_mbps: float) -> PathEstimate:
-    rtt = RttStats(rtt_ms, rtt_ms, rtt_ms, rtt_ms, 0.1, rtt_ms, 0.0, 0.1, 20, "udp-echo")
-    cap = CapacityEstimate(cap_mbps, "train", 0.9)
-    return PathEstimate(rtt, cap, int(cap_mbps * 1e6 / 8 * rtt_ms / 1e3), 1.0, "10.0.0.2", 5301)
-
-
 def transfer(
     goodputs: list[float],
     rtts_ms: list[float],
@@ -54,16 +41,17 @@ def transfer(
     """A transfer sampled every 0.25 s: goodput, the sender's srtt and new retransmissions
     per interval."""
     total = 0
-    samples = []
-    for i, (g, r, x) in enumerate(zip(goodputs, rtts_ms, retrans, strict=True)):
+    infos = []
+    for g, r, x in zip(goodputs, rtts_ms, retrans, strict=True):
         total += x
-        ti = TcpInfoSample(round(r * 1e3), 100, 100, total, round(g * 1e6 * IP), 0, 0, 0, MSS)
-        samples.append(TransferSample((i + 1) * 0.25, g, 0, 0, tcp_info=ti))
+        infos.append(
+            TcpInfoSample(round(r * 1e3), 100, 100, total, round(g * 1e6 * IP), 0, 0, 0, MSS)
+        )
     nbytes = round(sum(goodputs) * 1e6 / 8 * 0.25)
     mbps = sum(goodputs) / len(goodputs)
     m = ModeResult(
         "autotune", "up", 1, nbytes, 0.25 * len(goodputs), mbps, 4_000_000, total,
-        tuple(samples), 0.0, 0.3, 1.0, cc,
+        samples(goodputs, infos, dt=0.25), 0.0, 0.3, 1.0, cc,
     )  # fmt: skip
     return TransferResult((m,))
 
@@ -537,12 +525,7 @@ def test_a_queue_others_keep_standing_is_cross_traffic_not_congestion() -> None:
     def ev(rtt_ms: float, cwnd: int = 19) -> Evidence:
         # Its window: 22 Mbit/s x 9.8 ms, 19 segments, well within the path's BDP.
         m = transfer(goodputs, [rtt_ms] * n, retrans, "reno").modes[0]
-        samples = tuple(
-            dataclasses.replace(x, tcp_info=dataclasses.replace(x.tcp_info, snd_cwnd=cwnd))
-            for x in m.samples
-            if x.tcp_info is not None
-        )
-        t = TransferResult((dataclasses.replace(m, sndbuf_limited=0.0, samples=samples),))
+        t = clamped_cwnd(m, cwnd)
         e = Evidence(audit("reno"), audit("reno"), path(idle, 107), t)
         assert e.path is not None
         return dataclasses.replace(e, path=dataclasses.replace(e.path, available=free))
@@ -574,6 +557,16 @@ def test_a_rate_still_climbing_is_no_policers_plateau() -> None:
     t = transfer(goodputs, [rtt + 0.5] * n, retrans, "bbr")
     ev = Evidence(audit(), audit(), path(rtt, 748), t)
     assert diagnose(ev).verdict.limiting_factor != "policer"
+
+
+def clamped_cwnd(m: ModeResult, cwnd: int) -> TransferResult:
+    """m with the sender's window held at `cwnd` segments and no send-buffer wait."""
+    held = tuple(
+        dataclasses.replace(x, tcp_info=dataclasses.replace(x.tcp_info, snd_cwnd=cwnd))
+        for x in m.samples
+        if x.tcp_info is not None
+    )
+    return TransferResult((dataclasses.replace(m, sndbuf_limited=0.0, samples=held),))
 
 
 def _with_delivered(t: TransferResult) -> TransferResult:
@@ -695,12 +688,7 @@ def test_a_slow_unpaced_flows_own_segment_spacing_is_no_others_queue() -> None:
     goodputs = [1.0, 2.0, 3.0, 3.4, 3.2, 3.6, 3.3, 3.5, 3.4, 3.4] * 2
     retrans = [0, 1, 0, 1, 0, 0, 1, 0, 1, 0] * 2
     m = transfer(goodputs, [idle + 4.8] * n, retrans, "reno").modes[0]
-    samples = tuple(
-        dataclasses.replace(x, tcp_info=dataclasses.replace(x.tcp_info, snd_cwnd=14))
-        for x in m.samples
-        if x.tcp_info is not None
-    )
-    t = TransferResult((dataclasses.replace(m, sndbuf_limited=0.0, samples=samples),))
+    t = clamped_cwnd(m, 14)
     ev = Evidence(audit("reno"), audit("reno"), path(idle, 7.0), t)
     v = diagnose(ev).verdict
     assert v.limiting_factor != "cross-traffic", v

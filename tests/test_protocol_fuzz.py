@@ -22,6 +22,7 @@ import pytest
 from tcpwizard.measure.wire import udp
 from tcpwizard.measure.wire.control import ControlClient
 from tcpwizard.measure.wire.protocol import MAX_MESSAGE
+from tests.serve_helpers import read_until_closed
 
 N_MESSAGES = 10_500
 WORKERS = 4
@@ -87,19 +88,6 @@ def gen_message(rng: random.Random, after_hello: bool) -> tuple[bytes, bool]:
     return _junk(rng, rng.randrange(1, 60)) + b"\n", False
 
 
-def read_all(s: socket.socket) -> bytes:
-    buf = bytearray()
-    while True:
-        try:
-            chunk = s.recv(65536)
-        except ConnectionResetError:
-            break
-        if not chunk:
-            break
-        buf += chunk
-    return bytes(buf)
-
-
 @pytest.fixture
 def serve_port() -> Iterator[int]:
     proc = subprocess.Popen(
@@ -150,7 +138,7 @@ def _fuzz_worker(port: int, seed: int, count: int, failures: list[str]) -> None:
                     s.sendall(msg)
                 if half_close:
                     s.shutdown(socket.SHUT_WR)
-                lines = [json.loads(x) for x in read_all(s).splitlines()]
+                lines = [json.loads(x) for x in read_until_closed(s).splitlines()]
         except (TimeoutError, OSError, ValueError) as exc:
             failures.append(f"seed {seed} #{i} {msg[:60]!r}: {type(exc).__name__}: {exc}")
             continue

@@ -16,6 +16,7 @@ import pytest
 
 from tcpwizard.lab import Lab, LabSpec
 from tcpwizard.lab.ratecheck import TOLERANCE, over_line
+from tcpwizard.lab.serving import serving
 from tcpwizard.lab.traffic import CrossTraffic
 from tests.lab_fixtures import LabFactory
 
@@ -101,25 +102,16 @@ def test_on_a_shared_path_the_rate_is_what_our_flow_got(lab_factory: LabFactory)
         f"  tcp dport {PORT} counter\n }}\n}}\n"
     )
     lab.run("b", ["nft", "-f", "-"], input=rules, text=True, check=True)
-    serve = lab.popen(
-        "b", [sys.executable, "-m", "tcpwizard", "serve", "--port", str(PORT)],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
     tries: list[str] = []
-    try:
-        assert serve.stderr is not None and "listening" in serve.stderr.readline()
-        with CrossTraffic(lab, tcp_flows=2, duration_s=60):
-            for _ in range(3):
-                before = _counter(lab)
-                doc = _check(lab)
-                after = _counter(lab)
-                # What reached b's kernel less each packet's headers: the payload our flow
-                # got (the control connection's few lines are well within the tolerance).
-                got = after[0] - before[0] - HEADERS * (after[1] - before[1])
-                tries.append(_judge(doc, got, lab.line_rate_mbps))
-    finally:
-        serve.kill()
-        serve.wait()
+    with serving(lab, "b", PORT), CrossTraffic(lab, tcp_flows=2, duration_s=60):
+        for _ in range(3):
+            before = _counter(lab)
+            doc = _check(lab)
+            after = _counter(lab)
+            # What reached b's kernel less each packet's headers: the payload our flow
+            # got (the control connection's few lines are well within the tolerance).
+            got = after[0] - before[0] - HEADERS * (after[1] - before[1])
+            tries.append(_judge(doc, got, lab.line_rate_mbps))
     assert sum(t.startswith("ok") for t in tries) >= 2, tries
 
 

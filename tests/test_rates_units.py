@@ -16,12 +16,12 @@ from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
     PathEstimate,
-    RttStats,
     TcpInfoSample,
     TransferResult,
     TransferSample,
 )
 from tcpwizard.measure.probes.dispersion import SENDER_SLACK
+from tests.model_builders import peer_path, samples
 
 
 def _series(counts: list[int], dt: float = 0.1, rtt_us: int = 36_000) -> list[TransferSample]:
@@ -40,10 +40,10 @@ def test_lumpy_counts_read_the_delivered_rate_not_their_lumps() -> None:
     for i in range(40):
         total += per * (0.02 if i % 2 else 1.98)
         counts.append(round(total))
-    samples = _series(counts, rtt_us=150_000)  # a 150 ms path: windows of 2 intervals
-    steady = rates.steady_mbps(samples)
+    lumpy = _series(counts, rtt_us=150_000)  # a 150 ms path: windows of 2 intervals
+    steady = rates.steady_mbps(lumpy)
     assert steady is not None and 145 <= steady <= 155
-    assert max(r for _, r in rates.sample_rates(samples)[2:]) <= 155
+    assert max(r for _, r in rates.sample_rates(lumpy)[2:]) <= 155
 
 
 def test_windows_are_at_least_a_round_trip_and_the_sampling_interval() -> None:
@@ -57,8 +57,7 @@ def test_windows_are_at_least_a_round_trip_and_the_sampling_interval() -> None:
 
 
 def test_samples_without_counts_integrate_their_rates() -> None:
-    samples = [TransferSample(0.1 * (i + 1), 80.0, 0, 0) for i in range(20)]
-    steady = rates.steady_mbps(samples)
+    steady = rates.steady_mbps(samples([80.0] * 20))
     assert steady is not None and abs(steady - 80.0) < 1e-6
 
 
@@ -88,22 +87,12 @@ mtu = st.integers(min_value=576, max_value=9000)
 
 
 def _mode(mbps: float, goodputs: list[float]) -> ModeResult:
-    samples = tuple(TransferSample(0.1 * (i + 1), g, 0, 0) for i, g in enumerate(goodputs))
-    return ModeResult("autotune", "up", 1, 10_000, 1.0, mbps, 0, 0, samples)
+    return ModeResult("autotune", "up", 1, 10_000, 1.0, mbps, 0, 0, samples(goodputs))
 
 
 def _path(cap: float, pairs: float, down: float) -> PathEstimate:
-    rtt = RttStats(20.0, 20.1, 20.5, 20.1, 0.1, 21.0, 0.0, 0.1, 20, "udp-echo")
-    return PathEstimate(
-        rtt,
-        CapacityEstimate(cap, "train", 0.9, pairs, cap),
-        1000,
-        1.0,
-        "10.0.0.2",
-        5301,
-        True,
-        capacity_down=CapacityEstimate(down, "train (down)", 0.8),
-    )
+    up = CapacityEstimate(cap, "train", 0.9, pairs, cap)
+    return peer_path(up, CapacityEstimate(down, "train (down)", 0.8), bdp_bytes=1000)
 
 
 @given(rate, st.lists(rate, max_size=8), line, mtu)

@@ -17,6 +17,7 @@ import pytest
 from tcpwizard.cli import build_parser
 from tcpwizard.exporter import Exporter, Target, serve_exporter
 from tcpwizard.metrics_http import MAX_CLIENTS
+from tests.robustness_helpers import client_threads
 
 REQUEST = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
 
@@ -77,16 +78,9 @@ def tricklers(port: int, count: int, period_s: float = 1.0) -> Iterator[list[flo
         with lock:
             kept.append(closed_after)
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(count)]
-    for t in threads:
-        t.start()
-    connected.wait(timeout=10)
-    try:
+    with client_threads(client, count, stop):
+        connected.wait(timeout=10)
         yield kept
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=15)
 
 
 def test_a_scrape_is_served_while_8_clients_trickle() -> None:

@@ -21,6 +21,7 @@ from tcpwizard.main import main
 from tcpwizard.measure.serve.limits import ServeLimits
 from tcpwizard.measure.serve.server import Server
 from tcpwizard.measure.wire.control import ControlClient
+from tests.robustness_helpers import client_threads
 from tests.serve_helpers import HELLO, raw_conn, read_lines, read_one, running_server, send_line
 
 HELLO_LINE = json.dumps(HELLO).encode() + b"\n"
@@ -55,15 +56,8 @@ def tricklers(
             with lock:
                 kept.append(time.monotonic() - t0)
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(count)]
-    for t in threads:
-        t.start()
-    try:
+    with client_threads(client, count, stop):
         yield kept
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=15)
 
 
 def trickle_until_closed(s: socket.socket, payload: bytes, period_s: float) -> float | None:

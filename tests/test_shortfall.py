@@ -6,7 +6,8 @@ import dataclasses
 
 from tcpwizard.advice.shortfall import fell_short
 from tcpwizard.measure.model import Direction, TransferResult
-from tests.test_policer_bloat_rules import path, transfer
+from tests.model_builders import path
+from tests.test_policer_bloat_rules import transfer
 
 
 def _up(goodput: float, sndbuf: float = 0.0, direction: Direction = "up") -> TransferResult:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 
 import pytest
 
 from tcpwizard.lab import LabSpec
+from tcpwizard.lab.serving import serving
 from tcpwizard.measure.wire.spec import MAX_STREAMS
 from tests.lab_fixtures import LabFactory
 
@@ -23,21 +23,13 @@ SPEC = LabSpec.symmetric(20e6, 0.050, loss=0.01, sysctls_a=RENO, sysctls_b=RENO)
 
 def test_lossy_reno_path_gets_n_streams_and_proves_them(lab_factory: LabFactory) -> None:
     lab = lab_factory(SPEC)
-    serve = lab.popen(
-        "b", [sys.executable, "-m", "tcpwizard", "serve", "--port", "5301"],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert serve.stderr is not None and "listening" in serve.stderr.readline()
+    with serving(lab, "b"):
         proc = lab.run(
             "a",
             [sys.executable, "-m", "tcpwizard", "check", lab.addr_b, "--try-streams",
              "--direction", "up", "--json"],
             capture_output=True, text=True, timeout=180, check=False,
         )  # fmt: skip
-    finally:
-        serve.kill()
-        serve.wait()
     doc = json.loads(proc.stdout)
     v = doc["verdict"]
     assert v["limiting_factor"] == "congestion", v

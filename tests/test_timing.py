@@ -6,7 +6,7 @@ import dataclasses
 
 from tcpwizard.measure.engine.steady import slow_start_rounds
 from tcpwizard.timing import StageClock, check_timing, floor_s
-from tests.test_diagnose_rules import _t, mode, path
+from tests.model_builders import mode, path, transfer_of
 
 
 class _Clock:
@@ -37,8 +37,8 @@ def test_slow_start_counts_doublings_from_the_initial_window() -> None:
 def test_floor_counts_round_trips_of_what_was_measured() -> None:
     p = path(100, 100)  # 100 ms x 100 Mbit/s: a BDP of 1.25 MB
     up, down = mode(90.0), mode(90.0, direction="down")
-    serial = floor_s(p, dataclasses.replace(_t(up), modes=(up, down)), at_once=False)
-    both = floor_s(p, dataclasses.replace(_t(up), modes=(up, down)), at_once=True)
+    serial = floor_s(p, dataclasses.replace(transfer_of(up), modes=(up, down)), at_once=False)
+    both = floor_s(p, dataclasses.replace(transfer_of(up), modes=(up, down)), at_once=True)
     assert serial is not None and both is not None
     # 2 to reach, 3 to probe, per transfer 1 open + 8 slow start + 3 steady + 1 report
     assert round(serial[0], 3) == round((2 + 3 + 2 * 13) * 0.1, 3)

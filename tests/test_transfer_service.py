@@ -25,6 +25,7 @@ from tcpwizard.measure.wire.protocol import ProtocolError
 from tcpwizard.measure.wire.spec import MAX_STREAMS
 from tcpwizard.output.measure_json import transfer_json
 
+from .loopback import free_port
 from .serve_helpers import raw_conn, read_lines, running_server, send_line
 
 
@@ -165,16 +166,10 @@ def test_client_vanishing_does_not_wedge_serve(server: Server) -> None:
     assert run_transfer("127.0.0.1", server.port, opts).modes[0].error is None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("direction", ["up", "down"])
 def test_serve_killed_mid_transfer(direction: str) -> None:
     """A far end that disappears: a clear error and partial results within seconds."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tcpwizard", "serve", "--bind", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
@@ -246,7 +241,7 @@ def test_cli_usage_errors(extra: list[str], capsys: pytest.CaptureFixture[str]) 
 
 
 def test_cli_unreachable_is_unknown(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["transfer", "127.0.0.1", "--port", str(_free_port()), "--modes", "autotune"])
+    rc = main(["transfer", "127.0.0.1", "--port", str(free_port()), "--modes", "autotune"])
     assert rc == ExitCode.UNKNOWN
     err = capsys.readouterr().err.strip()
     assert err.startswith("tcpwizard: error:") and "\n" not in err

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tcpwizard.lab import LabSpec
+from tcpwizard.lab.serving import serving
 from tcpwizard.measure.observe.tsg import TsgSeries, series_from_capture
 from tests.lab_fixtures import LabFactory
 
@@ -51,31 +52,26 @@ def test_small_window_transfer_is_pressed_against_the_window(
     lab_factory: LabFactory, tmp_path: Path
 ) -> None:
     lab = lab_factory(SPEC)
-    serve = lab.popen(
-        "b", [sys.executable, "-m", "tcpwizard", "serve", "--port", "5301"],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
     pcap = tmp_path / "own.pcap"
-    dump = lab.popen(
-        "a", ["tcpdump", "-i", "wan0", "-n", "-s", "128", "-U", "-w", str(pcap), "tcp"],
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        assert serve.stderr is not None and "listening" in serve.stderr.readline()
-        assert dump.stderr is not None and b"listening" in dump.stderr.readline()
-        proc = lab.run(
-            "a",
-            [sys.executable, "-m", "tcpwizard", "transfer", lab.addr_b, "--modes", "autotune",
-             "--direction", "up", "--duration", "3s", "--plot", str(tmp_path / "plots")],
-            capture_output=True, text=True, timeout=120, check=False,
+    with serving(lab, "b"):
+        dump = lab.popen(
+            "a", ["tcpdump", "-i", "wan0", "-n", "-s", "128", "-U", "-w", str(pcap), "tcp"],
+            stderr=subprocess.PIPE,
         )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        time.sleep(0.3)
-    finally:
-        dump.send_signal(2)
-        dump.wait(timeout=10)
-        serve.kill()
-        serve.wait()
+        try:
+            assert dump.stderr is not None and b"listening" in dump.stderr.readline()
+            proc = lab.run(
+                "a",
+                [sys.executable, "-m", "tcpwizard", "transfer", lab.addr_b, "--modes",
+                 "autotune", "--direction", "up", "--duration", "3s", "--plot",
+                 str(tmp_path / "plots")],
+                capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            time.sleep(0.3)
+        finally:
+            dump.send_signal(2)
+            dump.wait(timeout=10)
     flows = series_from_capture(str(pcap))
     up = next(s for s in flows if s.dst == lab.addr_b)
     assert up.bytes > 2_000_000 and up.window_scale is not None

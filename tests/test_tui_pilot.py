@@ -60,6 +60,11 @@ def serve() -> Iterator[Server]:
         yield srv
 
 
+def dtn1_app(services: Services) -> TcpWizardApp:
+    """The app asked to check dtn1.example (the fake pipeline's far end)."""
+    return TcpWizardApp(Context(), CheckRequest("dtn1.example"), services=services)
+
+
 def _quick(host: str, port: int) -> CheckRequest:
     return CheckRequest(host, port=port, quick=True, duration_s=0.5)
 
@@ -251,7 +256,7 @@ async def test_apply_shows_the_diff_and_applies_only_as_root(tmp_path: Path, is_
 @run_async
 async def test_copy_and_save_fixes(tmp_path: Path) -> None:
     fake = FakePipeline(tmp_path)
-    app = TcpWizardApp(Context(), CheckRequest("dtn1.example"), services=fake.services())
+    app = dtn1_app(fake.services())
     copied: list[str] = []
 
     def copy_to_clipboard(text: str) -> None:
@@ -288,9 +293,7 @@ async def test_help_screen_opens_and_closes(tmp_path: Path) -> None:
 
 @run_async
 async def test_mouse_selects_a_finding(tmp_path: Path) -> None:
-    app = TcpWizardApp(
-        Context(), CheckRequest("dtn1.example"), services=FakePipeline(tmp_path).services()
-    )
+    app = dtn1_app(FakePipeline(tmp_path).services())
     async with app.run_test(size=SIZE) as pilot:
         await app.workers.wait_for_complete()
         await pilot.press("1")
@@ -308,7 +311,7 @@ async def test_mouse_selects_a_finding(tmp_path: Path) -> None:
 @run_async
 async def test_light_theme_rebuilds_the_coloured_rows(tmp_path: Path) -> None:
     fake = FakePipeline(tmp_path)
-    app = TcpWizardApp(Context(), CheckRequest("dtn1.example"), services=fake.services())
+    app = dtn1_app(fake.services())
     async with app.run_test(size=SIZE) as pilot:
         await app.workers.wait_for_complete()
         await pilot.press("1")
@@ -332,7 +335,7 @@ async def test_a_prediction_reads_as_one_and_names_the_far_end(tmp_path: Path) -
 
     fake = FakePipeline(tmp_path)
     fake.report = dataclasses.replace(predicted(tmp_path), transfer=fake.report.transfer)
-    app = TcpWizardApp(Context(), CheckRequest("dtn1.example"), services=fake.services())
+    app = dtn1_app(fake.services())
     async with app.run_test(size=SIZE) as pilot:
         await app.workers.wait_for_complete()
         await pilot.press("4")
@@ -384,9 +387,7 @@ async def test_path_screen_shows_the_hops(tmp_path: Path, blackhole: bool) -> No
 
 @run_async
 async def test_path_screen_without_hops_says_how_to_get_them(tmp_path: Path) -> None:
-    app = TcpWizardApp(
-        Context(), CheckRequest("dtn1.example"), services=FakePipeline(tmp_path).services()
-    )
+    app = dtn1_app(FakePipeline(tmp_path).services())
     async with app.run_test(size=SIZE) as pilot:
         await app.workers.wait_for_complete()
         await pilot.press("2")
@@ -439,9 +440,7 @@ async def test_sequence_graph_of_each_transfer(tmp_path: Path) -> None:
 
 @run_async
 async def test_sequence_graph_without_a_capture_says_how(tmp_path: Path) -> None:
-    app = TcpWizardApp(
-        Context(), CheckRequest("dtn1.example"), services=FakePipeline(tmp_path).services()
-    )
+    app = dtn1_app(FakePipeline(tmp_path).services())
     async with app.run_test(size=SIZE) as pilot:
         await app.workers.wait_for_complete()
         await pilot.press("3", "s")

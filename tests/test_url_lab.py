@@ -22,7 +22,9 @@ from tcpwizard.lab import Lab, LabSpec
 from tcpwizard.lab.ratecheck import over_line
 from tcpwizard.lab.serving import tcpwizard_argv
 from tests.lab_fixtures import LabFactory
+from tests.lab_helpers import HEALTHY, SMALL_RMEM_A, SMALL_WMEM_B
 from tests.nginx_helpers import nginx_missing, nginx_serving
+from tests.schemas import committed_schema
 
 pytestmark = [
     pytest.mark.lab,
@@ -30,11 +32,7 @@ pytestmark = [
     pytest.mark.skipif(nginx_missing() is not None, reason=str(nginx_missing())),
     pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed"),
 ]
-SCHEMA = json.loads((Path(__file__).parent.parent / "docs/report.schema.json").read_text())
-RATE, RTT = 100e6, 0.050
-HEALTHY = LabSpec.symmetric(RATE, RTT)
-SMALL_RMEM_A = LabSpec.symmetric(RATE, RTT, sysctls_a=(("net.ipv4.tcp_rmem", "4096 65536 262144"),))
-SMALL_WMEM_B = LabSpec.symmetric(RATE, RTT, sysctls_b=(("net.ipv4.tcp_wmem", "4096 16384 131072"),))
+SCHEMA = committed_schema("report")
 
 
 def _check(

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.advice.path_advice import path_advice
-from tcpwizard.checks import SysctlReader, audit
-from tcpwizard.checks.model import BdpTarget, HostAudit
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.measure.farends.interface import Progress
@@ -23,7 +20,6 @@ from tcpwizard.measure.model import (
     Mode,
     ModeResult,
     PathEstimate,
-    RttStats,
     TcpInfoSample,
     TransferResult,
     TransferSample,
@@ -31,30 +27,19 @@ from tcpwizard.measure.model import (
 from tcpwizard.measure.observe.hostload import CoreLoad, HostDrops, HostLoad
 from tcpwizard.measure.observe.tsg import TsgSeries
 from tcpwizard.measure.observe.tsg_transfers import TransferCapture, TransferFlows
-from tcpwizard.measure.probes.hop_model import HopCounts, MtuFinding, PathHops, analyse
+from tcpwizard.measure.probes.hop_model import PathHops
 from tcpwizard.report import Report, TargetInfo
 from tcpwizard.run import Cancelled, CheckRequest, Event, EventFn, with_hops
 from tcpwizard.tui import Services
-from tests.fakes import make_tree, network
+from tests.model_builders import far_path, host_audit
+from tests.path_data import hop, icmp_hops, mtu_drop_at_hop_2
 
-TARGET = BdpTarget(0.05, 100e6, "measured")
 SMALL_RMEM = {
     "kernel.hostname": "laptop",
     "net.core.rmem_max": "212992",
     "net.ipv4.tcp_rmem": "4096\t131072\t1048576",
     "net.core.default_qdisc": "fq_codel",
 }
-
-
-def host_audit(tmp: Path, name: str, overrides: Mapping[str, str | None]) -> HostAudit:
-    return audit(
-        SysctlReader(make_tree(tmp / name, overrides)),
-        "198.51.100.7",
-        TARGET,
-        network=network(),
-        ram_bytes=8 << 30,
-        page_size=4096,
-    )
 
 
 def _samples(mode: Mode, n: int = 20) -> tuple[TransferSample, ...]:
@@ -98,15 +83,7 @@ MODES: tuple[Mode, ...] = ("untuned", "autotune", "drs")
 
 
 def path_estimate() -> PathEstimate:
-    return PathEstimate(
-        RttStats(50.1, 50.3, 51.0, 50.4, 0.2, 52.0, 0.0, 0.1, 20, "udp-echo"),
-        CapacityEstimate(100.1, "capprobe-pairs+train", 0.9, 100.4, 99.8),
-        625_000,
-        2.5,
-        "198.51.100.7",
-        5301,
-        peer=True,
-    )
+    return far_path(CapacityEstimate(100.1, "capprobe-pairs+train", 0.9, 100.4, 99.8), peer=True)
 
 
 def report(tmp: Path) -> Report:
@@ -145,43 +122,15 @@ def four_hops(blackhole: bool = False) -> PathHops:
     (onto the long-haul link), 3 % loss from hop 3 on, and the MTU drops from this host's
     9000 to 1500 after hop 2 (with `blackhole`, silently)."""
 
-    def hop(ttl: int, rtt: float, got: int, addr: str, dest: bool = False) -> HopCounts:
-        rtts = tuple(rtt + 0.01 * (i % 7) for i in range(got))
-        return HopCounts(ttl, 300, rtts, (addr,) * got, dest, span_s=3.0)
-
-    hops, jump, jump_ms, loss_at, end_loss, limited = analyse(
-        [
-            hop(1, 0.4, 240, "192.0.2.1"),
-            hop(2, 48.1, 300, "203.0.113.9"),
-            hop(3, 48.9, 291, "203.0.113.77"),
-            hop(4, 50.1, 291, "198.51.100.7", dest=True),
-        ],
-        {"203.0.113.9": "wan-core.example.net"},
-    )
-    mtu = MtuFinding(9000, 1500, 2, "203.0.113.9", False, None, None, 5, "")
-    if blackhole:
-        mtu = MtuFinding(
-            9000, 1500, 2, "203.0.113.9", True, 2, "203.0.113.9", 40,
-            "packets over 1500 B vanish after hop 2 and no 'fragmentation needed' comes back",
-        )  # fmt: skip
-    return PathHops(
-        host="dtn1.example",
-        address="198.51.100.7",
-        family=4,
-        method="icmp",
-        port=None,
-        hops=hops,
-        reached=True,
-        rtt_jump_hop=jump,
-        rtt_jump_ms=jump_ms,
-        loss_start_hop=loss_at,
-        end_loss_pct=end_loss,
-        rate_limited_hops=limited,
-        mtu=mtu,
-        probes_sent=1200,
-        elapsed_s=4.1,
-        notes=(),
-    )
+    counted = [
+        hop(1, 0.4, 240, "192.0.2.1"),
+        hop(2, 48.1, 300, "203.0.113.9"),
+        hop(3, 48.9, 291, "203.0.113.77"),
+        hop(4, 50.1, 291, "198.51.100.7", dest=True),
+    ]
+    mtu = mtu_drop_at_hop_2("203.0.113.9", 5, 40 if blackhole else None)
+    names = {"203.0.113.9": "wan-core.example.net"}
+    return icmp_hops("dtn1.example", "198.51.100.7", counted, names, mtu, 1200, 4.1)
 
 
 MSS = 1448
