@@ -46,7 +46,7 @@ unit: install
 # The unit tests on every core; the lab's measurements alone, one at a time.
 test: install lint
 	$(BIN)/pytest -q -m "not lab" -n auto
-	$(BIN)/pytest -q -m lab --durations=15
+	$(BIN)/pytest -q -m lab --durations=40
 
 completions: install
 	$(BIN)/python -m tcpwizard.completion_gen completions
