@@ -10,6 +10,7 @@ import pytest
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.rules import policer_both_ways
 from tcpwizard.measure.model import CapacityEstimate, TransferResult
+from tcpwizard.measure.probes.availbw import AvailBandwidth
 
 from .test_policer_bloat_rules import audit, policed, transfer
 
@@ -59,3 +60,25 @@ def test_the_other_way_well_below_the_plateau_keeps_its_own_verdict() -> None:
     v = diagnose(two_ways(9.0)).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")
     assert not any("the same plateau" in e for e in v.evidence)
+
+
+def _shared_reading(ev: Evidence) -> Evidence:
+    """The available-bandwidth probe through the same bucket: 4 of 10 streams met its
+    drops and waits, about a fifth of the line free (scenario matrix 20261201.45)."""
+    assert ev.path is not None
+    free = AvailBandwidth(22e6, 0.0, 30e6, 100e6, 1.8, 10, 4, 460)
+    return dataclasses.replace(ev, path=dataclasses.replace(ev.path, available=free))
+
+
+def test_a_way_read_as_cross_traffic_at_the_policed_plateau_is_the_same_bucket() -> None:
+    v = diagnose(_shared_reading(two_ways(19.3))).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+    assert any("read there as cross-traffic" in e for e in v.evidence)
+
+
+def test_without_the_law_the_policed_way_reads_cross_traffic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(policer_both_ways, "same_bucket", lambda ev, b, c, d: b)
+    v = diagnose(_shared_reading(two_ways(19.3))).verdict
+    assert v.limiting_factor == "cross-traffic"

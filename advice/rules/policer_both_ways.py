@@ -21,13 +21,21 @@ from tcpwizard.advice.rules.policer import POLICED_SHARE, pacing_fixes, sender_c
 from tcpwizard.measure.engine.loaded_rtt import plateau_mbps
 from tcpwizard.units import format_mbps
 
+# What a bucket's drops look like on a way whose sender cannot show the bucket: loss
+# events a window takes (congestion), or probe streams that met drops and waits while
+# the bucket was empty, read as others' traffic (cross-traffic: the available-bandwidth
+# probe found 4 of 10 streams queued on a path policed at 1.9 of 12.6 Mbit/s, scenario
+# matrix 20261201.45). Others' traffic that left exactly the bucket's rate the other way
+# would be a coincidence; one bucket is the one cause.
+SAME_BUCKET_READS = ("congestion", "cross-traffic")
+
 
 def same_bucket(
     ev: Evidence, best: Candidate, candidates: Sequence[Candidate], dirs: Sequence[Direction]
 ) -> Candidate:
-    """The policer candidate of the other way when `best` is congestion on a way that ran
-    at its policed rate; else `best`."""
-    if best.factor != "congestion":
+    """The policer candidate of the other way when `best` is congestion or cross traffic
+    on a way that ran at its policed rate; else `best`."""
+    if best.factor not in SAME_BUCKET_READS:
         return best
     ways = {d.name: d for d in dirs}
     lossy = ways.get(best.direction)
@@ -52,8 +60,8 @@ def same_bucket(
                 (
                     *c.evidence,
                     f"{best.direction}: settled at {format_mbps(rate)} (IP layer), the same "
-                    f"plateau, with {best.evidence[0]}: the same bucket's drops, which a "
-                    "loss-based window takes as loss events",
+                    f"plateau, with {best.evidence[0]}: the same bucket's drops, read there "
+                    f"as {best.factor}",
                 ),
                 # Both senders pace below the bucket's rate: each way loses to it.
                 fixes=c.fixes
