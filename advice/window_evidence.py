@@ -10,8 +10,15 @@ from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import Evidence
 from tcpwizard.advice.evidence import mss as _mss
+from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.model import LimitingFactor
-from tcpwizard.advice.window_law import lossy_window_share
+from tcpwizard.advice.window_law import (
+    UNSCALED_WINDOW,
+    lossy_window_share,
+    max_receive_window,
+    max_send_window,
+    window_limit_mbps,
+)
 from tcpwizard.checks.model import HostRole
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.units import format_mbps as _fmt
@@ -58,3 +65,23 @@ def at_bound(m: ModeResult, limit_mbps: float, high_mbps: float | None = None) -
     explain): between 3/4 of it and 5/4 of its high end, once up to speed or on average."""
     high = limit_mbps if high_mbps is None else high_mbps
     return 0.75 * limit_mbps <= steady_mbps(m) and m.throughput_mbps <= 1.25 * high
+
+
+def hosts_window_mbps(ev: Evidence, d: _Direction) -> float | None:
+    """The most an autotuned transfer this way can move by the window law: the smaller of
+    the windows the audited hosts' buffers allow (the receiver's, the sender's) and 64 KB
+    where the connection is unscaled; None when no window is known or the judged transfer
+    set its own buffers (its windows are not the sysctls')."""
+    cur, rtt = d.current, _rtt_ms(ev, d)
+    if cur is None or cur.mode != "autotune" or not rtt:
+        return None
+    windows = [
+        w
+        for w in (
+            max_receive_window(d.receiver) if d.receiver else None,
+            max_send_window(d.sender) if d.sender else None,
+            UNSCALED_WINDOW if ev.windows_unscaled else None,
+        )
+        if w is not None
+    ]
+    return window_limit_mbps(min(windows), rtt) if windows else None

@@ -187,3 +187,19 @@ def test_a_mode_that_moved_past_what_was_free_refutes_the_leftover() -> None:
     assert d.verdict.limiting_factor == "sender-buffer"
     alone = diagnose(Evidence(audit(), audit(), p, transfer_of(mode(1150.0))))
     assert alone.verdict.limiting_factor == "cross-traffic"
+
+
+@pytest.mark.parametrize(
+    ("rmem_max", "factor"), [(262144, "receiver-window"), (33554432, "cross-traffic")]
+)
+def test_windows_below_the_least_that_was_free_are_the_limit_not_the_leftover(
+    rmem_max: int, factor: str
+) -> None:
+    """80 of 200 Mbit/s free (75-85); the upload got 52 over 20 ms. A 256 KB receive buffer
+    allows ~52 Mbit/s there (window law, below the least free): the window held it, not
+    what others left. With 32 MB the window allows the path and the leftover is the reading
+    (scenario matrix 20261201.111: 136 KB at 2.4 ms, 294 of 342-494 Mbit/s free)."""
+    p = dataclasses.replace(path(20, 200), available=_shared(80))
+    peer = audit(**{"net.ipv4.tcp_rmem": f"4096 65536 {rmem_max}"})
+    ev = Evidence(audit(), peer, p, transfer_of(mode(52.0, rwnd=0.3)))
+    assert diagnose(ev).verdict.limiting_factor == factor
