@@ -10,6 +10,7 @@ import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.loss_episodes import settled_loss
+from tcpwizard.advice.ramp import still_ramping
 from tcpwizard.advice.rules.policer import BUCKET_MAX_S, bucket_s
 from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
@@ -702,3 +703,18 @@ def test_a_slow_unpaced_flows_own_segment_spacing_is_no_others_queue() -> None:
     t2 = TransferResult((dataclasses.replace(t2.modes[0], sndbuf_limited=0.0, samples=late),))
     v2 = diagnose(Evidence(audit("reno"), audit("reno"), path(idle, 7.0), t2)).verdict
     assert v2.limiting_factor == "cross-traffic", v2
+
+
+def test_a_reno_window_regrowing_after_the_buckets_cuts_is_no_ramp() -> None:
+    """Reno through a 3.7 Mbit/s bucket over 86 ms (27 segments a window): the line while
+    the bucket lasts, then cut after cut, the last climb still under way when the test
+    ends. It met the bucket three times, the last in the second half: the climb is
+    congestion avoidance after a cut, not the first ramp (matrix 20261201.135)."""
+    goodputs = [8.0, 12.0, 14.0, 3.0, 3.4, 4.4, 2.6, 3.0, 3.4, 3.8, 4.2, 4.6]
+    goodputs += [2.4, 2.6, 2.8, 2.6, 2.8, 3.0, 3.6, 3.8, 4.0, 4.2, 4.4, 4.6]
+    retrans = [0, 150, 300, 80, 0, 60, 0, 0, 0, 0, 0, 60, 0, 0, 30] + [0] * 9
+    t = transfer(goodputs, [87.0] * len(goodputs), retrans, "reno")
+    ev = Evidence(audit("reno"), audit("reno"), path(86.0, 15.3), t)
+    assert still_ramping(t.modes[0])  # what the ramp test alone reads
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")

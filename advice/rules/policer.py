@@ -200,7 +200,7 @@ def policing(
     allowed = no_queue_ms(rtt.idle_ms) + spacing
     if rtt.queue_ms > allowed or _queue_at_losses(m, rtt.idle_ms, allowed):
         return None  # a queue: a shaper, a full bottleneck buffer, cross traffic
-    if still_ramping(m):
+    if still_ramping(m) and not _regrowing(m, rtt.idle_ms, cc):
         # Still climbing at the end (BBR's startup over 309 ms, 16 round trips in 5 s):
         # no plateau yet, a bucket's or any other.
         return None
@@ -301,6 +301,15 @@ def _queue_at_losses(m: ModeResult, idle_ms: float, allowed_ms: float) -> bool:
     later = episodes(m, idle_ms)[1:]
     queued = sum(1 for e in later if e and max(e) - idle_ms > allowed_ms)
     return bool(later) and 2 * queued >= len(later)
+
+
+def _regrowing(m: ModeResult, idle_ms: float, cc: str) -> bool:
+    """A loss-based window climbing again after cuts: it met the limit more than once
+    (two loss episodes or more) and again in the second half, so the climb at the end is
+    congestion avoidance's one segment per round trip after a cut, not the first ramp.
+    (Reno through a 3.7 Mbit/s bucket over 86 ms, 27 segments a window: 4 episodes, the
+    last climb read as slow start, matrix 20261201.135.)"""
+    return cc in LOSS_BASED and _loss_episodes(m, idle_ms) >= 2 and _late_losses(m)
 
 
 def _late_losses(m: ModeResult) -> bool:
