@@ -165,6 +165,26 @@ def test_a_starved_reader_without_a_probe_or_a_faster_transfer_is_host_cpu() -> 
         assert diagnose(ev).verdict.limiting_factor != "host-cpu"
 
 
+@pytest.mark.parametrize(("busy", "starved"), [(0.04, 0.66), (1.0, 0.66), (0.04, 0.0)])
+def test_a_starved_sender_that_left_the_path_idle_is_host_cpu(busy: float, starved: float) -> None:
+    """Serve at 0.5 % of a core answered no probe and made no upload progress; its download
+    had data in flight 4 % of the time while its process was held off the CPU 66 % of it
+    (matrix 20261201.142, 705 Mbit/s x 5.5 ms). The idle socket shows the room, the load
+    the cause; a busy sender, or one never held off the CPU, shows neither."""
+    probed = _ev().path
+    assert probed is not None
+    no_probe = dataclasses.replace(probed, capacity=None)
+    down = dataclasses.replace(
+        mode(14.3, direction="down", busy=busy), sender_load=_load(starved=starved)
+    )
+    ev = dataclasses.replace(_ev(down), path=no_probe, peer=None)
+    v = diagnose(ev).verdict
+    named = (v.limiting_factor, v.host_to_fix) == ("host-cpu", "peer")
+    assert named is (busy < 0.5 and starved > 0.5), v
+    if named:
+        assert any("data in flight only 4%" in e for e in v.evidence)
+
+
 def test_a_quota_seen_in_another_transfer_of_the_check_names_the_starved_host() -> None:
     """A far end at 0.5 % of a core (lab, 50 Mbit/s x 20 ms): the autotuned upload fell
     between the quota's throttled stretches (serve starved 16 %) yet moved 12 Mbit/s, the

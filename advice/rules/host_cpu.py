@@ -15,6 +15,7 @@ share (the rate the probe saw, in IP bytes, is the most a transfer's goodput can
 from __future__ import annotations
 
 from tcpwizard.advice.evidence import (
+    BUSY_SHARE,
     CHRONO_SHARE,
     Candidate,
     Direction,
@@ -23,6 +24,7 @@ from tcpwizard.advice.evidence import (
 )
 from tcpwizard.checks.model import Fix, HostRole
 from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
+from tcpwizard.measure.model import ModeResult
 from tcpwizard.measure.observe.hostload import HostLoad
 
 # /proc/stat counts in ticks (1/USER_HZ s); over T seconds a fully busy core reads at least
@@ -136,6 +138,18 @@ def _room(ev: Evidence, d: Direction) -> tuple[float, str] | None:
     )
 
 
+def _idle_sender(m: ModeResult) -> tuple[float, str] | None:
+    """Room shown by the sender's own socket: data in flight less than BUSY_SHARE of the
+    time, so the path stood idle the rest and could carry the rate again over."""
+    if m.busy is None or m.busy >= BUSY_SHARE or m.busy <= 0:
+        return None
+    return (
+        m.throughput_mbps / m.busy,
+        f"the sender had data in flight only {m.busy:.0%} of the time (TCP_INFO): the path "
+        "stood idle the rest",
+    )
+
+
 def most_starved(ev: Evidence, role: HostRole) -> HostLoad | None:
     """The most this host's transferring process was held off the CPU in any transfer of
     the check, sending or receiving. A CPU quota throttles in periods of up to 1 s (the
@@ -187,7 +201,15 @@ def _starved_reader(ev: Evidence, d: Direction) -> Candidate | None:
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
     m = d.current
     room = _room(ev, d)
-    if m is None or room is None or m.throughput_mbps >= room[0] * (1 - HEADER_SHARE):
+    if m is None:
+        return None
+    if room is None or m.throughput_mbps >= room[0] * (1 - HEADER_SHARE):
+        # A sender that had data in flight less than half the time left the path idle the
+        # rest: the room was there whatever else was measured (a far end's serve at 0.5 %
+        # of a core, its upload probes unanswered, sent a download with data in flight
+        # 4 % of the time: matrix 20261201.142).
+        room = _idle_sender(m)
+    if room is None:
         # Nothing shows the path had room: the CPU kept up, unless a starved receiver
         # held the window shut.
         return _starved_reader(ev, d)
