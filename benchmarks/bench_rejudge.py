@@ -27,12 +27,20 @@ from tcpwizard.exitcodes import ExitCode, UsageError
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="matrix --out folders")
     p.add_argument("--list", action="store_true", help="list every row wrong now")
+    p.add_argument("--rows", type=Path, metavar="FILE",
+                   help="write the rows as judged now (for `confidence FILE`)")  # fmt: skip
 
 
 def rejudged(row: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
     """The row with the verdict today's rules give its stored report."""
     v = diagnose(evidence(report)).verdict
-    verdict = {"factor": v.limiting_factor, "host": v.host_to_fix, "confidence": v.confidence}
+    verdict = {
+        "factor": v.limiting_factor,
+        "host": v.host_to_fix,
+        "confidence": v.confidence,
+        # What the rules alone gave, before the calibration table: what a table is built on.
+        "rule_confidence": v.confidence if v.basis is None else v.basis.rule_confidence,
+    }
     return {**row, "verdict": {**row["verdict"], **verdict}}
 
 
@@ -72,6 +80,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             then.append(row)
             now.append(again)
     print(table(then, now, unread), file=ctx.stdout)
+    if args.rows is not None:
+        try:
+            args.rows.write_text("".join(json.dumps(r) + "\n" for r in now))
+        except OSError as exc:
+            raise UsageError(f"rejudge: cannot write {args.rows}: {exc.strerror}") from None
     lines = [_line(r, "wrong") for r in now if not right(r)] if args.list else []
     for was, is_ in zip(then, now, strict=True):
         if right(was) != right(is_):
