@@ -74,6 +74,11 @@ def test_rejudge_prints_then_and_now(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["rejudge", str(tmp_path / "run"), "--list"]) == ExitCode.OK
     out = capsys.readouterr().out
     assert "| 1 | 1 | 1 | 0 | 0 | 0 | 0 |" in out  # measured right, judged the same again
+    rows = tmp_path / "now.jsonl"
+    assert main(["rejudge", str(tmp_path / "run"), "--rows", str(rows)]) == ExitCode.OK
+    (row,) = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert row["verdict"]["factor"] == row["truth"]["factor"] == "bufferbloat"
+    assert 0 < row["verdict"]["rule_confidence"] <= 1  # what `confidence` builds a table on
 
 
 def test_rejudge_refuses_a_folder_without_a_run(
