@@ -82,6 +82,6 @@ def hosts_window_mbps(ev: Evidence, d: _Direction) -> float | None:
             max_send_window(d.sender) if d.sender else None,
             UNSCALED_WINDOW if ev.windows_unscaled else None,
         )
-        if w is not None
+        if w
     ]
     return window_limit_mbps(min(windows), rtt) if windows else None

@@ -37,6 +37,7 @@ def rejudged(row: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
     verdict = {
         "factor": v.limiting_factor,
         "host": v.host_to_fix,
+        "explanation": v.explanation,
         "confidence": v.confidence,
         # What the rules alone gave, before the calibration table: what a table is built on.
         "rule_confidence": v.confidence if v.basis is None else v.basis.rule_confidence,

@@ -162,6 +162,8 @@ def evidence(report: Mapping[str, Any]) -> Evidence:
     """The Evidence a saved check report was judged on, as far as the contract keeps it.
     The fixes are those the report printed (the verdict's; enough to judge again, since
     fixes follow the verdict and never choose it)."""
+    if not isinstance(report, Mapping):
+        raise ReportError("not a check report: the file holds no JSON object")
     try:
         fixes = {f["id"]: from_fields(Fix, f) for f in report.get("fixes", ())}
         local = host_audit(report["host"], fixes)
@@ -177,5 +179,6 @@ def evidence(report: Mapping[str, Any]) -> Evidence:
             peer_fixes=tuple(f for f in fixes.values() if f.host != "local"),
             peer_handshake=handshake(report.get("peer_handshake"), local),
         )
-    except (KeyError, TypeError) as e:
+    except (KeyError, TypeError, AttributeError) as e:
+        # A part of another shape than the contract's (a list for an object, say).
         raise ReportError(f"not a check report this version reads: {e}") from None

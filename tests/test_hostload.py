@@ -185,6 +185,20 @@ def test_a_starved_sender_that_left_the_path_idle_is_host_cpu(busy: float, starv
         assert any("data in flight only 4%" in e for e in v.evidence)
 
 
+def test_an_idle_sender_beside_a_starved_receiver_names_no_cpu() -> None:
+    """A receiver's shut window counts as busy time: a sender idle most of the time was
+    given little to send, whatever the receiver's CPU did."""
+    probed = _ev().path
+    assert probed is not None
+    down = dataclasses.replace(
+        mode(14.3, direction="down", busy=0.04),
+        sender_load=_load(),
+        receiver_load=_load(starved=0.7),
+    )
+    ev = dataclasses.replace(_ev(down), path=dataclasses.replace(probed, capacity=None))
+    assert diagnose(ev).verdict.limiting_factor != "host-cpu"
+
+
 def test_a_quota_seen_in_another_transfer_of_the_check_names_the_starved_host() -> None:
     """A far end at 0.5 % of a core (lab, 50 Mbit/s x 20 ms): the autotuned upload fell
     between the quota's throttled stretches (serve starved 16 %) yet moved 12 Mbit/s, the

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from tcpwizard.advice.capacity_view import capacity as _capacity
 from tcpwizard.advice.capacity_view import steady_mbps
-from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence, other_mode
+from tcpwizard.advice.evidence import (
+    CROSS_FREE_SHARE,
+    HEALTHY_SHARE,
+    Evidence,
+    mss,
+    other_mode,
+)
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.others_queue import others_queue as _others_queue
 from tcpwizard.advice.window_evidence import hosts_window_mbps
+from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.units import format_mbps as _fmt
 
 CROSS_TAKES_FREE = 1.3  # the transfer got no more than this times what is free
@@ -54,7 +61,8 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     if av.free_share > CROSS_FREE_SHARE or rate >= HEALTHY_SHARE * cap:
         return None
     held = hosts_window_mbps(ev, d)
-    if held is not None and held < av.low_bps / 1e6:
+    # The probe's rates count wire bytes: the window law's goodput in IP bytes beside them.
+    if held is not None and ip_rate(held, mss(d)) < av.low_bps / 1e6:
         # The hosts' own windows bound this transfer below even the least that was free:
         # what others left never held it (a 136 KB receive buffer at 2.4 ms, 294 Mbit/s,
         # read as the leftover of 342-494 Mbit/s free: scenario matrix 20261201.111).

@@ -9,7 +9,9 @@ Evidence per end (measure/observe/hostload.py), over the transfer:
 - a core held by the kernel's network work: a core busy >= SATURATED, mostly in softirq
   (receive and transmit processing is charged to no process).
 The path must have had room: the rate below the probed capacity by more than the headers'
-share (the rate the probe saw, in IP bytes, is the most a transfer's goodput can reach).
+share (the rate the probe saw, in IP bytes, is the most a transfer's goodput can reach),
+or below the check's fastest transfer, or a sender whose socket sat idle most of the time
+(then only the sender's own CPU is judged).
 """
 
 from __future__ import annotations
@@ -203,18 +205,20 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     room = _room(ev, d)
     if m is None:
         return None
+    ends = ((d.sender_role, m.sender_load), (d.receiver_role, m.receiver_load))
     if room is None or m.throughput_mbps >= room[0] * (1 - HEADER_SHARE):
         # A sender that had data in flight less than half the time left the path idle the
         # rest: the room was there whatever else was measured (a far end's serve at 0.5 %
         # of a core, its upload probes unanswered, sent a download with data in flight
-        # 4 % of the time: matrix 20261201.142).
-        room = _idle_sender(m)
+        # 4 % of the time: matrix 20261201.142). Only the sender's own CPU explains an
+        # idle socket: a receiver's shut window counts as busy time in TCP_INFO.
+        room, ends = _idle_sender(m), ends[:1]
     if room is None:
         # Nothing shows the path had room: the CPU kept up, unless a starved receiver
         # held the window shut.
         return _starved_reader(ev, d)
     found: list[tuple[float, HostRole, str, HostLoad]] = []
-    for role, load in ((d.sender_role, m.sender_load), (d.receiver_role, m.receiver_load)):
+    for role, load in ends:
         if load is not None and (why := cpu_bound(load)) is not None:
             found.append((why[0], role, why[1], load))
             continue

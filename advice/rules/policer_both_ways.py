@@ -1,5 +1,6 @@
 """One bucket, two ways: a policer one way's transfer shows explains the other way's losses
-when that way ran at the same plateau.
+(read as congestion) or its thin share (read as cross traffic) when that way ran at the
+same plateau.
 
 A loss-based sender whose window is a few segments (a policed rate of a few Mbit/s over a
 few ms is one or two segments per round trip) cannot show a bucket's burst of drops: it has
