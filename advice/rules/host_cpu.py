@@ -205,7 +205,10 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     room = _room(ev, d)
     if m is None:
         return None
-    ends = ((d.sender_role, m.sender_load), (d.receiver_role, m.receiver_load))
+    ends: tuple[tuple[HostRole, HostLoad | None], ...] = (
+        (d.sender_role, m.sender_load),
+        (d.receiver_role, m.receiver_load),
+    )
     if room is None or m.throughput_mbps >= room[0] * (1 - HEADER_SHARE):
         # A sender that had data in flight less than half the time left the path idle the
         # rest: the room was there whatever else was measured (a far end's serve at 0.5 %
