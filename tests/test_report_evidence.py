@@ -67,9 +67,10 @@ def test_a_file_that_is_no_check_report_is_one_error() -> None:
         evidence({"host": {"hostname": "h"}})
     with pytest.raises(ReportError):
         evidence({"verdict": {}})
-    for shape in ([], {"host": []}, {**_report(), "transfer": "x"}):
+    shapes: list[Any] = [[], {"host": []}, {**_report(), "transfer": "x"}]
+    for shape in shapes:
         with pytest.raises(ReportError):
-            evidence(shape)  # type: ignore[arg-type]
+            evidence(shape)
 
 
 def test_rejudge_prints_then_and_now(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
