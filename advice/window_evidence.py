@@ -14,9 +14,8 @@ from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.model import LimitingFactor
 from tcpwizard.advice.window_law import (
     UNSCALED_WINDOW,
+    audited_window,
     lossy_window_share,
-    max_receive_window,
-    max_send_window,
     window_limit_mbps,
 )
 from tcpwizard.checks.model import HostRole
@@ -78,8 +77,7 @@ def hosts_window_mbps(ev: Evidence, d: _Direction) -> float | None:
     windows = [
         w
         for w in (
-            max_receive_window(d.receiver) if d.receiver else None,
-            max_send_window(d.sender) if d.sender else None,
+            audited_window(d.sender, d.receiver),
             UNSCALED_WINDOW if ev.windows_unscaled else None,
         )
         if w

@@ -104,6 +104,21 @@ def max_send_window(audit: HostAudit) -> int | None:
 SEND_OVERSHOOT_BYTES = 65536
 
 
+def audited_window(sender: HostAudit | None, receiver: HostAudit | None) -> int | None:
+    """The largest window an autotuned connection can have by the audited hosts' buffers:
+    the smaller of the sender's send window and the receiver's receive window (None when
+    neither end was audited)."""
+    windows = [
+        w
+        for w in (
+            max_send_window(sender) if sender else None,
+            max_receive_window(receiver) if receiver else None,
+        )
+        if w
+    ]
+    return min(windows) if windows else None
+
+
 def window_limit_mbps(window_bytes: float, rtt_ms: float) -> float:
     """The window law in the verdict's units (milliseconds), from checks.window.mbps."""
     return mbps(window_bytes, rtt_ms / 1e3)

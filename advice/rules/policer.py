@@ -40,11 +40,10 @@ from tcpwizard.advice.ramp import still_ramping
 from tcpwizard.advice.rules import host_drops
 from tcpwizard.advice.window_law import (
     LOSS_BASED,
+    audited_window,
     backoff,
     lossy_window_share,
     mathis_mbps,
-    max_receive_window,
-    max_send_window,
     window_limit_mbps,
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
@@ -400,22 +399,15 @@ def _windows_explain(d: Direction, found: Policing) -> bool:
     POLICED_SHARE. A flow its window holds runs near that rate whatever drops its packets
     (BBR with a small send buffer at random loss: `policer` 3 times in the scenario matrix,
     docs/bench-matrix.md); the window rules speak for it."""
-    windows = [
-        w
-        for w in (
-            max_send_window(d.sender) if d.sender else None,
-            max_receive_window(d.receiver) if d.receiver else None,
-        )
-        if w
-    ]
-    if not windows or d.current is None:
+    window = audited_window(d.sender, d.receiver)
+    if window is None or d.current is None:
         return False
     mss = mss_of(d.current)
     # A window-held flow on a lossy path keeps less than the law: each loss holds the
     # window a round trip (BBR with a 719 KB tcp_wmem at 1.3 % loss moved 15 Mbit/s where
     # the law gives 21: `policer` in the scenario matrix, docs/bench-matrix.md).
-    allowed = window_limit_mbps(min(windows), found.rtt.median_ms) * lossy_window_share(
-        found.loss, min(windows), mss
+    allowed = window_limit_mbps(window, found.rtt.median_ms) * lossy_window_share(
+        found.loss, window, mss
     )
     return ip_rate(allowed, mss) * POLICED_SHARE <= found.policed_mbps
 
