@@ -22,10 +22,14 @@ TUNSETOFFLOAD = 0x400454D0  # _IOW('T', 208, unsigned int)
 TUN_F_CSUM = 0x01
 TUN_F_TSO4 = 0x02
 TUN_F_TSO6 = 0x04
-# No TUN_F_USO4/6: a UDP super-packet delivered whole would give all its datagrams one
-# arrival time, and the capacity probe times each datagram; without USO the kernel cuts
-# UDP_SEGMENT sends into datagrams before the TUN, so each one is serialized on its own.
+TUN_F_USO4 = 0x20  # Linux 6.2+: UDP segmentation offload (UDP_SEGMENT sends) on the TUN
+TUN_F_USO6 = 0x40
 GSO_OFFLOADS = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6
+# With USO the capacity probe's UDP_SEGMENT trains reach the line as super-packets too, so a
+# train costs the line ~40x fewer reads; each arrives whole at the far end, its datagrams
+# with one timestamp, which the probe reads as a bulk (measure/probes/dispersion.py: the
+# rate between bulks). Kernels without USO refuse the flags: TCP offload alone then.
+GSO_OFFLOADS_UDP = GSO_OFFLOADS | TUN_F_USO4 | TUN_F_USO6
 CLONE_NEWNET = 0x40000000
 PR_SET_TIMERSLACK = 29
 NETNS_RUN_DIR = "/run/netns"
@@ -61,8 +65,9 @@ def open_tun(ifname: str, vnet: bool = False, offload: bool = False) -> int:
 
     Plain, the kernel hands us MTU-sized packets (it segments GSO packets before xmit).
     `vnet`: every read() and write() starts with a virtio-net header (lab/gso.py).
-    `offload` (needs vnet): checksum and TCP segmentation offload, so each read() may be a
-    TCP super-packet of up to 64 KB (`ethtool -k` shows tcp-segmentation-offload: on).
+    `offload` (needs vnet): checksum, TCP and (where the kernel has it) UDP segmentation
+    offload, so each read() may be a super-packet of up to 64 KB (`ethtool -k` shows
+    tcp-segmentation-offload: on).
     Raises OSError where the kernel refuses either.
     """
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -71,7 +76,10 @@ def open_tun(ifname: str, vnet: bool = False, offload: bool = False) -> int:
         ifr = struct.pack("16sH22x", ifname.encode(), flags)
         fcntl.ioctl(fd, TUNSETIFF, ifr)
         if vnet and offload:
-            fcntl.ioctl(fd, TUNSETOFFLOAD, GSO_OFFLOADS)
+            try:
+                fcntl.ioctl(fd, TUNSETOFFLOAD, GSO_OFFLOADS_UDP)
+            except OSError:
+                fcntl.ioctl(fd, TUNSETOFFLOAD, GSO_OFFLOADS)
     except OSError:
         os.close(fd)
         raise
