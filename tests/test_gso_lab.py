@@ -66,7 +66,10 @@ def test_random_loss_hits_segments_not_super_packets(lab: Lab) -> None:
     if lab.backend != "delayline":
         pytest.skip("netem segments in the kernel")
     if shutil.which("ethtool"):
-        assert "tcp-segmentation-offload: on" in _offloads(lab)
+        offloads = _offloads(lab)
+        assert "tcp-segmentation-offload: on" in offloads
+        # USO (Linux 6.2+): the capacity probe's UDP_SEGMENT trains cross as super-packets.
+        assert "tx-udp-segmentation: on" in offloads
     before = lab.stats()["forward"]
     # Four streams: one Cubic flow at 1 % loss moves too few segments in 3 s.
     iperf3_tcp(lab, "a", seconds=3, extra=("-P", "4"))
