@@ -27,8 +27,9 @@ TUN_F_USO6 = 0x40
 GSO_OFFLOADS = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6
 # With USO the capacity probe's UDP_SEGMENT trains reach the line as super-packets too, so a
 # train costs the line ~40x fewer reads; each arrives whole at the far end, its datagrams
-# with one timestamp, which the probe reads as a bulk (measure/probes/dispersion.py: the
-# rate between bulks). Kernels without USO refuse the flags: TCP offload alone then.
+# with one timestamp, which the probe reads as a batch (measure/probes/dispersion.py: the
+# lower envelope of the train's arrivals). Kernels without USO refuse the flags: TCP
+# offload alone then.
 GSO_OFFLOADS_UDP = GSO_OFFLOADS | TUN_F_USO4 | TUN_F_USO6
 CLONE_NEWNET = 0x40000000
 PR_SET_TIMERSLACK = 29
