@@ -46,6 +46,31 @@ def test_lumpy_counts_read_the_delivered_rate_not_their_lumps() -> None:
     assert max(r for _, r in rates.sample_rates(lumpy)[2:]) <= 155
 
 
+def _hole_at_the_half(counted_by_sender: bool) -> list[TransferSample]:
+    """100 Mbit/s delivered for 5 s in 100 ms counts; the receiver's in-order count stands
+    still for 0.3 s from the half (a loss recovery) and then jumps by all that arrived."""
+    per = round(100e6 / 8 * 0.1)
+    counts = [per * (i + 1) for i in range(50)]
+    for i in (24, 25, 26):  # the half's first count (2.5 s) falls inside the hole
+        counts[i] = counts[23]
+    series = _series(counts)
+    if counted_by_sender:
+        return series
+    return [dataclasses.replace(x, tcp_info=None) for x in series]
+
+
+def test_a_receivers_hole_at_the_half_does_not_lift_the_steady_rate() -> None:
+    steady = rates.steady_mbps(_hole_at_the_half(counted_by_sender=False))
+    assert steady is not None and 99.0 <= steady <= 101.0
+
+
+def test_a_senders_count_keeps_its_one_start() -> None:
+    # The same series with the sender's TCP_INFO: its count has no holes, so the half's rate
+    # is taken from its first count as before (here that start is low: 104 Mbit/s).
+    steady = rates.steady_mbps(_hole_at_the_half(counted_by_sender=True))
+    assert steady is not None and steady > 103.0
+
+
 def test_windows_are_at_least_a_round_trip_and_the_sampling_interval() -> None:
     assert rates.window_s(0.036, 0.1) == 0.1
     assert rates.window_s(0.3, 0.1) == 0.3

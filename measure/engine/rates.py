@@ -105,9 +105,10 @@ def sample_rates(
 
 def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
     """The rate once up to speed: the bytes delivered over the settled part (the second
-    half of the samples), over its time; None with fewer than MIN_STEADY_RATES samples
-    there. One interval of many round trips: a lump counted late moves it by the lump's
-    share of the whole half, not by a factor of two. Not the median of round-trip window
+    half of the samples), over its time (from a receiver's count, the least lifted of a
+    few starts: below); None with fewer than MIN_STEADY_RATES samples there. One interval
+    of many round trips: a lump counted late moves it by the lump's share of the whole
+    half, not by a factor of two. Not the median of round-trip window
     rates: on a path shared with two other TCP flows (100 Mbit/s x 20 ms, lab) that median
     read 6 % under the receiver's count, the windows' rates being skewed by the sawtooth."""
     counts = counts_of(samples)
@@ -115,10 +116,22 @@ def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
     start = n // 2  # counts[0] is the origin: counts[start] ends the first half
     if n - start < MIN_STEADY_RATES:
         return None
-    first, last = counts[start], counts[-1]
-    if last.t_s <= first.t_s:
-        return None
-    return max(0, last.bytes - first.bytes) * 8 / (last.t_s - first.t_s) / 1e6
+    last = counts[-1]
+    # Without the sender's TCP_INFO the counts are the receiver's in-order bytes, which
+    # stand still through a loss recovery while data keeps arriving and then jump by all
+    # of it: a half that begins inside such a hole starts from a count too low, which can
+    # only raise its rate (105 Mbit/s on a 100 Mbit/s lab line, an HTTP download). The
+    # smallest of the rates from the half's first quarter of counts to its last is the one
+    # a hole lifts least; each still spans at least three quarters of the half.
+    # With the sender's TCP_INFO (acknowledged and SACKed bytes) there is no hole: one start.
+    sender_counted = any(x.tcp_info is not None for x in samples)
+    starts = 1 if sender_counted else max(1, (n - start) // 4)
+    rates = [
+        max(0, last.bytes - c.bytes) * 8 / (last.t_s - c.t_s) / 1e6
+        for c in counts[start : start + starts]
+        if last.t_s > c.t_s
+    ]
+    return min(rates) if rates else None
 
 
 def average_mbps(nbytes: int, seconds: float) -> float:
