@@ -14,6 +14,7 @@ from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.loss_episodes import LATE_LOSS_EVENTS, late_retransmits
 from tcpwizard.advice.others_queue import others_queue as _others_queue
+from tcpwizard.advice.sawtooth import healthy_share
 from tcpwizard.advice.streams import streams_needed
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
 from tcpwizard.advice.window_law import LOSS_BASED, LOSS_BOUND_MARGIN, mathis_mbps
@@ -76,10 +77,12 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
             f"the sender runs {cc}, which keeps its rate through loss below "
             f"{BBR_LOSS_TOLERANCE:.0%}: these losses do not hold it down"
         )
-    if (full := _fills_free_share(ev, d) or _others_queue(ev, d)) is not None:
+    full = _fills_free_share(ev, d) or _others_queue(ev, d) or _own_sawtooth(ev, d, cc)
+    if full is not None:
         # Every TCP flow that fills what a bottleneck leaves it sees the loss its rate
-        # implies (that is what the loss bound says); only the free share tells those
-        # losses from ones that hold it below the path.
+        # implies (that is what the loss bound says); only the free share, or its window
+        # shown filling the path and its queue, tells those losses from ones that hold it
+        # below the path.
         confidence = min(confidence, FULL_SHARE_LOSS_CONFIDENCE)
         evidence.append(full)
     if cc:
@@ -132,7 +135,9 @@ BBR_LOSS_TOLERANCE = 0.02
 # explains the rate.
 BBR_LOSS_CONFIDENCE = 0.3
 # Below CROSS_SHARED_CONFIDENCE (advice/rules/cross_traffic.py): losses that a full share of
-# a shared path explains do not outrank the sharing itself.
+# a shared path explains do not outrank the sharing itself; below the one-line band, so
+# a sawtooth through the path's own queue (advice/sawtooth.py) leaves the path's rule the
+# verdict.
 FULL_SHARE_LOSS_CONFIDENCE = 0.45
 
 
@@ -156,6 +161,16 @@ def _fills_free_share(ev: Evidence, d: _Direction) -> str | None:
     )
 
 
+def _own_sawtooth(ev: Evidence, d: _Direction, cc: str) -> str | None:
+    """Evidence that this transfer's losses are its own window overflowing the path's
+    queue at the rate such a sawtooth keeps (advice/sawtooth.py)."""
+    healthy, over = healthy_share(ev, d)
+    cap, cur = _capacity(ev, d), d.current
+    if over is None or cap is None or cur is None or steady_mbps(cur) < healthy * cap:
+        return None
+    return over.note(cc)
+
+
 def _streams_work_around(
     ev: Evidence, d: _Direction, bound: float | None, cc: str
 ) -> tuple[int, float] | None:
@@ -165,7 +180,7 @@ def _streams_work_around(
     cur, cap = d.current, _capacity(ev, d)
     if cur is None or bound is None or cap is None or cc not in LOSS_BASED:
         return None
-    if steady_mbps(cur) >= HEALTHY_SHARE * cap:
+    if steady_mbps(cur) >= healthy_share(ev, d)[0] * cap:
         return None
     rwnd, sndbuf, _busy = _chrono(cur)
     if (rwnd or 0) > 0.2 or (sndbuf or 0) > 0.2:

@@ -13,6 +13,7 @@ from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.rules import policer
+from tcpwizard.advice.sawtooth import healthy_share
 from tcpwizard.units import format_mbps as _fmt
 
 
@@ -25,12 +26,21 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         # path's capacity: it must not overrule a weak probe and call the path healthy.
         return None
     share = reached_mbps(cur) / cap
-    if share < HEALTHY_SHARE:
+    healthy, sawtooth = healthy_share(ev, d)
+    if share < healthy:
         return None
     evidence = [
         f"{cur.mode} moved {_fmt(cur.throughput_mbps)} ({_fmt(reached_mbps(cur))} once up to "
         f"speed) of {_fmt(cap)} capacity"
     ]
+    shallow = ""
+    if sawtooth is not None and share < HEALTHY_SHARE:
+        evidence.append(sawtooth.note(cur.congestion_control))
+        shallow = (
+            " The bottleneck's queue is shallower than the path's BDP: a loss-based sender "
+            "idles the line after each loss; BBR with fq pacing, or parallel streams, keep it "
+            "fuller."
+        )
     if share > 1.1:
         evidence.append("the capacity probe was the slower one (sender-limited): a lower bound")
     if note := _capacity_view(ev, d)[1]:
@@ -41,7 +51,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         min(0.95, 0.6 + min(share, 1.0) * _capacity_sure(ev, d) / 3),
         None,
         f"{d.name}: the transfer reached {min(share, 1.0):.0%} of the path's capacity; the "
-        "network itself is the limit and the hosts are tuned well enough for it.",
+        f"network itself is the limit and the hosts are tuned well enough for it.{shallow}",
         tuple(evidence),
         decisive=True,
     )

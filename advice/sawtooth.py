@@ -1,0 +1,106 @@
+"""A loss-based sender's own sawtooth through a drop-tail queue shallower than the BDP.
+
+Such a sender grows its window until the bottleneck's queue overflows, then multiplies it
+by its decrease factor beta. Its window cycles between beta x W and W = 1 + q BDPs (q: the
+queue in BDPs); while the window is below one BDP the line idles, so a healthy flow keeps it
+busy only part of the time. Its losses are the queue's overflow under its own window — the
+path's buffer, not losses that hold the window down — and no setting on either host changes
+them. What tells them apart from losses that hold it down: the window's peaks reached the
+BDP and a queue stood behind them (a window held below the BDP by loss neither fills the
+line nor queues).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tcpwizard.advice.capacity_view import capacity as _capacity
+from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence
+from tcpwizard.advice.evidence import Direction as _Direction
+from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
+from tcpwizard.advice.others_queue import standing_noise_ms
+from tcpwizard.advice.window_law import LOSS_BASED
+from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, mss_of, percentile
+from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
+from tcpwizard.measure.model import ModeResult
+
+# The share of its window a sender keeps after a loss (its multiplicative decrease), the
+# least where it adapts: Reno (RFC 5681) 0.5; CUBIC 717/1024 (Linux tcp_cubic beta, RFC
+# 8312's 0.7); BIC 819/1024 (Linux tcp_bic); Scalable 7/8 (Linux tcp_scalable, cwnd >> 3);
+# H-TCP, HighSpeed, Illinois adapt from 0.5 upward; Westwood+ resets to its bandwidth
+# estimate, at worst half. The least beta gives the least utilisation a healthy sawtooth
+# can show.
+DECREASE = {"cubic": 717 / 1024, "bic": 819 / 1024, "scalable": 7 / 8}
+LEAST_DECREASE = 0.5
+# The peaks: the 90th percentile of the congestion window over the settled half (TCP_INFO,
+# one sample per interval), the window just before the losses without the one sample a
+# burst can lift.
+PEAK_PERCENTILE = 0.9
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """A sawtooth through the path's own queue: the window's peaks, and the queue that stood
+    behind them, in BDPs; the share of the line such a sawtooth keeps busy."""
+
+    window_bdps: float
+    queue_bdps: float
+    utilisation: float
+
+    def note(self, cc: str) -> str:
+        return (
+            f"the {cc} window's peaks reached {self.window_bdps:.2f} BDP with a queue of "
+            f"{self.queue_bdps:.2f} BDP behind them: its losses are the path's queue "
+            f"overflowing under its own window, which through a queue that shallow keeps the "
+            f"line {self.utilisation:.0%} busy"
+        )
+
+
+def sawtooth_utilisation(queue_bdps: float, beta: float) -> float:
+    """The share of the line a loss-based window keeps busy through a drop-tail queue of
+    queue_bdps: it cycles from beta x W to W = 1 + q growing linearly; below one BDP it sends
+    its window per round trip, above it the line is full. Linear growth counted in idle
+    round trips is the least share (a round trip above the BDP lasts longer; CUBIC's concave
+    growth lingers near W)."""
+    top = 1.0 + max(0.0, queue_bdps)
+    bottom = beta * top
+    if bottom >= 1.0:
+        return 1.0
+    below = (1.0 - bottom) / (top - bottom)
+    return below * (bottom + 1.0) / 2 + (1.0 - below)
+
+
+def decrease_of(cc: str) -> float:
+    return DECREASE.get(cc, LEAST_DECREASE)
+
+
+def own_overflow(ev: Evidence, d: _Direction) -> Overflow | None:
+    """The sawtooth evidence of this direction's transfer, or None when its sender is not
+    loss-based, lost nothing, or its window never reached the BDP with a queue behind it."""
+    cur, cap, idle = d.current, _capacity(ev, d), _rtt_ms(ev, d)
+    if cur is None or cap is None or idle is None or cap <= 0 or idle <= 0:
+        return None
+    cc = _sender_cc(d, cur)
+    if cc not in LOSS_BASED or cur.retransmits == 0:
+        return None
+    settled = [s.tcp_info for s in cur.samples[len(cur.samples) // 2 :] if s.tcp_info]
+    lr = loaded_rtt(cur, idle)
+    if not settled or lr is None:
+        return None
+    bdp_segments = cap * 1e6 / 8 * idle / 1e3 / (mss_of(cur) + IP_TCP_HEADERS)
+    peak = percentile([t.snd_cwnd for t in settled], PEAK_PERCENTILE) / bdp_segments
+    queue = (lr.p90_ms - idle) / idle
+    if peak < 1.0 or lr.p90_ms - idle <= standing_noise_ms(idle):
+        return None
+    return Overflow(peak, queue, sawtooth_utilisation(queue, decrease_of(cc)))
+
+
+def healthy_share(ev: Evidence, d: _Direction) -> tuple[float, Overflow | None]:
+    """The share of the capacity a transfer the hosts do not hold back reaches this way: the
+    healthy share, times the sawtooth's utilisation when its own overflow is shown."""
+    over = own_overflow(ev, d)
+    return (HEALTHY_SHARE * over.utilisation if over else HEALTHY_SHARE), over
+
+
+def _sender_cc(d: _Direction, cur: ModeResult) -> str:
+    return cur.congestion_control or (d.sender.congestion_control if d.sender else "")
