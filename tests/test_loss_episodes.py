@@ -45,3 +45,18 @@ def test_one_late_overshoot_is_no_repeated_loss_event_for_the_congestion_rule() 
     assert c is not None
     assert not any("repeated loss events" in e for e in c.evidence)
     assert c.confidence <= 0.3
+
+
+def test_the_loss_bound_is_read_against_the_settled_rate_not_the_first_burst() -> None:
+    """Reno at ~1 % random loss over 386 ms (scenario matrix 20261202.164): slow start's
+    first burst lifts the whole average to several times the bound, the second half sits at
+    it. The bound is a steady-state law: it holds the window, `congestion` on the sender."""
+    rates = [0.2, 0.6, 1.2, 2.3, 3.6, 3.0, 1.9, 1.3] + [0.4, 0.3, 0.4, 0.3] * 3
+    losses = [0, 0, 0, 1, 0, 1, 2, 0] + [0, 1, 0, 0] * 3
+    t = transfer(rates, [387.0] * len(rates), losses, "reno")
+    ev = Evidence(audit("reno"), audit("reno"), path(386.0, 9.3), t)
+    (d,) = directions(ev)
+    c = congestion.rule(ev, d)
+    assert c is not None and d.current is not None
+    assert d.current.throughput_mbps > 1.5 * 0.4  # the whole average is far above the bound
+    assert (c.factor, c.host, c.confidence) == ("congestion", "local", 0.85)
