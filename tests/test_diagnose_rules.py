@@ -646,7 +646,8 @@ def test_a_sender_a_window_held_most_of_the_time_is_the_windows_not_its_losses()
 def test_without_the_window_share_the_loss_bound_names_congestion(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The control: the same evidence with the window's share ignored reads as loss."""
+    """The control: the same evidence with the window's share ignored reads as loss — on
+    the path, as the sender paces (BBR): no host setting removes those losses."""
     monkeypatch.setattr(congestion, "WINDOW_HELD_SHARE", 1.01)
     v = diagnose(_held_and_lossy()).verdict
-    assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")
+    assert (v.limiting_factor, v.host_to_fix) == ("congestion", "path")

@@ -17,6 +17,7 @@ from tcpwizard.advice.others_queue import others_queue as _others_queue
 from tcpwizard.advice.sawtooth import healthy_share
 from tcpwizard.advice.streams import streams_needed
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
+from tcpwizard.advice.rules.policer import model_based
 from tcpwizard.advice.window_law import LOSS_BASED, LOSS_BOUND_MARGIN, mathis_mbps
 from tcpwizard.measure.engine import rates
 from tcpwizard.measure.engine.loaded_rtt import flow_rtt_ms
@@ -71,7 +72,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
             f"the sender was held by a window {max(rwnd or 0.0, sndbuf or 0.0):.0%} of the "
             "time (TCP_INFO), not by its congestion window"
         )
-    if cc.startswith("bbr") and loss < BBR_LOSS_TOLERANCE:
+    if model_based(cc) and loss < BBR_LOSS_TOLERANCE:
         # A model-based sender paces at the bandwidth it measures and does not back off on
         # loss this low: the loss bound is no law for it, and its rate says nothing of the
         # losses. Something else held it (its windows, the path).
@@ -116,7 +117,9 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         d.name,
         "congestion",
         confidence,
-        d.sender_role,
+        # A sender that paces at its measured bandwidth already does what a host can: the
+        # losses are the path's to find (a congested or faulty link), not a host's to fix.
+        "path" if model_based(cc) else d.sender_role,
         f"{d.name}: packet loss holds the congestion window down.{advice}",
         tuple(evidence),
         streams=streams,
