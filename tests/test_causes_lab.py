@@ -28,6 +28,13 @@ BLOATED = LabSpec.symmetric(
     50e6, 0.030, queue_bytes=round(8 * 50e6 * 0.030 / 8), sysctls_a=RENO, sysctls_b=RENO
 )
 
+# Reno (its window halves on a loss) through a drop-tail queue of 0.2 BDP, both hosts' buffers
+# the kernel's (4-6 MB, 30-50 BDP): the line idles after each halving, ~0.86 of it busy
+# (advice/sawtooth.py), and the losses are the queue's overflow: the path, no host to fix.
+SHALLOW = LabSpec.symmetric(
+    50e6, 0.020, queue_bytes=round(0.2 * 50e6 * 0.020 / 8), sysctls_a=RENO, sysctls_b=RENO
+)
+
 
 def _checks(lab: Lab, expect: tuple[str, str]) -> list[dict[str, object]]:
     """check_run until two runs agree on whether the verdict is `expect` (3 at most)."""
@@ -57,6 +64,11 @@ def test_policer_on_a_router_is_named(lab_factory: LabFactory) -> None:
 def test_bloated_queue_is_bufferbloat(lab_factory: LabFactory) -> None:
     runs = _checks(lab_factory(BLOATED), ("bufferbloat", "path"))
     assert sum((r["factor"], r["host"]) == ("bufferbloat", "path") for r in runs) >= 2, runs
+
+
+def test_a_reno_sawtooth_through_a_shallow_queue_is_the_path(lab_factory: LabFactory) -> None:
+    runs = _checks(lab_factory(SHALLOW), ("path-capacity", None))
+    assert sum((r["factor"], r["host"]) == ("path-capacity", None) for r in runs) >= 2, runs
 
 
 def _close_to_ping(p: dict[str, object]) -> bool:

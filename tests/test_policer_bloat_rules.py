@@ -718,3 +718,18 @@ def test_a_reno_window_regrowing_after_the_buckets_cuts_is_no_ramp() -> None:
     assert still_ramping(t.modes[0])  # what the ramp test alone reads
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+
+
+def test_reno_climbing_back_after_cuts_with_no_loss_before_the_end_is_policed() -> None:
+    """Reno through a bucket at a fifth of the line (matrix 20261202.153, scaled): the full
+    bucket's burst at the line rate, repeated loss episodes in the first half with no queue,
+    then congestion avoidance climbing back a segment per round trip with no loss before
+    the end. The climb is no first ramp: the limit was met several times before it."""
+    n = 20
+    goodputs = [90.0, 60.0, 12.0, 17.0, 8.0, 15.0, 9.0, 14.0, 8.0, 9.0]
+    goodputs += [9.0 + 0.9 * i for i in range(n - len(goodputs))]
+    rtts = [14.3] * n
+    retrans = [0, 400, 0, 60, 0, 50, 0, 40, 0, 0] + [0] * (n - 10)
+    t = transfer(goodputs, rtts, retrans, "reno")
+    d = diagnose(Evidence(audit("reno"), audit("reno"), path(14.0, 100), t))
+    assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("policer", "path")

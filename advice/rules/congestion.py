@@ -14,10 +14,10 @@ from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.loss_episodes import LATE_LOSS_EVENTS, late_retransmits
 from tcpwizard.advice.others_queue import others_queue as _others_queue
+from tcpwizard.advice.rules.policer import model_based
 from tcpwizard.advice.sawtooth import healthy_share
 from tcpwizard.advice.streams import streams_needed
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
-from tcpwizard.advice.rules.policer import model_based
 from tcpwizard.advice.window_law import LOSS_BASED, LOSS_BOUND_MARGIN, mathis_mbps
 from tcpwizard.measure.engine import rates
 from tcpwizard.measure.engine.loaded_rtt import flow_rtt_ms

@@ -303,12 +303,15 @@ def _queue_at_losses(m: ModeResult, idle_ms: float, allowed_ms: float) -> bool:
 
 
 def _regrowing(m: ModeResult, idle_ms: float, cc: str) -> bool:
-    """A loss-based window climbing again after cuts: it met the limit more than once
-    (two loss episodes or more) and again in the second half, so the climb at the end is
-    congestion avoidance's one segment per round trip after a cut, not the first ramp.
-    (Reno through a 3.7 Mbit/s bucket over 86 ms, 27 segments a window: 4 episodes, the
-    last climb read as slow start, matrix 20261201.135.)"""
-    return cc in LOSS_BASED and _loss_episodes(m, idle_ms) >= 2 and _late_losses(m)
+    """A loss-based window climbing again after cuts: it met the limit more than once (two
+    loss episodes or more), so the first ramp ended at the first and the climb at the end
+    is congestion avoidance's one segment per round trip after a cut, not the first ramp —
+    whether or not it met the limit again before the end (Reno through a 3.7 Mbit/s bucket
+    over 86 ms, 27 segments a window: 4 episodes, the last climb read as slow start, matrix
+    20261201.135; Reno through a 472 Mbit/s bucket over 13.7 ms, 373 segments a window: 16
+    episodes in the first half, then a climb of 373 round trips with no loss before the end,
+    read `path-capacity`, 20261202.153)."""
+    return cc in LOSS_BASED and _loss_episodes(m, idle_ms) >= 2
 
 
 def _late_losses(m: ModeResult) -> bool:
