@@ -89,6 +89,10 @@ class TransferSample:
     # receiver's kernel (tcpi_bytes_received) or its own reads, or the sender's acknowledged
     # bytes. Rates over any window come from these (measure/engine/rates.py).
     delivered_bytes: int | None = None
+    # Who counted them: "sender" (acknowledged and SACKed bytes, no holes) or "receiver"
+    # (in-order bytes, which stand still through a loss recovery and then jump); None in
+    # reports from before it was recorded.
+    delivered_by: str | None = None
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,19 @@ def test_a_senders_count_keeps_its_one_start() -> None:
     assert steady is not None and steady > 103.0
 
 
+def test_a_receivers_count_beside_the_senders_tcp_info_is_read_as_the_receivers() -> None:
+    # An iperf3 download: the server's TCP_INFO stands beside each sample, the bytes are
+    # our receiving socket's in-order count. The counter's owner decides, not the TCP_INFO.
+    series = [
+        dataclasses.replace(x, delivered_by="receiver")
+        for x in _hole_at_the_half(counted_by_sender=True)
+    ]
+    steady = rates.steady_mbps(series)
+    assert steady is not None and 99.0 <= steady <= 101.0
+    by_sender = [dataclasses.replace(x, delivered_by="sender") for x in series]
+    assert (rates.steady_mbps(by_sender) or 0.0) > 103.0
+
+
 def test_windows_are_at_least_a_round_trip_and_the_sampling_interval() -> None:
     assert rates.window_s(0.036, 0.1) == 0.1
     assert rates.window_s(0.3, 0.1) == 0.3

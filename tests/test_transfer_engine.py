@@ -145,6 +145,8 @@ def test_duration_is_respected_and_sampled(make_link: Callable[[int, BufferPlan]
     assert res.throughput_mbps > 50
     assert res.max_buffer_bytes == 4 * 65536
     assert res.samples and res.samples[0].tcp_info is not None
+    # The rates' counts are the sender's acknowledged bytes where it sampled them.
+    assert res.samples[-1].delivered_by == "sender"
     assert any("autotuning" in n for n in res.notes)
 
 
@@ -261,6 +263,8 @@ def test_timed_goodput_is_what_arrived_while_the_sender_wrote() -> None:
     res = merge("autotune", "up", 1, snd, rcv)
     assert abs(res.throughput_mbps - 8.0) < 1e-6  # 3 MB in 3 s, not 4 MB in 3.25 s
     assert isinstance(res.samples[0], TransferSample)
+    # No sender's count beside them: the receiver's in-order bytes, said so.
+    assert {s.delivered_by for s in res.samples} == {"receiver"}
     fixed = merge("autotune", "up", 1, dataclasses.replace(snd, write_s=None), rcv)
     assert abs(fixed.throughput_mbps - 4e6 * 8 / 3.25 / 1e6) < 1e-6
     # On the wire, the figure is optional both ways.

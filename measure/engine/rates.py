@@ -123,10 +123,12 @@ def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
     # only raise its rate (105 Mbit/s on a 100 Mbit/s lab line, an HTTP download). The
     # smallest of the rates from the half's first quarter of counts to its last is the one
     # a hole lifts least; each still spans at least three quarters of the half.
-    # Samples carrying the sender's TCP_INFO were counted by it (transfer.merge takes the
-    # acknowledged and SACKed bytes, which have no hole): one start. (An iperf3 download's
-    # samples carry the server's TCP_INFO over the receiver's count: one start too.)
-    sender_counted = any(x.tcp_info is not None for x in samples)
+    # A sender's count (acknowledged and SACKed bytes) has no hole: one start. Reports from
+    # before the counter was recorded: samples with the sender's TCP_INFO were its count.
+    sender_counted = any(
+        x.delivered_by == "sender" or (x.delivered_by is None and x.tcp_info is not None)
+        for x in samples
+    )
     starts = 1 if sender_counted else max(1, (n - start) // 4)
     rates = [
         average_mbps(max(0, last.bytes - c.bytes), last.t_s - c.t_s)

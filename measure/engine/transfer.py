@@ -336,6 +336,7 @@ def merge(
                 drs_rtt_ms=None if r.drs_rtt_s is None else r.drs_rtt_s * 1e3,
                 tcp_info=s.tcp_info if s is not None else None,
                 delivered_bytes=_delivered(r, counted),
+                delivered_by="sender" if counted and counted[0][0] <= r.t else "receiver",
             )
         )
     samples = with_window_rates(samples)

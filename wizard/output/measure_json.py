@@ -106,6 +106,8 @@ def sample_json(s: TransferSample) -> dict[str, Any]:
         },
         # The cumulative count the rates come from: any window can be recomputed.
         "delivered_bytes": s.delivered_bytes,
+        # Whose count that is; left out where unknown, as in reports from before it was kept.
+        **({"delivered_by": s.delivered_by} if s.delivered_by else {}),
     }
 
 

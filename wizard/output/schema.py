@@ -182,8 +182,9 @@ SAMPLE = obj(
         "drs_rtt_ms": nullable(NUM),
         "tcp_info": nullable(TCP_INFO),
         "delivered_bytes": nullable(INT),
+        "delivered_by": nullable(STR),
     },
-    optional=("delivered_bytes",),
+    optional=("delivered_bytes", "delivered_by"),
 )
 HOST_LOAD = obj(
     {
