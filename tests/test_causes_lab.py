@@ -36,7 +36,7 @@ SHALLOW = LabSpec.symmetric(
 )
 
 
-def _checks(lab: Lab, expect: tuple[str, str]) -> list[dict[str, object]]:
+def _checks(lab: Lab, expect: tuple[str, str | None]) -> list[dict[str, object]]:
     """check_run until two runs agree on whether the verdict is `expect` (3 at most)."""
     with tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp, serving(lab, "b"):
         return until_decided(
