@@ -19,10 +19,10 @@ from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.others_queue import standing_noise_ms
+from tcpwizard.advice.rules.policer import sender_cc
 from tcpwizard.advice.window_law import LOSS_BASED
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, mss_of, percentile
 from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
-from tcpwizard.measure.model import ModeResult
 
 # The share of its window a sender keeps after a loss (its multiplicative decrease), the
 # least where it adapts: Reno (RFC 5681) 0.5; CUBIC 717/1024 (Linux tcp_cubic beta, RFC
@@ -71,6 +71,7 @@ def sawtooth_utilisation(queue_bdps: float, beta: float) -> float:
 
 
 def decrease_of(cc: str) -> float:
+    """The share of its window `cc` keeps after a loss (DECREASE)."""
     return DECREASE.get(cc, LEAST_DECREASE)
 
 
@@ -80,7 +81,7 @@ def own_overflow(ev: Evidence, d: _Direction) -> Overflow | None:
     cur, cap, idle = d.current, _capacity(ev, d), _rtt_ms(ev, d)
     if cur is None or cap is None or idle is None or cap <= 0 or idle <= 0:
         return None
-    cc = _sender_cc(d, cur)
+    cc = sender_cc(d)
     if cc not in LOSS_BASED or cur.retransmits == 0:
         return None
     settled = [s.tcp_info for s in cur.samples[len(cur.samples) // 2 :] if s.tcp_info]
@@ -100,7 +101,3 @@ def healthy_share(ev: Evidence, d: _Direction) -> tuple[float, Overflow | None]:
     healthy share, times the sawtooth's utilisation when its own overflow is shown."""
     over = own_overflow(ev, d)
     return (HEALTHY_SHARE * over.utilisation if over else HEALTHY_SHARE), over
-
-
-def _sender_cc(d: _Direction, cur: ModeResult) -> str:
-    return cur.congestion_control or (d.sender.congestion_control if d.sender else "")

@@ -35,7 +35,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     ]
     shallow = ""
     if sawtooth is not None and share < HEALTHY_SHARE:
-        evidence.append(sawtooth.note(cur.congestion_control))
+        evidence.append(sawtooth.note(policer.sender_cc(d)))
         shallow = (
             " The bottleneck's queue is shallower than the path's BDP: a loss-based sender "
             "idles the line after each loss; BBR with fq pacing, or parallel streams, keep it "

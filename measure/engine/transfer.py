@@ -324,6 +324,7 @@ def merge(
             continue
         prev_t = r.t
         s = _nearest(snd_rows, r.t)
+        delivered, by = _delivered(r, counted)
         samples.append(
             TransferSample(
                 t_s=round(r.t, 4),
@@ -335,8 +336,8 @@ def merge(
                 else r.drs_bandwidth_bps / 1e6,
                 drs_rtt_ms=None if r.drs_rtt_s is None else r.drs_rtt_s * 1e3,
                 tcp_info=s.tcp_info if s is not None else None,
-                delivered_bytes=_delivered(r, counted),
-                delivered_by="sender" if counted and counted[0][0] <= r.t else "receiver",
+                delivered_bytes=delivered,
+                delivered_by=by,
             )
         )
     samples = with_window_rates(samples)
@@ -384,10 +385,11 @@ def merge(
     )
 
 
-def _delivered(r: datapath.SideSample, counted: Sequence[tuple[float, int]]) -> int:
-    """The bytes delivered by a sampling instant: the sender's TCP_INFO count (acknowledged
-    and selectively acknowledged, the kernel's `delivered`) interpolated at that instant
-    where the sender sampled it, else the receiver's kernel count, else its reads. The
+def _delivered(r: datapath.SideSample, counted: Sequence[tuple[float, int]]) -> tuple[int, str]:
+    """The bytes delivered by a sampling instant, and who counted them: the sender's
+    TCP_INFO count (acknowledged and selectively acknowledged, the kernel's `delivered`)
+    interpolated at that instant where the sender sampled it, else the receiver's kernel
+    count, else its reads. The
     receiver's kernel counts only in-order bytes: through a loss recovery its count stands
     still while data keeps arriving, then jumps by all of it (1.8 MB in 0.1 s after a 0.7 s
     hole on a 20 Mbit/s lab path with a deep queue), and a rate over an interval that starts
@@ -396,9 +398,9 @@ def _delivered(r: datapath.SideSample, counted: Sequence[tuple[float, int]]) -> 
     if counted and counted[0][0] <= r.t:
         for (t0, b0), (t1, b1) in itertools.pairwise(counted):
             if t0 <= r.t <= t1 and t1 > t0:
-                return round(b0 + (b1 - b0) * (r.t - t0) / (t1 - t0))
-        return counted[-1][1]  # past the sender's last sample: all it saw delivered
-    return r.delivered if r.delivered is not None else r.bytes
+                return round(b0 + (b1 - b0) * (r.t - t0) / (t1 - t0)), "sender"
+        return counted[-1][1], "sender"  # past the sender's last sample: all it saw delivered
+    return (r.delivered if r.delivered is not None else r.bytes), "receiver"
 
 
 def _delivered_while_sending(
