@@ -18,7 +18,6 @@ from tcpwizard.advice.capacity_view import capacity as _capacity
 from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
-from tcpwizard.advice.others_queue import standing_noise_ms
 from tcpwizard.advice.rules.policer import sender_cc
 from tcpwizard.advice.window_law import LOSS_BASED
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, mss_of, percentile
@@ -85,14 +84,23 @@ def own_overflow(ev: Evidence, d: _Direction) -> Overflow | None:
     if cc not in LOSS_BASED or cur.retransmits == 0:
         return None
     settled = [s.tcp_info for s in cur.samples[len(cur.samples) // 2 :] if s.tcp_info]
-    lr = loaded_rtt(cur, idle)
-    if not settled or lr is None:
+    if not settled:
         return None
     bdp_segments = cap * 1e6 / 8 * idle / 1e3 / (mss_of(cur) + IP_TCP_HEADERS)
     peak = percentile([t.snd_cwnd for t in settled], PEAK_PERCENTILE) / bdp_segments
-    queue = (lr.p90_ms - idle) / idle
-    if peak < 1.0 or lr.p90_ms - idle <= standing_noise_ms(idle):
+    if peak < 1.0:
         return None
+    # The queue it overflows, two ways, each of which can only overstate it: what of the
+    # window the BDP does not hold (a window the sender has not filled yet reads larger:
+    # Reno at 253 ms, 2.06 BDP of cwnd over a 0.56-BDP queue), and the sender's smoothed
+    # RTT above idle at its 90th percentile (noise lifts it: random-loss flows read up to
+    # 0.2 BDP with no queue). The smaller is the least utilisation, the lenient side; the
+    # window's peaks at the BDP are what tell the sawtooth from random loss (matrix: 0.54-
+    # 0.67 BDP under random loss, 1.0-3.7 through a shallow queue).
+    queue = peak - 1.0
+    lr = loaded_rtt(cur, idle)
+    if lr is not None:
+        queue = min(queue, max(0.0, lr.p90_ms - idle) / idle)
     return Overflow(peak, queue, sawtooth_utilisation(queue, decrease_of(cc)))
 
 
