@@ -29,6 +29,7 @@ from tcpwizard.advice.snippets import setsockopt_fix
 from tcpwizard.advice.window_law import (
     LOSS_BASED,
     LOSS_BOUND_MARGIN,
+    QUEUE_RTT,
     WINDOW_FILLED,
     mathis_mbps,
     window_limit_mbps,
@@ -236,7 +237,17 @@ def _judge_sender(
     loss = obs.retransmits / obs.segs_out if obs.segs_out else 0.0
     bound = mathis_mbps(obs.snd_mss or 1448, rtt, loss, obs.congestion_control) if rtt > 0 else None
     cc = obs.congestion_control.lower()
-    if loss > 0 and bound is not None and cc in LOSS_BASED and rate <= LOSS_BOUND_MARGIN * bound:
+    # Losses that came with a queue standing at the bottleneck are its overflow (this flow's
+    # own sawtooth or others' traffic), not loss that holds the window below the path: the
+    # capture judge's test, with its cut-off (window_law.QUEUE_RTT).
+    queued = obs.min_rtt_ms > 0 and obs.rtt_ms >= QUEUE_RTT * obs.min_rtt_ms
+    if (
+        loss > 0
+        and bound is not None
+        and cc in LOSS_BASED
+        and rate <= LOSS_BOUND_MARGIN * bound
+        and not queued
+    ):
         ev.append(
             f"{obs.retransmits} retransmits of {obs.segs_out} segments ({loss:.2%}): "
             f"{cc} is bounded at {bound:.1f} Mbit/s (Mathis)"

@@ -86,6 +86,17 @@ def test_reno_at_the_mathis_bound_is_congestion() -> None:
     assert d.fixes[0].value == "bbr"
 
 
+def test_reno_losing_into_a_standing_queue_is_not_congestion() -> None:
+    """The same losses with the RTT a queue above its minimum (30 %): the bottleneck's queue
+    overflowing, a full path, not loss holding the window down — no host fix (the capture
+    judge's test)."""
+    o = obs(congestion_control="reno", retransmits=20, segs_out=2000, send_mbps=3.0,
+            rtt_ms=65.1, min_rtt_ms=50.1)  # fmt: skip
+    d = judge(o, SYSCTLS)
+    assert d.verdict is not None and d.verdict.limiting_factor != "congestion"
+    assert not d.fixes
+
+
 def test_busy_unlimited_sender_is_path_capacity() -> None:
     o = obs(send_mbps=94.0, busy=0.99, delivery_rate_mbps=95.0, snd_wnd_max=20_000_000)
     assert _factor(o) == ("path-capacity", None)
