@@ -14,7 +14,7 @@ from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.loss_episodes import LATE_LOSS_EVENTS, late_retransmits
 from tcpwizard.advice.others_queue import others_queue as _others_queue
-from tcpwizard.advice.rules.policer import model_based
+from tcpwizard.advice.rules.policer import model_based, sender_cc
 from tcpwizard.advice.sawtooth import healthy_share
 from tcpwizard.advice.streams import streams_needed
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
@@ -30,7 +30,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     loss = _loss_fraction(ev, d)
     if cur is None or rtt is None or not loss or cur.retransmits == 0:
         return None
-    cc = cur.congestion_control or (d.sender.congestion_control if d.sender else "")
+    cc = sender_cc(d)
     bound = mathis_mbps(_mss(d), flow_rtt_ms(cur, rtt), loss, cc)
     evidence = [
         f"{cur.retransmits} retransmissions (~{loss:.2%} of segments)",
