@@ -154,10 +154,15 @@ def lossy_window_share(loss: float, window_bytes: float, mss_bytes: float) -> fl
     loss `loss`: a lost segment holds the window's left edge until its repair arrives a
     round trip later, so a window with a loss in it takes two round trips, not one. Of the
     windows sent, 1 - (1 - loss)^(segments per window) have a loss."""
+    return 1.0 / (1.0 + round_trip_hit(loss, window_bytes, mss_bytes))
+
+
+def round_trip_hit(loss: float, window_bytes: float, mss_bytes: float) -> float:
+    """The share of round trips whose window of `window_bytes` holds at least one segment
+    lost at random per-segment loss `loss`: 1 - (1 - loss)^(segments per window)."""
     if loss <= 0 or window_bytes <= 0 or mss_bytes <= 0:
-        return 1.0
-    hit = 1.0 - math.pow(1.0 - min(loss, 1.0), window_bytes / mss_bytes)
-    return 1.0 / (1.0 + hit)
+        return 0.0
+    return 1.0 - math.pow(1.0 - min(loss, 1.0), window_bytes / mss_bytes)
 
 
 RENO_BETA = 0.5  # RFC 5681: the window halves on a loss

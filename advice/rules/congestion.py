@@ -12,16 +12,14 @@ from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
-from tcpwizard.advice.loss_episodes import LATE_LOSS_EVENTS, late_retransmits
+from tcpwizard.advice.loss_episodes import LATE_LOSS_EVENTS, late_retransmits, settled_mbps
 from tcpwizard.advice.others_queue import others_queue as _others_queue
 from tcpwizard.advice.rules.policer import model_based, sender_cc
 from tcpwizard.advice.sawtooth import healthy_share
 from tcpwizard.advice.streams import streams_needed
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
 from tcpwizard.advice.window_law import LOSS_BASED, LOSS_BOUND_MARGIN, mathis_mbps
-from tcpwizard.measure.engine import rates
 from tcpwizard.measure.engine.loaded_rtt import flow_rtt_ms
-from tcpwizard.measure.model import ModeResult
 from tcpwizard.units import format_mbps as _fmt
 
 
@@ -38,7 +36,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         f"{_fmt(cur.throughput_mbps)}",
     ]
     confidence = ONE_LINE
-    held = _settled_mbps(cur)
+    held = settled_mbps(cur)
     if bound is not None and held <= LOSS_BOUND_MARGIN * bound:
         confidence = 0.85
     elif bound is not None and held > 3 * bound:
@@ -165,15 +163,6 @@ def _fills_free_share(ev: Evidence, d: _Direction) -> str | None:
         f"{_fmt(rate)} once up to speed fills the {_fmt(low)}-{_fmt(av.high_bps / 1e6)} "
         "others left free: the losses are those of a full share"
     )
-
-
-def _settled_mbps(m: ModeResult) -> float:
-    """The rate the loss bound is a law for: the steady state's, delivered over the settled
-    half (a slow start's first burst before the losses lifts the whole transfer's average:
-    Reno at 0.98 % loss over 386 ms averaged 1.2 Mbit/s, 0.2-0.6 in its second half, at
-    the bound's 0.37); the whole average without samples."""
-    settled = rates.steady_mbps(m.samples)
-    return m.throughput_mbps if settled is None else settled
 
 
 def _own_sawtooth(ev: Evidence, d: _Direction, cc: str) -> str | None:

@@ -34,7 +34,7 @@ from tcpwizard.advice.evidence import (
     probe_capacity,
     rtt_ms,
 )
-from tcpwizard.advice.loss_episodes import episodes, settled_loss
+from tcpwizard.advice.loss_episodes import episodes, settled_loss, settled_losses, settled_mbps
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.advice.ramp import still_ramping
 from tcpwizard.advice.rules import host_drops
@@ -216,8 +216,11 @@ def policing(
         # rate after it (Reno at 0.27 % random loss, 196 Mbit/s x 13 ms: 165 of its 187
         # retransmits in that burst, 1.5 % overall, a bound of 8.5 Mbit/s "far below" the
         # 25.6 it held, read `policer`; the settled 0.2 % bounds it at 24).
+        # Against the settled rate, as the congestion rule reads it: a steady-state law
+        # (Reno at 0.38 % random loss over 222 ms ran 7-10 Mbit/s for a second before its
+        # first cuts, 3.5 x the bound on average, and settled at 2.5: `policer`).
         bound = mathis_mbps(mss, rtt.idle_ms, loss, cc)
-        if bound is None or m.throughput_mbps <= BOUND_LIFT * bound:
+        if bound is None or settled_mbps(m) <= BOUND_LIFT * bound:
             return None  # random loss explains the rate: the congestion rule speaks
     if not (_drained(m, plateau) or _late_losses(m)):
         # One burst in slow start and a flat rate with no loss after it is the ramp's
@@ -291,15 +294,22 @@ def _loss_episodes(m: ModeResult, rtt_ms: float) -> int:
 def _queue_at_losses(m: ModeResult, idle_ms: float, allowed_ms: float) -> bool:
     """The losses after the ramp came with a queue: a drop-tail buffer drops only once it
     is full, so the RTT stands above the idle one when it drops; a policer drops with the
-    RTT at idle (Flach et al., SIGCOMM 2016). True when at least half the loss episodes
-    after the first (slow start overshoots any buffer, a bucket's too) had an RTT, in the
-    interval before or during them, more than `allowed_ms` above idle (no_queue_ms and the
-    flow's own segment spacing). (Reno's sawtooth through a
-    0.58-BDP queue at 5.4 ms: 1.14-1.49 x idle at its losses, the policer's Reno and BBR
-    losses 0.98-1.05 x: docs/bench-matrix.md.)"""
+    RTT at idle (Flach et al., SIGCOMM 2016). True when at least half the segments lost
+    once the rate had settled (slow start overshoots any buffer, a bucket's too) were lost
+    with the RTT, in their interval or the one before, more than `allowed_ms` above idle
+    (no_queue_ms and the flow's own segment spacing). Counted in segments, not episodes:
+    random loss adds a segment at a time at the idle RTT and merges the episodes, while a
+    full buffer drops hundreds at once (BBR at 1.6 % random loss through a 1-BDP queue over
+    166 ms: 3,300 of 4,800 segments lost at 1.2-2 x idle in two overflows, the rest one by
+    one, read `policer`; Reno's sawtooth through a 0.58-BDP queue at 5.4 ms: 1.14-1.49 x
+    idle at its losses, the policer's Reno and BBR losses 0.98-1.05 x: docs/bench-matrix.md)."""
     later = episodes(m, idle_ms)[1:]
-    queued = sum(1 for e in later if e and max(e) - idle_ms > allowed_ms)
-    return bool(later) and 2 * queued >= len(later)
+    if later:
+        queued = sum(1 for e in later if e and max(e) - idle_ms > allowed_ms)
+        return 2 * queued >= len(later)
+    losses = settled_losses(m, idle_ms)
+    queued = sum(n for n, rtt in losses if rtt - idle_ms > allowed_ms)
+    return bool(losses) and 2 * queued >= sum(n for n, _ in losses)
 
 
 def _regrowing(m: ModeResult, idle_ms: float, cc: str) -> bool:

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from tcpwizard.advice.capacity_view import below_path as _below_path
 from tcpwizard.advice.capacity_view import capacity as _capacity
+from tcpwizard.advice.capacity_view import steady_mbps
 from tcpwizard.advice.evidence import CHRONO_SHARE, HEALTHY_SHARE, Evidence
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
+from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.middlebox import window_scaling_stripped
 from tcpwizard.advice.window_evidence import at_bound as _at_bound
 from tcpwizard.advice.window_evidence import buffer_candidate as _buffer_candidate
+from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
 from tcpwizard.advice.window_evidence import lossy as _lossy
-from tcpwizard.advice.window_law import max_receive_window, window_limit_mbps
+from tcpwizard.advice.window_law import max_receive_window, round_trip_hit, window_limit_mbps
 from tcpwizard.units import format_mbps as _fmt
 
 # A window counter whose buffer allows the path: below WEAK (advice/diagnose.py), so any
@@ -51,6 +54,14 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
             # ceiling of its buffer, and its own size is what the window law reads.)
             # A window-law bound above the path is shown as that: no figure of a report
             # exceeds what the line carries (advice/guard.py).
+            if _holes_hold_autotuning(ev, d, rtt):
+                # Most round trips had a loss in them: the receiver's autotuning counts
+                # only the in-order bytes its reader took, which a hole stops for a round
+                # trip, so the window trails the path's losses, not its buffer; no host
+                # setting is to blame (BBR at 1.6-1.9 % random loss over 166-237 ms, a
+                # 23-25 MB tcp_rmem: receive-window limited 23-29 % of the time, read
+                # `receiver-window` on a healthy host; docs/bench-matrix-two-seeds.md).
+                return None
             allows = _fmt(limit) if limit <= cap else f"more than the {_fmt(cap)} capacity"
             evidence.append(
                 f"but the receiver's buffer allows ~{window / 1e6:.2f} MB / {rtt:.1f} ms = "
@@ -75,3 +86,13 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         "path's bandwidth-delay product, so the sender idles waiting for window updates.",
         evidence,
     )
+
+
+def _holes_hold_autotuning(ev: Evidence, d: _Direction, rtt_ms: float) -> bool:
+    """At least half the round trips of the settled rate had a lost segment in them: of a
+    window of n segments at per-segment loss p, 1 - (1 - p)^n (window_law.round_trip_hit)."""
+    cur, loss = d.current, _loss_fraction(ev, d)
+    if cur is None or not loss:
+        return False
+    window = steady_mbps(cur) * 1e6 / 8 * rtt_ms / 1e3
+    return round_trip_hit(loss, window, _mss(d)) >= 0.5

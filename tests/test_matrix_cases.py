@@ -1,0 +1,67 @@
+"""Reports the scenario matrix measured in the lab (real kernel TCP through the delay line),
+judged again by today's rules: paths whose physics the drawing knows (benchmarks/
+matrix_draw.py truth), kept where a rule was wrong on them or where a rule's change could
+turn them wrong. Each file is the whole `check --json` report, gzipped; the scenario is in
+the test's name."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.report_evidence import evidence
+from tcpwizard.advice.diagnose import diagnose
+from tcpwizard.advice.window_law import lossy_window_share, round_trip_hit
+
+CASES = Path(__file__).parent / "data" / "matrix-cases"
+
+
+def _verdict(scenario: str) -> tuple[str, str | None]:
+    doc = json.loads(gzip.decompress((CASES / f"{scenario}.json.gz").read_bytes()))
+    v = diagnose(evidence(doc)).verdict
+    return v.limiting_factor, v.host_to_fix
+
+
+@pytest.mark.parametrize(
+    ("scenario", "what"),
+    [
+        ("20261203.93", "BBR down through an 8 Mbit/s bucket on a 67 Mbit/s x 20 ms line"),
+        ("20261201.135", "Reno through a 3.7 Mbit/s bucket on a 15 Mbit/s x 86 ms line"),
+        ("20261202.153", "Reno through a 472 Mbit/s bucket on a 2.2 Gbit/s x 14 ms line"),
+    ],
+)
+def test_a_policed_path_stays_the_policer(scenario: str, what: str) -> None:
+    assert _verdict(scenario) == ("policer", "path"), what
+
+
+def test_reno_settled_near_its_loss_bound_is_congestion_not_a_policer() -> None:
+    """Reno at 0.38 % random loss over 222 ms on a 21.7 Mbit/s line: 7-10 Mbit/s for a
+    second before its first cuts, then 1-3.5: its whole average is 3.5 x the loss bound,
+    its settled rate near it (read `policer` when the bound was read against the average)."""
+    assert _verdict("20261203.80") == ("congestion", "local")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "what"),
+    [
+        ("20261203.160", "BBR at 1.6 % random loss through a 1-BDP queue, 224 Mbit/s x 166 ms"),
+        ("20261203.74", "BBR at 1.9 % random loss, 166 Mbit/s x 237 ms"),
+    ],
+)
+def test_bbr_on_a_lossy_long_path_gets_no_policer_and_no_host_fix(scenario: str, what: str) -> None:
+    """Healthy hosts (23-25 MB buffers) on a path that loses segments at random: the
+    receiver's autotuning trails the holes (receive-window limited 23-29 % of the time) and
+    two overflows of the queue cost the plateau 17 %. Neither is a bucket or a host's
+    buffer (read `policer` 0.98 and `receiver-window` on a host before)."""
+    factor, host = _verdict(scenario)
+    assert factor != "policer" and host not in ("local", "peer"), (what, factor, host)
+
+
+def test_the_share_of_round_trips_a_random_loss_hits() -> None:
+    assert round_trip_hit(0.0, 1e6, 1448) == 0.0
+    assert round_trip_hit(0.01, 100 * 1448, 1448) == pytest.approx(1 - 0.99**100)
+    hit = round_trip_hit(0.02, 50 * 1448, 1448)
+    assert lossy_window_share(0.02, 50 * 1448, 1448) == pytest.approx(1 / (1 + hit))
