@@ -434,7 +434,14 @@ def _passed_by_another(d: Direction, found: Policing) -> bool:
     the scenario matrix.)"""
     other = other_mode(d)
     plateau = plateau_mbps(other) if other is not None else None
-    return plateau is not None and plateau * POLICED_SHARE > found.policed_mbps
+    if other is None or plateau is None or plateau * POLICED_SHARE <= found.policed_mbps:
+        return False
+    # A transfer the bucket could have paid for is no witness: it starts full (the path
+    # was idle before), so over a span of t seconds it passes the policed rate x t plus
+    # its depth, up to BUCKET_MAX_S of that rate (BBR policed at 2.8 Mbit/s over 86 ms: a
+    # 0.9 s untuned upload at 4.6 Mbit/s fitted in the bucket, and ruled the policer out).
+    sent_ip = ip_rate(other.throughput_mbps, mss_of(other)) * other.seconds
+    return sent_ip > found.policed_mbps * (other.seconds + BUCKET_MAX_S)
 
 
 def _every_stream_queued(ev: Evidence, d: Direction) -> bool:
