@@ -34,6 +34,9 @@ def _verdict(scenario: str) -> tuple[str, str | None]:
         # The 0.9 s untuned upload at 4.6 Mbit/s fitted in the bucket: no witness against it
         # (read `congestion` on the Reno host before).
         ("20261203.36", "BBR up, Reno down through a 2.8 Mbit/s bucket, 12.6 Mbit/s x 86 ms"),
+        # Unpaced bursts queue at the line in front of the bucket (losses at +7 to +69 ms):
+        # no full buffer's overflow.
+        ("20261204.4", "Reno through a 393 Mbit/s bucket on a 1.1 Gbit/s x 57 ms line"),
     ],
 )
 def test_a_policed_path_stays_the_policer(scenario: str, what: str) -> None:
