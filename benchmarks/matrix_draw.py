@@ -9,8 +9,10 @@ super-packets whole, docs/lab.md); RTT log-uniform 2-400 ms; drop-tail queue
 log-uniform 0.25-8 BDP (at least MIN_QUEUE_PACKETS packets); random loss 0 (half the draws)
 or uniform 0-2 %; IPv4 or IPv6 (IPV6_SHARE, from a generator of its own, so the envelope and
 cause of an id drawn before stay as they were); congestion control per host, Reno or BBR (the
-loss-based and the model-based sender; the kernel also builds CUBIC, whose loss law is not
-modelled here); and one cause, uniformly, from ALL_CAUSES with its own parameters:
+loss-based and the model-based sender; then, once the envelope is drawn and from a
+generator of its own, half the Reno hosts of the causes that do not name Reno run CUBIC,
+most distributions' default (CUBIC_SHARE), where that leaves the truth as it was); and one
+cause, uniformly, from ALL_CAUSES with its own parameters:
 
 - small-rmem-a / -b: the receiver's tcp_rmem max set so its window is g = 1/8 - 1/4 of the
   BDP. The receive window the kernel offers from a buffer of r bytes is about r / 2 with the
@@ -30,7 +32,8 @@ modelled here); and one cause, uniformly, from ALL_CAUSES with its own parameter
 - bufferbloat: both hosts Reno, a drop-tail queue of 4-8 BDP, no loss. A Reno window through
   a buffer of B BDPs swings between (1 + B)/2 and 1 + B BDPs, so the standing queue's median
   is about (3B - 1)/4 BDPs: at B >= 3 the loaded RTT is at least three times the idle one
-  (BLOAT_QUEUE_BDPS), and the queue adds at least BLOAT_MIN_MS. The queue must fill within
+  (BLOAT_MEDIAN_BDPS; CUBIC's window swings from 0.7 (1 + B), standing_queue_bdps), and the
+  queue adds at least BLOAT_MIN_MS. The queue must fill within
   the check's transfer: slow start takes log2(BDP / initial window) rounds, then the queue
   grows at the line rate (B x RTT), within FILL_BUDGET_S.
 - middlebox: a device on the wire strips the window-scale option from both handshake
@@ -49,8 +52,10 @@ Every host gets tuned buffers first (TUNED: 4 x (BDP + queue), at least the kern
 and at most 128 MB), so on a healthy draw neither window binds; a cause then overrides one.
 
 Truth. `truth()` computes each direction's rate limits from the scenario (window law with the
-bounds above, Mathis for a loss-based sender, the policer, the cross traffic's share, Reno's
-utilisation through a shallow buffer) as an interval [lo, hi] of the line's goodput. A limit
+  bounds above, Mathis for a loss-based sender — for CUBIC the larger of it and CUBIC's own
+response function (RFC 8312 section 5.1) —, the policer, the cross traffic's share, a
+loss-based sawtooth's utilisation through a shallow buffer) as an interval [lo, hi] of the
+line's goodput. A limit
 binds when hi <= BINDS (half the line); none binds when every lo >= FREE (0.9): then the
 truth is `path-capacity` (no host), or `bufferbloat` (path) when a loss-based sender fills a
 queue as above. A BBR sender queues up to BBR_QUEUE_BDPS (its cwnd gain and startup
@@ -79,7 +84,17 @@ RTT_MIN_S, RTT_MAX_S = 0.002, 0.400
 QUEUE_MIN_BDPS, QUEUE_MAX_BDPS = 0.25, 8.0
 LOSS_MAX = 0.02
 CCS = ("reno", "bbr")
-LOSS_BASED = frozenset({"reno"})
+LOSS_BASED = frozenset({"reno", "cubic"})
+# The share of a loss-based window kept at a loss: RFC 5681's 1/2 for Reno, RFC 8312's
+# beta_cubic 0.7 for CUBIC (Linux: 717/1024).
+BETA = {"reno": 0.5, "cubic": 717 / 1024}
+# RFC 8312 section 5.1: CUBIC's average window (C (3 + b) / (4 (1 - b)))^(1/4) (RTT / p)^(3/4)
+# segments, C = 0.4, b = 0.7.
+CUBIC_C = 0.4
+# Half of the Reno hosts become CUBIC (from a generator of their own: every id keeps the
+# envelope and cause it was drawn with), except where the cause names Reno.
+CUBIC_SHARE = 0.5
+RENO_CAUSES = frozenset({"loss-reno", "bufferbloat"})
 
 # Kernel defaults and the tuned buffers every host starts from.
 DEFAULT_RMEM = (4096, 131072)  # tcp_rmem min, default
@@ -102,8 +117,11 @@ BINDS = 0.5  # a limit at most half the line's goodput binds
 FREE = 0.9  # every limit at least 90 % of it: nothing but the path holds the transfer
 # Reno through a queue of B < 1 BDP cannot keep the line busy (its window drops below the
 # BDP after each halving): utilisation 1 - (1 - W/2)^2 / W with W = 1 + B (reno_utilisation).
-BLOAT_QUEUE_BDPS = 3.0  # median standing queue (3B - 1)/4 >= 2 BDP: loaded RTT >= 3 x idle
-CLEAN_QUEUE_BDPS = 5.0 / 3.0  # median standing queue <= 1 BDP: the classic buffer
+# The median standing queue (standing_queue_bdps) of a bloated buffer: the loaded RTT at
+# least 3 x idle (Reno: B >= 3); of a clean one: at most the classic buffer's 1 BDP (Reno:
+# B <= 5/3).
+BLOAT_MEDIAN_BDPS = 2.0
+CLEAN_MEDIAN_BDPS = 1.0
 BLOAT_MIN_MS = 20.0  # the standing queue adds at least this much delay
 CLEAN_MAX_MS = 5.0
 # BBR (v1, this kernel's) keeps inflight at up to cwnd_gain 2 x BDP, so up to 1 BDP queued
@@ -338,6 +356,20 @@ def _ipv6(seed: int, index: int) -> bool:
     return random.Random(f"tcpwizard-matrix-family:{seed}:{index}").random() < IPV6_SHARE
 
 
+def _with_cubic(s: Scenario) -> Scenario:
+    """Each Reno host of a cause that does not name Reno runs CUBIC with CUBIC_SHARE, from a
+    generator of its own and after the envelope is drawn, where the truth stays the cause's
+    (CUBIC's larger window can lift a loss bound out of binding): every id keeps the
+    envelope and cause it was drawn with before CUBIC was."""
+    if s.cause in RENO_CAUSES:
+        return s
+    pick = random.Random(f"tcpwizard-matrix-cubic:{s.seed}:{s.index}")
+    a = "cubic" if s.cc_a == "reno" and pick.random() < CUBIC_SHARE else s.cc_a
+    b = "cubic" if s.cc_b == "reno" and pick.random() < CUBIC_SHARE else s.cc_b
+    cubic = replace(s, cc_a=a, cc_b=b)
+    return cubic if truth(cubic) == truth(s) else s
+
+
 def draw(seed: int, index: int) -> Scenario:
     """Scenario SEED.INDEX: its cause, then envelopes until that cause binds (module doc)."""
     rng = random.Random(f"tcpwizard-matrix:{seed}:{index}")
@@ -346,7 +378,7 @@ def draw(seed: int, index: int) -> Scenario:
     s = _envelope(rng, seed, index, cause)
     for n in range(1, MAX_DRAWS + 1):
         if truth(s) == EXPECTED[cause]:
-            return replace(s, draws=n, ipv6=ipv6)
+            return _with_cubic(replace(s, draws=n, ipv6=ipv6))
         s = _envelope(rng, seed, index, cause)
     return replace(s, draws=MAX_DRAWS, ipv6=ipv6)  # truth() says what it is (scored so)
 
@@ -365,16 +397,24 @@ class Limit:
     host: str | None
 
 
-def reno_utilisation(queue_bdps: float) -> float:
-    """Average share of the line a Reno flow keeps busy through a drop-tail queue of B BDPs:
-    its window W = 1 + B at a loss halves to W/2; below 1 BDP it sends W per RTT, above it the
-    line is full. Linear growth: the share of a cycle below 1 BDP is (1 - W/2) / (W/2), at an
-    average window (W/2 + 1) / 2."""
+def reno_utilisation(queue_bdps: float, beta: float = 0.5) -> float:
+    """Average share of the line a loss-based flow keeps busy through a drop-tail queue of B
+    BDPs: its window W = 1 + B at a loss falls to beta x W (Reno 1/2); below 1 BDP it sends
+    W per RTT, above it the line is full. Linear growth: the share of a cycle below 1 BDP is
+    (1 - beta W) / ((1 - beta) W), at an average window (beta W + 1) / 2. CUBIC's growth is
+    concave after the cut (fast, then flat near the last maximum): linear growth is its
+    least share."""
     w = 1.0 + queue_bdps
-    if w / 2 >= 1.0:
+    if beta * w >= 1.0:
         return 1.0
-    below = (1.0 - w / 2) / (w / 2)
-    return below * (w / 2 + 1.0) / 2 + (1.0 - below)
+    below = (1.0 - beta * w) / ((1.0 - beta) * w)
+    return below * (beta * w + 1.0) / 2 + (1.0 - below)
+
+
+def cubic_segments(rtt_s: float, loss: float) -> float:
+    """CUBIC's average window at random loss `loss` (RFC 8312 section 5.1), in segments."""
+    b = BETA["cubic"]
+    return float((CUBIC_C * (3 + b) / (4 * (1 - b))) ** 0.25 * (rtt_s / loss) ** 0.75)
 
 
 def _window_limits(s: Scenario, receiver: str, sender: str) -> list[Limit]:
@@ -409,12 +449,17 @@ def _direction_limits(s: Scenario, up: bool) -> list[Limit]:
     if cc in LOSS_BASED:
         if s.loss > 0:
             # Mathis et al. 1997: MSS / RTT x sqrt(3 / 2p); the constant ranges ~0.9-1.3 over
-            # ACK policies, so the interval spans x0.75 - x1.1 of the textbook bound.
-            mathis = MSS / s.rtt_s * math.sqrt(1.5 / s.loss) / (s.rate_bps * GOODPUT / 8)
-            out.append(Limit(0.75 * mathis, 1.1 * mathis, "congestion", _host(sender)))
-        util = reno_utilisation(s.queue_bytes / s.bdp_bytes)
+            # ACK policies, so the interval spans x0.75 - x1.1 of the textbook bound. CUBIC
+            # never falls below that Reno-friendly rate and runs its own above it.
+            segments = math.sqrt(1.5 / s.loss)
+            if cc == "cubic":
+                segments = max(segments, cubic_segments(s.rtt_s, s.loss))
+            bound = MSS * segments / s.rtt_s / (s.rate_bps * GOODPUT / 8)
+            out.append(Limit(0.75 * bound, 1.1 * bound, "congestion", _host(sender)))
+        util = reno_utilisation(s.queue_bytes / s.bdp_bytes, BETA[cc])
         if util < 1.0:
-            out.append(Limit(util, util, "path-capacity", None))
+            # Reno's linear growth is the law; CUBIC's concave growth keeps more, up to all.
+            out.append(Limit(util, util if cc == "reno" else 1.0, "path-capacity", None))
     if s.policer_bps is not None:
         share = s.policer_bps / s.rate_bps
         out.append(Limit(0.5 * share, share, "policer", "path"))
@@ -456,13 +501,24 @@ def _bloat(s: Scenario, up: bool) -> str:
     rmem, wmem = (s.rmem_b, s.wmem_a) if up else (s.rmem_a, s.wmem_b)
     window = min(rmem * RMEM_WINDOW[0], wmem * WMEM_FLIGHT[0])
     b = min(b, max(0.0, window / s.bdp_bytes - 1.0))  # a window too small cannot fill it all
-    median_bdps = max(0.0, (3 * b - 1) / 4)
+    median_bdps = standing_queue_bdps(b, BETA[s.cc_a if up else s.cc_b])
     delay_ms = median_bdps * s.rtt_s * 1e3
-    if b <= CLEAN_QUEUE_BDPS or delay_ms <= CLEAN_MAX_MS:
+    if median_bdps <= CLEAN_MEDIAN_BDPS or delay_ms <= CLEAN_MAX_MS:
         return "clean"
-    if b >= BLOAT_QUEUE_BDPS and delay_ms >= BLOAT_MIN_MS and _fill_time_s(s) <= FILL_BUDGET_S:
+    if (
+        median_bdps >= BLOAT_MEDIAN_BDPS
+        and delay_ms >= BLOAT_MIN_MS
+        and _fill_time_s(s) <= FILL_BUDGET_S
+    ):
         return "bloat"
     return "between"
+
+
+def standing_queue_bdps(queue_bdps: float, beta: float) -> float:
+    """The median standing queue of a loss-based window through a full drop-tail buffer of
+    B BDPs: the window swings between beta (1 + B) and 1 + B BDPs, the queue between
+    beta (1 + B) - 1 and B; its median about the middle (Reno: (3B - 1) / 4)."""
+    return max(0.0, (max(0.0, beta * (1 + queue_bdps) - 1) + queue_bdps) / 2)
 
 
 def truth(s: Scenario) -> tuple[str, str | None]:

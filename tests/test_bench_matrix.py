@@ -17,6 +17,7 @@ from benchmarks.cli import build_parser, main
 from benchmarks.matrix_draw import (
     ALL_CAUSES,
     AMBIGUOUS,
+    CUBIC_SHARE,
     EXPECTED,
     RATE_MAX_BPS,
     RATE_MIN_BPS,
@@ -25,10 +26,12 @@ from benchmarks.matrix_draw import (
     STARVED_SHARE,
     TUNED_MIN,
     Scenario,
+    cubic_segments,
     draw,
     draw_all,
     parse_id,
     reno_utilisation,
+    standing_queue_bdps,
     truth,
 )
 from benchmarks.matrix_report import calibration, confusion, ece, right, summary
@@ -96,6 +99,41 @@ def test_loss_binds_reno_by_mathis_and_not_bbr() -> None:
         "path-capacity",
         None,
     )
+
+
+def test_cubic_runs_its_own_response_function_above_renos_bound() -> None:
+    """RFC 8312 section 5.1: at 0.1 % loss over 200 ms CUBIC's average window is ~1.054 x
+    (0.2 / 0.001)^(3/4) = 56 segments against Reno's sqrt(1.5 / 0.001) = 39: on a 100 Mbit/s
+    line both bind; at 1 % over 10 ms Reno's 12 segments win (CUBIC's own is 3.3)."""
+    assert cubic_segments(0.2, 0.001) == pytest.approx(56.0, rel=0.01)
+    assert cubic_segments(0.01, 0.01) < (1.5 / 0.01) ** 0.5
+    big = 40 << 20  # buffers that hold 2.5 MB of BDP and its queue
+    reno = _plain(rtt_s=0.2, loss=0.001, cc_a="reno", rmem_a=big, rmem_b=big, wmem_a=big,
+                  wmem_b=big)  # fmt: skip
+    assert truth(reno) == ("congestion", "local")
+    assert truth(replace(reno, cc_a="cubic")) == ("congestion", "local")
+
+
+def test_cubics_sawtooth_keeps_more_of_a_shallow_queues_line() -> None:
+    """beta 0.7: the window falls to 0.7 (1 + B), which stays at or above 1 BDP from B = 0.43
+    on; below it linear growth is CUBIC's least share (its concave growth keeps more)."""
+    assert reno_utilisation(0.45, 717 / 1024) == 1.0
+    assert reno_utilisation(0.0, 0.7) == pytest.approx(0.85)  # linear from 0.7 to 1
+    assert reno_utilisation(0.0) < reno_utilisation(0.0, 717 / 1024) < reno_utilisation(0.25, 0.7)
+    # The standing queue's median: Reno's (3B - 1)/4; CUBIC's swing is narrower.
+    assert standing_queue_bdps(3.0, 0.5) == pytest.approx(2.0)
+    assert standing_queue_bdps(3.0, 717 / 1024) > 2.0
+
+
+def test_a_share_of_the_reno_hosts_run_cubic_where_the_truth_stays() -> None:
+    drawn = [draw(20261205, i) for i in range(200)]
+    hosts = [cc for s in drawn for cc in (s.cc_a, s.cc_b)]
+    loss_based = hosts.count("reno") + hosts.count("cubic")
+    assert 0.1 * loss_based < hosts.count("cubic") < CUBIC_SHARE * loss_based
+    for s in drawn:
+        if s.cause in ("loss-reno", "bufferbloat"):
+            assert "cubic" not in (s.cc_a, s.cc_b), s.id
+        assert truth(s) in (EXPECTED[s.cause], (AMBIGUOUS, None)), s.id
 
 
 def test_reno_utilisation_and_the_standing_queue() -> None:
@@ -241,18 +279,26 @@ def test_half_the_draws_run_over_ipv6_and_keep_their_envelope() -> None:
     assert summary([])["by_family"] == {}
 
 
-def test_the_family_leaves_every_recorded_draw_as_it_was() -> None:
-    """The family comes from a generator of its own: the scenarios of the last recorded runs
-    (docs/bench-matrix-runs.jsonl, seeds of runs 14-16, drawn before there was a family)
-    are drawn again field for field."""
+def test_the_family_and_cubic_leave_every_recorded_draw_as_it_was() -> None:
+    """The family and CUBIC come from generators of their own: the scenarios of the last
+    recorded runs (docs/bench-matrix-runs.jsonl, seeds of runs 14-16, drawn before there was
+    either) are drawn again field for field, but for Reno hosts that now run CUBIC."""
     path = Path(__file__).resolve().parents[1] / "docs" / "bench-matrix-runs.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     recent = [r for r in rows if r["seed"] in (31415926, 27182818, 16180339)]
     assert len(recent) == 120
+    turned = 0
     for r in recent:
         again = asdict(draw(r["seed"], r["scenario"]["index"]))
         again.pop("ipv6")
-        assert again == r["scenario"], r["id"]
+        was = dict(r["scenario"])
+        for host in ("cc_a", "cc_b"):
+            if again[host] != was[host]:
+                assert (was[host], again[host]) == ("reno", "cubic"), r["id"]
+                turned += 1
+            again.pop(host), was.pop(host)
+        assert again == was, r["id"]
+    assert turned > 0
 
 
 def test_every_drawn_rate_falls_in_a_band_that_holds_it() -> None:
