@@ -30,10 +30,11 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         return None
     cc = sender_cc(d)
     bound = mathis_mbps(_mss(d), flow_rtt_ms(cur, rtt), loss, cc)
+    # A model-based sender has no loss bound: Reno's is shown as the yardstick it is.
+    whose = f"Reno's (a {cc} sender has none)" if model_based(cc) else f"({cc or 'reno'})"
     evidence = [
         f"{cur.retransmits} retransmissions (~{loss:.2%} of segments)",
-        f"loss bound ({cc or 'reno'}) at that loss: {_fmt(bound)}; measured "
-        f"{_fmt(cur.throughput_mbps)}",
+        f"loss bound {whose} at that loss: {_fmt(bound)}; measured {_fmt(cur.throughput_mbps)}",
     ]
     confidence = ONE_LINE
     held = settled_mbps(cur)
@@ -56,7 +57,11 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
             # (slow-start overshoot into the queue), not as the rate that holds the
             # window down.
             confidence = 0.3
-            evidence.append("throughput is far above that bound: the losses were a burst")
+            evidence.append(
+                "throughput is far above that bound: the losses were a burst"
+                if not model_based(cc)
+                else "throughput is far above that bound: the losses did not set the rate"
+            )
     rwnd, sndbuf, _ = _chrono(cur)
     if max(rwnd or 0.0, sndbuf or 0.0) >= WINDOW_HELD_SHARE:
         # A sender the peer's window or its own send buffer held for most of the transfer
