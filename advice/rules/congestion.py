@@ -31,10 +31,14 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     cc = sender_cc(d)
     bound = mathis_mbps(_mss(d), flow_rtt_ms(cur, rtt), loss, cc)
     # A model-based sender has no loss bound: Reno's is shown as the yardstick it is.
-    whose = f"Reno's (a {cc} sender has none)" if model_based(cc) else f"({cc or 'reno'})"
+    whose = (
+        f"Reno's loss bound at that loss (a {cc} sender has none)"
+        if model_based(cc)
+        else f"loss bound ({cc or 'reno'}) at that loss"
+    )
     evidence = [
         f"{cur.retransmits} retransmissions (~{loss:.2%} of segments)",
-        f"loss bound {whose} at that loss: {_fmt(bound)}; measured {_fmt(cur.throughput_mbps)}",
+        f"{whose}: {_fmt(bound)}; measured {_fmt(cur.throughput_mbps)}",
     ]
     confidence = ONE_LINE
     held = settled_mbps(cur)
