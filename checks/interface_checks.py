@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tcpwizard.checks.base import TIERNEY, AuditEnv, Check, ratio_severity
 from tcpwizard.checks.model import Finding, Fix, InterfaceInfo, RouteInfo, Severity
+from tcpwizard.checks.shaper import read_shaper
 from tcpwizard.checks.window import mbps
 from tcpwizard.units import format_bytes, format_rate
 
@@ -257,10 +258,68 @@ class RouteClamps(_InterfaceCheck):
         )
 
 
+# tc rates come in whole units of its own (a maxrate set to a share floors to the Mbit/s):
+# a limit within one Mbit/s of what is needed reaches it.
+TC_RATE_STEP_BPS = 1e6
+
+
+class InterfaceShaper(_InterfaceCheck):
+    id = "interface_shaper"
+    title = "Rate limit in the egress queue"
+    keys = ("tc qdisc (egress)",)
+    why = (
+        "A shaper in this host's own egress queue (tbf, htb, cake, fq maxrate) holds every "
+        "transfer to its rate, and the path's capacity is measured through it."
+    )
+    guideline = "tc(8); tc-tbf(8), tc-htb(8), tc-cake(8), tc-fq(8)"
+    severity_rule = (
+        "ok without one or at the target rate (per flow for fq maxrate); warn below it, crit "
+        "below half (a default target: at most warn)"
+    )
+
+    def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding:
+        shaper = None if iface.is_loopback else read_shaper(env.host, iface.name)
+        need = env.per_stream.rate_bps if shaper and shaper.per_flow else env.target.rate_bps
+        expected = f"no limit below {format_rate(need)}"
+        if shaper is None:
+            observed = f"{iface.name}: {iface.qdisc or 'no qdisc'}, no rate limit"
+            return self.finding("ok", observed, expected, "Nothing in the egress queue caps it.")
+        observed = f"{iface.name}: {shaper.describe()}"
+        severity = ratio_severity((shaper.rate_bps + TC_RATE_STEP_BPS) / need, env.target)
+        if severity == "ok":
+            return self.finding("ok", observed, expected, f"The {shaper.kind} limit allows it.")
+        fix = Fix(
+            id=f"{self.id}:{iface.name}",
+            kind="other",
+            host="local",
+            key=f"qdisc {iface.name}",
+            value="no rate limit",
+            command=f"tc qdisc del dev {iface.name} root",
+            why=(
+                "back to the interface's default queue; if the limit is wanted (to stay under "
+                "a provider's policer, to leave room for others), raise its rate to "
+                f"{format_rate(need)} instead"
+            ),
+            guideline=self.guideline,
+            answers=self.answers,
+        )
+        return self.finding(
+            severity,
+            observed,
+            expected,
+            f"This host's own egress queue ({shaper.kind}) caps "
+            f"{'each flow' if shaper.per_flow else 'the interface'} at "
+            f"{format_rate(shaper.rate_bps)}, below the {format_rate(need)} the target needs: "
+            "no transfer leaves faster, and a capacity probe from here sees the shaper.",
+            (fix,),
+        )
+
+
 CHECKS: tuple[Check, ...] = (
     InterfaceLink(),
     InterfaceMtu(),
     InterfaceQueue(),
+    InterfaceShaper(),
     InterfaceErrors(),
     RouteClamps(),
 )

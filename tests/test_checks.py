@@ -264,6 +264,7 @@ def test_no_egress_interface_is_reported_not_fatal(tmp_path: Path) -> None:
     assert {k for k, v in problems(a).items()} == {
         "interface_link",
         "interface_mtu",
+        "interface_shaper",
         "interface_txqueuelen",
         "interface_errors",
         "route_metrics",

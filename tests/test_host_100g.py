@@ -372,7 +372,8 @@ def test_every_format_carries_the_streams_and_the_findings(tmp_path: Path) -> No
     from tcpwizard.output.registry import emit
     from tcpwizard.report import local_report
 
-    report = local_report(run(tmp_path, host_values("eth0", {"flow_bps": "20000000000"})))
+    paced = {"flow_bps": "20000000000", "cmd:tc -j qdisc show dev eth0": tc_fq(1_562_500_000)}
+    report = local_report(run(tmp_path, host_values("eth0", paced)))
     out = {}
     for fmt in ("text", "json", "prometheus", "nagios"):
         buf = io.StringIO()

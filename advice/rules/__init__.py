@@ -13,11 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence
-from tcpwizard.advice.rules import bufferbloat, host_cpu, host_drops, middlebox, policer
+from tcpwizard.advice.rules import (
+    bufferbloat,
+    egress_shaper,
+    host_cpu,
+    host_drops,
+    middlebox,
+    policer,
+)
 
 Rule = Callable[[Evidence, Direction], Candidate | None]
 
 CAUSE_RULES: tuple[Rule, ...] = (
+    egress_shaper.rule,
     policer.rule,
     bufferbloat.rule,
     middlebox.rule,

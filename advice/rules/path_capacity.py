@@ -12,7 +12,7 @@ from tcpwizard.advice.capacity_view import reached_mbps
 from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
-from tcpwizard.advice.rules import policer
+from tcpwizard.advice.rules import egress_shaper, policer
 from tcpwizard.advice.sawtooth import healthy_share
 from tcpwizard.units import format_mbps as _fmt
 
@@ -20,6 +20,9 @@ from tcpwizard.units import format_mbps as _fmt
 def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     cap, cur = _capacity(ev, d), d.current
     if cap is None or cur is None or cap <= 0 or _own_rate_only(ev, d):
+        return None
+    if egress_shaper.shaped(d) is not None:
+        # The probe measured the sender's own shaper: no proof of the path's capacity.
         return None
     if policer.rule(ev, d) is not None:
         # A policed transfer's rate (its bucket's burst averaged in) is no proof of the
