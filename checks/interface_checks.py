@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from tcpwizard.checks.base import TIERNEY, AuditEnv, Check, ratio_severity
 from tcpwizard.checks.model import Finding, Fix, InterfaceInfo, RouteInfo, Severity
-from tcpwizard.checks.shaper import read_shaper
+from tcpwizard.checks.shaper import GUIDELINE as SHAPER_GUIDELINE
+from tcpwizard.checks.shaper import read_shaper, removal_fix
 from tcpwizard.checks.window import mbps
 from tcpwizard.units import format_bytes, format_rate
 
@@ -271,7 +272,7 @@ class InterfaceShaper(_InterfaceCheck):
         "A shaper in this host's own egress queue (tbf, htb, cake, fq maxrate) holds every "
         "transfer to its rate, and the path's capacity is measured through it."
     )
-    guideline = "tc(8); tc-tbf(8), tc-htb(8), tc-cake(8), tc-fq(8)"
+    guideline = SHAPER_GUIDELINE
     severity_rule = (
         "ok without one or at the target rate (per flow for fq maxrate); warn below it, crit "
         "below half (a default target: at most warn)"
@@ -288,21 +289,7 @@ class InterfaceShaper(_InterfaceCheck):
         severity = ratio_severity((shaper.rate_bps + TC_RATE_STEP_BPS) / need, env.target)
         if severity == "ok":
             return self.finding("ok", observed, expected, f"The {shaper.kind} limit allows it.")
-        fix = Fix(
-            id=f"{self.id}:{iface.name}",
-            kind="other",
-            host="local",
-            key=f"qdisc {iface.name}",
-            value="no rate limit",
-            command=f"tc qdisc del dev {iface.name} root",
-            why=(
-                "back to the interface's default queue; if the limit is wanted (to stay under "
-                "a provider's policer, to leave room for others), raise its rate to "
-                f"{format_rate(need)} instead"
-            ),
-            guideline=self.guideline,
-            answers=self.answers,
-        )
+        fix = removal_fix(iface.name, "local", self.answers)
         return self.finding(
             severity,
             observed,

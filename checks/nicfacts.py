@@ -5,11 +5,11 @@ text is not what it expects; a check then says the fact is not available here.""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from tcpwizard.checks.hostread import HostReader, parse_cpulist
+from tcpwizard.checks.shaper import qdisc_objects, root_qdisc
 
 
 def _number(text: str) -> int | None:
@@ -124,14 +124,9 @@ class QdiscInfo:
 def parse_qdiscs(text: str) -> QdiscInfo | None:
     """`tc -j qdisc show dev IF`. fq prints `maxrate` in bytes per second (a u32 in the
     kernel, so at most 34.4 Gbit/s per flow) only when one is set."""
-    try:
-        items = json.loads(text or "[]")
-    except ValueError:
-        return None
-    if not isinstance(items, list):
-        return None
-    root = next((q for q in items if isinstance(q, dict) and q.get("root")), None)
-    if root is None:
+    items = qdisc_objects(text)
+    root = root_qdisc(items) if items is not None else None
+    if items is None or root is None:
         return None
     handle = str(root.get("handle", ""))
     leaves = tuple(

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcpwizard.checks.hostread import HostReader
-from tcpwizard.checks.model import HostAudit
+from tcpwizard.checks.model import Fix, HostAudit, HostRole
 
 # tc's rate units (tc(8), "RATES"): decimal prefixes on bits; "bps" is bytes per second.
 _UNITS = {"bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12, "bps": 8.0}
 _RATE = re.compile(r"(\d+(?:\.\d+)?)([kmgt]?bit|bps)", re.IGNORECASE)
+GUIDELINE = "tc(8); tc-tbf(8), tc-htb(8), tc-cake(8), tc-fq(8)"
 _CLASS = re.compile(r"^class htb (\S+) root\b.*?\bceil (\S+)", re.IGNORECASE)
 
 
@@ -49,18 +50,25 @@ def _bytes_rate(value: Any) -> float | None:
     return float(value) * 8 if isinstance(value, int | float) and value > 0 else None
 
 
-def parse_shaper(qdiscs_json: str, classes_text: str | None = None) -> Shaper | None:
-    """The root limit of `tc -j qdisc show` (and, under an htb root, of `tc class show`):
-    None when nothing caps the rate or the output cannot be read."""
+def qdisc_objects(qdiscs_json: str) -> list[dict[str, Any]] | None:
+    """The qdiscs `tc -j qdisc show` printed, or None when it is not tc's JSON."""
     try:
         items = json.loads(qdiscs_json or "[]")
     except ValueError:
         return None
-    if not isinstance(items, list):
-        return None
-    qdiscs = [q for q in items if isinstance(q, dict)]
-    root = next((q for q in qdiscs if q.get("root")), None)
-    if root is None:
+    return [q for q in items if isinstance(q, dict)] if isinstance(items, list) else None
+
+
+def root_qdisc(qdiscs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((q for q in qdiscs if q.get("root")), None)
+
+
+def parse_shaper(qdiscs_json: str, classes_text: str | None = None) -> Shaper | None:
+    """The root limit of `tc -j qdisc show` (and, under an htb root, of `tc class show`):
+    None when nothing caps the rate or the output cannot be read."""
+    qdiscs = qdisc_objects(qdiscs_json)
+    root = root_qdisc(qdiscs) if qdiscs is not None else None
+    if qdiscs is None or root is None:
         return None
     kind = str(root.get("kind", ""))
     raw = root.get("options")
@@ -104,25 +112,15 @@ def _class_argv(ifname: str) -> tuple[str, ...]:
     return ("tc", "class", "show", "dev", ifname)
 
 
-def _root_kind(qdiscs_json: str) -> str:
-    try:
-        items = json.loads(qdiscs_json or "[]")
-    except ValueError:
-        return ""
-    roots = (
-        [q for q in items if isinstance(q, dict) and q.get("root")]
-        if isinstance(items, list)
-        else []
-    )
-    return str(roots[0].get("kind", "")) if roots else ""
-
-
 def read_shaper(host: HostReader, ifname: str) -> Shaper | None:
     """This host's egress limit on `ifname`, read with tc (recorded in the host's facts)."""
     text = host.command(*_qdisc_argv(ifname))
     if text is None:
         return None
-    classes = host.command(*_class_argv(ifname)) if _root_kind(text) == "htb" else None
+    qdiscs = qdisc_objects(text)
+    root = root_qdisc(qdiscs) if qdiscs else None
+    htb = root is not None and root.get("kind") == "htb"
+    classes = host.command(*_class_argv(ifname)) if htb else None
     return parse_shaper(text, classes)
 
 
@@ -135,3 +133,21 @@ def recorded_shaper(audit: HostAudit) -> Shaper | None:
     name = audit.interface.name
     text = facts.get("cmd:" + " ".join(_qdisc_argv(name)))
     return parse_shaper(text, facts.get("cmd:" + " ".join(_class_argv(name)))) if text else None
+
+
+def removal_fix(ifname: str, host: HostRole, answers: tuple[str, ...]) -> Fix:
+    """Take the limit out of `ifname`'s egress queue (printed, never applied by --fix)."""
+    return Fix(
+        id=f"interface_shaper:{ifname}",
+        kind="other",
+        host=host,
+        key=f"qdisc {ifname}",
+        value="no rate limit",
+        command=f"tc qdisc del dev {ifname} root",
+        why=(
+            "back to the interface's default queue; if the limit is wanted (to stay under a "
+            "provider's policer, to leave room for others), raise its rate to the path's instead"
+        ),
+        guideline=GUIDELINE,
+        answers=answers,
+    )

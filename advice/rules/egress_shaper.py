@@ -11,8 +11,7 @@ end's too, so the rule reads the shaper of whichever host sent.
 from __future__ import annotations
 
 from tcpwizard.advice.evidence import HEALTHY_SHARE, Candidate, Direction, Evidence
-from tcpwizard.checks.model import Fix
-from tcpwizard.checks.shaper import Shaper, recorded_shaper
+from tcpwizard.checks.shaper import Shaper, recorded_shaper, removal_fix
 from tcpwizard.measure.engine.loaded_rtt import mss_of, plateau_mbps
 from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
 from tcpwizard.units import format_mbps
@@ -50,23 +49,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
             f"{plateau / allowed_mbps:.0%} of the {format_mbps(allowed_mbps)} the shaper lets "
             "through at that layer",
         ),
-        fixes=(
-            Fix(
-                id=f"interface_shaper:{iface}",
-                kind="other",
-                host=d.sender_role,
-                key=f"qdisc {iface}",
-                value="no rate limit",
-                command=f"tc qdisc del dev {iface} root",
-                why=(
-                    "back to the interface's default queue; if the limit is wanted (to stay "
-                    "under a provider's policer, to leave room for others), raise its rate "
-                    "instead"
-                ),
-                guideline="tc(8); tc-tbf(8), tc-htb(8), tc-cake(8), tc-fq(8)",
-                answers=("interface",),
-            ),
-        ),
+        fixes=(removal_fix(iface, d.sender_role, ("interface",)),),
     )
 
 
