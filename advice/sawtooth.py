@@ -19,18 +19,10 @@ from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.rules.policer import sender_cc
-from tcpwizard.advice.window_law import LOSS_BASED
+from tcpwizard.advice.window_law import LOSS_BASED, backoff, sawtooth_utilisation
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, mss_of, percentile
 from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
 
-# The share of its window a sender keeps after a loss (its multiplicative decrease), the
-# least where it adapts: Reno (RFC 5681) 0.5; CUBIC 717/1024 (Linux tcp_cubic beta, RFC
-# 8312's 0.7); BIC 819/1024 (Linux tcp_bic); Scalable 7/8 (Linux tcp_scalable, cwnd >> 3);
-# H-TCP, HighSpeed, Illinois adapt from 0.5 upward; Westwood+ resets to its bandwidth
-# estimate, at worst half. The least beta gives the least utilisation a healthy sawtooth
-# can show.
-DECREASE = {"cubic": 717 / 1024, "bic": 819 / 1024, "scalable": 7 / 8}
-LEAST_DECREASE = 0.5
 # The peaks: the 90th percentile of the congestion window over the settled half (TCP_INFO,
 # one sample per interval), the window just before the losses without the one sample a
 # burst can lift.
@@ -53,25 +45,6 @@ class Overflow:
             f"overflowing under its own window, which through a queue that shallow keeps the "
             f"line {self.utilisation:.0%} busy"
         )
-
-
-def sawtooth_utilisation(queue_bdps: float, beta: float) -> float:
-    """The share of the line a loss-based window keeps busy through a drop-tail queue of
-    queue_bdps: it cycles from beta x W to W = 1 + q growing linearly; below one BDP it sends
-    its window per round trip, above it the line is full. Linear growth counted in idle
-    round trips is the least share (a round trip above the BDP lasts longer; CUBIC's concave
-    growth lingers near W)."""
-    top = 1.0 + max(0.0, queue_bdps)
-    bottom = beta * top
-    if bottom >= 1.0:
-        return 1.0
-    below = (1.0 - bottom) / (top - bottom)
-    return below * (bottom + 1.0) / 2 + (1.0 - below)
-
-
-def decrease_of(cc: str) -> float:
-    """The share of its window `cc` keeps after a loss (DECREASE)."""
-    return DECREASE.get(cc, LEAST_DECREASE)
 
 
 def own_overflow(ev: Evidence, d: _Direction) -> Overflow | None:
@@ -101,7 +74,7 @@ def own_overflow(ev: Evidence, d: _Direction) -> Overflow | None:
     lr = loaded_rtt(cur, idle)
     if lr is not None:
         queue = min(queue, max(0.0, lr.p90_ms - idle) / idle)
-    return Overflow(peak, queue, sawtooth_utilisation(queue, decrease_of(cc)))
+    return Overflow(peak, queue, sawtooth_utilisation(queue, backoff(cc)))
 
 
 def healthy_share(ev: Evidence, d: _Direction) -> tuple[float, Overflow | None]:

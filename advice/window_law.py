@@ -143,10 +143,33 @@ def mathis_mbps(mss_bytes: float, rtt_ms: float, loss: float, cc: str = "") -> f
     return segments * mss_bytes * 8 / rtt_s / 1e6
 
 
+# The share of its window a sender keeps after a loss (its multiplicative decrease), the
+# least where it adapts: Reno (RFC 5681) 0.5; CUBIC 717/1024 (Linux tcp_cubic beta, RFC
+# 8312's 0.7); BIC 819/1024 (Linux tcp_bic); Scalable 7/8 (Linux tcp_scalable, cwnd >> 3);
+# H-TCP, HighSpeed, Illinois adapt from 0.5 upward; Westwood+ resets to its bandwidth
+# estimate, at worst half. The least beta gives the least utilisation a healthy sawtooth
+# can show.
+DECREASE = {"cubic": 717 / 1024, "bic": 819 / 1024, "scalable": 7 / 8}
+LEAST_DECREASE = 0.5
+
+
 def backoff(cc: str) -> float:
-    """The share of its window a loss-based sender keeps after a loss: RFC 5681's 1/2 for
-    Reno (and any sender not named), RFC 8312's beta_cubic = 0.7 for CUBIC."""
-    return CUBIC_BETA if cc == "cubic" else RENO_BETA
+    """The share of its window `cc` keeps after a loss (DECREASE; the least for the rest)."""
+    return DECREASE.get(cc, LEAST_DECREASE)
+
+
+def sawtooth_utilisation(queue_bdps: float, beta: float) -> float:
+    """The share of the line a loss-based window keeps busy through a drop-tail queue of
+    queue_bdps: it cycles from beta x W to W = 1 + q growing linearly; below one BDP it sends
+    its window per round trip, above it the line is full. Linear growth counted in idle
+    round trips is the least share (a round trip above the BDP lasts longer; CUBIC's concave
+    growth lingers near W)."""
+    top = 1.0 + max(0.0, queue_bdps)
+    bottom = beta * top
+    if bottom >= 1.0:
+        return 1.0
+    below = (1.0 - bottom) / (top - bottom)
+    return below * (bottom + 1.0) / 2 + (1.0 - below)
 
 
 def lossy_window_share(loss: float, window_bytes: float, mss_bytes: float) -> float:
@@ -165,7 +188,6 @@ def round_trip_hit(loss: float, window_bytes: float, mss_bytes: float) -> float:
     return 1.0 - math.pow(1.0 - min(loss, 1.0), window_bytes / mss_bytes)
 
 
-RENO_BETA = 0.5  # RFC 5681: the window halves on a loss
 CUBIC_BETA = 0.7  # RFC 8312 section 4.5: beta_cubic
 # RFC 8312's constants: C = 0.4, beta_cubic = 0.7.
 CUBIC_K = (0.4 * (3 + CUBIC_BETA) / (4 * (1 - CUBIC_BETA))) ** 0.25

@@ -9,7 +9,7 @@ import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.evidence import HEALTHY_SHARE
-from tcpwizard.advice.sawtooth import decrease_of, sawtooth_utilisation
+from tcpwizard.advice.window_law import backoff, sawtooth_utilisation
 from tcpwizard.checks.model import HostAudit
 from tcpwizard.measure.model import ModeResult, TcpInfoSample, TransferResult
 from tests.model_builders import path, samples
@@ -80,10 +80,10 @@ def test_reno_utilisation_through_no_queue_is_three_quarters() -> None:
 
 def test_a_gentler_decrease_keeps_the_line_busier() -> None:
     """CUBIC keeps 0.7 of its window: through 0.43 BDP it never drops below the BDP."""
-    assert decrease_of("cubic") == pytest.approx(0.7, abs=0.001)
-    assert decrease_of("htcp") == 0.5  # adaptive: its least
-    assert sawtooth_utilisation(0.2, decrease_of("cubic")) > sawtooth_utilisation(0.2, 0.5)
-    assert sawtooth_utilisation(0.43, decrease_of("cubic")) == 1.0
+    assert backoff("cubic") == pytest.approx(0.7, abs=0.001)
+    assert backoff("htcp") == 0.5  # adaptive: its least
+    assert sawtooth_utilisation(0.2, backoff("cubic")) > sawtooth_utilisation(0.2, 0.5)
+    assert sawtooth_utilisation(0.43, backoff("cubic")) == 1.0
 
 
 @pytest.mark.parametrize("queue_bdps", [0.2, 0.25])
