@@ -495,8 +495,9 @@ def _bloat(s: Scenario, up: bool) -> str:
     b = s.queue_bytes / s.bdp_bytes
     if (s.cc_a if up else s.cc_b) not in LOSS_BASED:
         # BBR: inflight capped at cwnd_gain x BDP, after a startup overshoot; at most
-        # BBR_QUEUE_BDPS of standing queue, which sits on the bloat criterion's edge.
-        q = min(b, BBR_QUEUE_BDPS)
+        # BBR_QUEUE_BDPS of standing queue, which sits on the bloat criterion's edge, plus
+        # its quantization budget (bbr_quanta_bytes), which dominates a small BDP.
+        q = min(b, BBR_QUEUE_BDPS + bbr_quanta_bytes(s.rate_bps) / s.bdp_bytes)
         return "clean" if q <= 1.0 or q * s.rtt_s * 1e3 <= CLEAN_MAX_MS else "between"
     rmem, wmem = (s.rmem_b, s.wmem_a) if up else (s.rmem_a, s.wmem_b)
     window = min(rmem * RMEM_WINDOW[0], wmem * WMEM_FLIGHT[0])
@@ -512,6 +513,14 @@ def _bloat(s: Scenario, up: bool) -> str:
     ):
         return "bloat"
     return "between"
+
+
+def bbr_quanta_bytes(rate_bps: float) -> float:
+    """Linux BBR's window beyond cwnd_gain x BDP (tcp_bbr.c bbr_quantization_budget): three
+    TSO goals of its pacing rate >> 10 (about 1 ms of it, at least 2 segments, at most one
+    64 KB GSO packet) and 2 segments in ProbeBW's up phase."""
+    goal = min(65536.0, rate_bps / 8 / 1024)
+    return (3 * max(2, goal // MSS) + 2) * MTU
 
 
 def standing_queue_bdps(queue_bdps: float, beta: float) -> float:

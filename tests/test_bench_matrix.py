@@ -136,6 +136,16 @@ def test_a_share_of_the_reno_hosts_run_cubic_where_the_truth_stays() -> None:
         assert truth(s) in (EXPECTED[s.cause], (AMBIGUOUS, None)), s.id
 
 
+def test_bbrs_quantization_budget_queues_a_small_bdp_path() -> None:
+    """Three TSO goals of at least 2 segments and 2 more: 8 segments over a BDP of 1.6 at
+    7.9 Mbit/s x 2.5 ms, 15 ms of queue through a 6-BDP buffer: not clean (5 ms), not the
+    2-BDP bloat of a Reno queue either (the 10-packet floor is 6 BDP at that rate)."""
+    tiny = _plain(rate_bps=7.9e6, rtt_s=0.0025, queue_bdps=6.0)
+    assert truth(tiny) == (AMBIGUOUS, None)
+    # The same one-BDP buffer at 100 Mbit/s holds no more than the classic buffer: clean.
+    assert truth(replace(tiny, rate_bps=100e6, queue_bdps=1.0)) == ("path-capacity", None)
+
+
 def test_reno_utilisation_and_the_standing_queue() -> None:
     assert reno_utilisation(0.0) == pytest.approx(0.75)  # the classic no-buffer figure
     assert reno_utilisation(1.0) == 1.0

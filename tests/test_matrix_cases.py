@@ -74,3 +74,9 @@ def test_the_share_of_round_trips_a_random_loss_hits() -> None:
     assert round_trip_hit(0.01, 100 * 1448, 1448) == pytest.approx(1 - 0.99**100)
     hit = round_trip_hit(0.02, 50 * 1448, 1448)
     assert lossy_window_share(0.02, 50 * 1448, 1448) == pytest.approx(1 / (1 + hit))
+
+
+def test_bbrs_own_queue_on_a_small_bdp_is_no_bufferbloat() -> None:
+    """BBR at 7.9 Mbit/s x 2.5 ms through a 10-packet buffer: 10 ms of standing queue, its
+    quantization budget (8 segments) over a BDP of less than 2 (read `bufferbloat`)."""
+    assert _verdict("20261204.61") == ("path-capacity", None)

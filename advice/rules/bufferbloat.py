@@ -21,8 +21,10 @@ from tcpwizard.advice.evidence import (
     probe_capacity,
     rtt_ms,
 )
+from tcpwizard.advice.rules.policer import model_based, sender_cc
 from tcpwizard.checks.model import Fix, HostRole
-from tcpwizard.measure.engine.loaded_rtt import LoadedRtt, loaded_rtt
+from tcpwizard.measure.engine.loaded_rtt import LoadedRtt, loaded_rtt, mss_of, plateau_mbps
+from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
 
 # The standing queue, in bandwidth-delay products, above which the buffer is bloated. One
 # BDP is the classic buffer (Villamizar & Song 1994): what a single loss-based flow needs to
@@ -40,6 +42,39 @@ BLOAT_MIN_MS = 10.0
 # bottleneck's (headers and the probe's error: 10 %).
 OWN_LINK_SHARE = 1.1
 AQM_TARGET = "fq_codel"
+
+
+# Linux BBR (v1) holds its window at cwnd_gain 2 x the BDP plus a quantization budget:
+# three TSO goals (each its pacing rate >> sk_pacing_shift 10, about 1 ms of it, at least 2
+# segments above 1.2 Mbit/s, at most one 64 KB GSO packet) and 2 segments in ProbeBW's up
+# phase (tcp_bbr.c bbr_quantization_budget). Its standing queue is up to 1 BDP plus that
+# budget whatever the buffer: a queue within it shows the sender's design, not a bloated
+# buffer (BBR at 7.9 Mbit/s x 2.5 ms: 10 ms of queue, 8 segments of budget over a BDP of
+# less than 2, read `bufferbloat`).
+BBR_CWND_GAIN = 2.0
+BBR_TSO_GOALS = 3
+BBR_PROBE_SEGMENTS = 2
+BBR_MIN_TSO_SEGMENTS = 2
+PACING_SHIFT_S = 1 / 1024
+GSO_MAX_BYTES = 65536
+
+
+def bbr_own_queue_ms(idle_ms: float, rate_mbps: float, mss: int) -> float:
+    """The standing queue a BBR sender keeps by design at `rate_mbps` (IP layer)."""
+    if rate_mbps <= 0:
+        return 0.0
+    goal = min(GSO_MAX_BYTES, rate_mbps * 1e6 / 8 * PACING_SHIFT_S)
+    segments = BBR_TSO_GOALS * max(BBR_MIN_TSO_SEGMENTS, goal // mss) + BBR_PROBE_SEGMENTS
+    wire_ms = (mss + IP_TCP_HEADERS) * 8 / (rate_mbps * 1e3)
+    return (BBR_CWND_GAIN - 1) * idle_ms + segments * wire_ms
+
+
+def _bbrs_own(d: Direction, rtt: LoadedRtt) -> bool:
+    m = d.current
+    if m is None or not model_based(sender_cc(d)):
+        return False
+    plateau = plateau_mbps(m)
+    return plateau is not None and rtt.queue_ms <= bbr_own_queue_ms(rtt.idle_ms, plateau, mss_of(m))
 
 
 def bloated(rtt: LoadedRtt | None) -> bool:
@@ -106,7 +141,7 @@ def _line(rtt: LoadedRtt) -> str:
 
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
     rtt = _rtt(ev, d)
-    if rtt is None or not bloated(rtt):
+    if rtt is None or not bloated(rtt) or _bbrs_own(d, rtt):
         return None
     here = _queue_here(ev, d)
     host: HostRole = d.sender_role if here else "path"
