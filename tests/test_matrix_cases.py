@@ -80,3 +80,10 @@ def test_bbrs_own_queue_on_a_small_bdp_is_no_bufferbloat() -> None:
     """BBR at 7.9 Mbit/s x 2.5 ms through a 10-packet buffer: 10 ms of standing queue, its
     quantization budget (8 segments) over a BDP of less than 2 (read `bufferbloat`)."""
     assert _verdict("20261204.61") == ("path-capacity", None)
+
+
+def test_a_queue_that_drained_before_the_end_is_no_one_elses() -> None:
+    """Reno at 269 Mbit/s x 190 ms through a 0.33-BDP queue: slow start ended at 2.1 s of a
+    3.1 s transfer, its overshoot's queue still in the second half's first samples, none in
+    the last quarter (read `cross-traffic` at 0.95)."""
+    assert _verdict("20261204.55") == ("path-capacity", None)
