@@ -40,6 +40,9 @@ def _verdict(scenario: str) -> tuple[str, str | None]:
         # Losses in over half the intervals, but at 9 % of the line, far below any Reno
         # sawtooth (read `cross-traffic`).
         ("20261204.24", "Reno up, BBR down through a 299 Mbit/s bucket, 2.9 Gbit/s x 82 ms"),
+        # 18 segments a loss episode where random loss at its 1.8 % puts 1, at 2.8 x the
+        # loss bound (read `congestion` on both hosts).
+        ("20261204.102", "Reno through a 33.7 Mbit/s bucket on a 130 Mbit/s x 8.8 ms line"),
     ],
 )
 def test_a_policed_path_stays_the_policer(scenario: str, what: str) -> None:
