@@ -380,8 +380,13 @@ def test_each_way_is_judged_against_its_own_capacity() -> None:
 
 def _flat_reno(retrans_at: list[int]) -> ModeResult:
     """3 s of Reno at a flat 15 Mbit/s on a 100 Mbit/s path, with the sender's cumulative
-    retransmissions per 0.25 s sample as given."""
-    infos = [TcpInfoSample(50_000, 1000, 60, r, 0, 0, 0, 0, 1448) for r in retrans_at]
+    retransmissions per 0.25 s sample as given; the smoothed RTT 8 ms above the idle 50 in
+    each interval that lost segments (a drop-tail queue is full when it drops), at idle in
+    the others."""
+    infos = [
+        TcpInfoSample(58_000 if r > was else 50_000, 1000, 60, r, 0, 0, 0, 0, 1448)
+        for was, r in zip([0, *retrans_at], retrans_at, strict=False)
+    ]
     m = mode(15.0, retrans=retrans_at[-1], nbytes=5_600_000, cc="reno")
     return dataclasses.replace(
         m, samples=samples([15.0] * len(retrans_at), infos, dt=0.25, buf=1 << 20)
@@ -397,6 +402,18 @@ def test_losses_that_go_on_after_the_ramp_are_congestion() -> None:
     assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")
     assert rule_confidence(v) >= 0.7  # the rule's own; the matrix weighs what it is worth
     assert any("repeated loss events" in e for e in v.evidence)
+    # The same flat rate and losses with the RTT at idle throughout, at 15 % of the line:
+    # no queue filled, far below any Reno sawtooth and far above the loss bound, a bucket.
+    idle = dataclasses.replace(
+        late,
+        samples=tuple(
+            dataclasses.replace(x, tcp_info=dataclasses.replace(x.tcp_info, rtt_us=50_000))
+            for x in late.samples
+            if x.tcp_info is not None
+        ),
+    )
+    v3 = diagnose(Evidence(audit(), audit(), path(50, 100), transfer_of(idle))).verdict
+    assert v3.limiting_factor == "policer"
     early = _flat_reno([20] * 12)  # every loss in slow start: a burst, weakly blamed
     v2 = diagnose(Evidence(audit(), audit(), path(50, 100), transfer_of(early))).verdict
     assert rule_confidence(v2) < 0.5
