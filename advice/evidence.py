@@ -94,6 +94,11 @@ def other_mode(d: Direction) -> ModeResult | None:
     return m if m is not None and m is not d.current and m.error is None else None
 
 
+def sender_cc(d: Direction) -> str:
+    m = d.current
+    return (m.congestion_control if m else "") or (d.sender.congestion_control if d.sender else "")
+
+
 def pick_current(modes: Sequence[ModeResult]) -> ModeResult | None:
     for name in ("autotune", "untuned", "static", "drs", "overprovisioned"):
         for m in modes:

@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcpwizard.advice.capacity_view import capacity as _capacity
-from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence
+from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence, sender_cc
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
-from tcpwizard.advice.rules.policer import sender_cc
 from tcpwizard.advice.window_law import LOSS_BASED, backoff, sawtooth_utilisation
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, mss_of, percentile
 from tcpwizard.measure.engine.rates import IP_TCP_HEADERS

@@ -90,3 +90,10 @@ def test_a_queue_that_drained_before_the_end_is_no_one_elses() -> None:
     3.1 s transfer, its overshoot's queue still in the second half's first samples, none in
     the last quarter (read `cross-traffic` at 0.95)."""
     assert _verdict("20261204.55") == ("path-capacity", None)
+
+
+def test_a_reno_sawtooth_through_a_shallow_queue_is_no_bucket() -> None:
+    """Reno down at 84 % of the 1.6 Gbit/s the probe saw (2.9 Gbit/s x 2.6 ms, 0.59-BDP
+    queue): its window's peaks at 1.27 BDP over a 0.27-BDP queue keep 89 % of the line
+    busy, so its plateau is its own sawtooth's (read `policer`)."""
+    assert _verdict("20261204.121") == ("path-capacity", None)

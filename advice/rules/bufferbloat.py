@@ -20,8 +20,9 @@ from tcpwizard.advice.evidence import (
     Evidence,
     probe_capacity,
     rtt_ms,
+    sender_cc,
 )
-from tcpwizard.advice.rules.policer import model_based, sender_cc
+from tcpwizard.advice.rules.policer import model_based
 from tcpwizard.checks.model import Fix, HostRole
 from tcpwizard.measure.engine.loaded_rtt import LoadedRtt, loaded_rtt, mss_of, plateau_mbps
 from tcpwizard.measure.engine.rates import IP_TCP_HEADERS

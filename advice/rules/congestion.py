@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tcpwizard.advice.capacity_view import capacity as _capacity
 from tcpwizard.advice.capacity_view import steady_mbps
-from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence
+from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence, sender_cc
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
@@ -14,7 +14,7 @@ from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.loss_episodes import LATE_LOSS_EVENTS, late_retransmits, settled_mbps
 from tcpwizard.advice.others_queue import others_queue as _others_queue
-from tcpwizard.advice.rules.policer import model_based, sender_cc
+from tcpwizard.advice.rules.policer import model_based
 from tcpwizard.advice.sawtooth import healthy_share
 from tcpwizard.advice.streams import streams_needed
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction

@@ -9,7 +9,7 @@ from tcpwizard.advice.capacity_view import capacity_sure as _capacity_sure
 from tcpwizard.advice.capacity_view import capacity_view as _capacity_view
 from tcpwizard.advice.capacity_view import own_rate_only as _own_rate_only
 from tcpwizard.advice.capacity_view import reached_mbps
-from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence
+from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence, sender_cc
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.rules import egress_shaper, policer
@@ -38,7 +38,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     ]
     shallow = ""
     if sawtooth is not None and share < HEALTHY_SHARE:
-        evidence.append(sawtooth.note(policer.sender_cc(d)))
+        evidence.append(sawtooth.note(sender_cc(d)))
         shallow = (
             " The bottleneck's queue is shallower than the path's BDP: a loss-based sender "
             "idles the line after each loss; BBR with fq pacing, or parallel streams, keep it "

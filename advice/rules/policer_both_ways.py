@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity
-from tcpwizard.advice.rules.policer import POLICED_SHARE, pacing_fixes, sender_cc
+from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity, sender_cc
+from tcpwizard.advice.rules.policer import POLICED_SHARE, pacing_fixes
 from tcpwizard.measure.engine.loaded_rtt import plateau_mbps
 from tcpwizard.units import format_mbps
 
