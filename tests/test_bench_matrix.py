@@ -322,3 +322,21 @@ def test_every_drawn_rate_falls_in_a_band_that_holds_it() -> None:
         lo, hi = (float(x) for x in label.split()[0].split("-"))
         assert lo <= bps / 1e6 < hi, (bps, label)
     assert RATE_BANDS_MBPS[-1][1] * 1e6 >= RATE_MAX_BPS
+
+
+def test_the_run_allows_the_congestion_controls_it_draws_and_puts_the_list_back(
+    tmp_path: Path,
+) -> None:
+    """A namespace picks only from the initial one's allowed list ("reno bbr" on this
+    machine): the run adds CUBIC for its scenarios and restores the list; what the kernel
+    lacks is said."""
+    from benchmarks.bench_matrix import ALLOWED_CC, AVAILABLE_CC, allowing
+
+    allowed, available = tmp_path / ALLOWED_CC, tmp_path / AVAILABLE_CC
+    allowed.parent.mkdir(parents=True)
+    allowed.write_text("reno bbr\n")
+    available.write_text("reno bbr cubic\n")
+    with allowing({"reno", "cubic", "bbr", "vegas"}, tmp_path) as missing:
+        assert allowed.read_text() == "reno bbr cubic"
+        assert missing == ["vegas"]
+    assert allowed.read_text() == "reno bbr"
