@@ -12,7 +12,7 @@ from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.rules import policer
-from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS, loaded_rtt, mss_of
+from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS, loaded_rtt, mss_of, srtts_ms
 from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.units import format_mbps as _fmt
@@ -79,7 +79,7 @@ DELAYED_ACK_SEGMENTS = 4
 def _end_queue_ms(m: ModeResult, idle_ms: float) -> float | None:
     """The median smoothed RTT of the transfer's last quarter above idle (TCP_INFO); None
     with fewer than two samples there."""
-    rtts = [s.tcp_info.rtt_us / 1e3 for s in m.samples if s.tcp_info and s.tcp_info.rtt_us > 0]
+    rtts = srtts_ms(m)
     last = sorted(rtts[3 * len(rtts) // 4 :])
     return last[len(last) // 2] - idle_ms if len(last) >= 2 else None
 

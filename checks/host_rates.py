@@ -23,8 +23,10 @@ FLOW_PLACEMENT_BPS = 5e9
 ESNET_LINUX = "ESnet fasterdata, 'Linux Tuning'"
 ESNET_100G = "ESnet fasterdata, '100G Tuning'"
 # Ethernet's per-frame cost on the wire beyond the IP packet: header 14 + FCS 4 + preamble 8
-# + inter-frame gap 12 bytes (IEEE 802.3).
-ETHERNET_OVERHEAD = 38
+# + inter-frame gap 12 bytes (IEEE 802.3). A qdisc counts the frame as the kernel holds it:
+# the header, not the rest.
+ETHERNET_HEADER = 14
+ETHERNET_OVERHEAD = ETHERNET_HEADER + 4 + 8 + 12
 # NAPI hands a driver at most this many packets per poll (NAPI_POLL_WEIGHT, Linux
 # include/linux/netdevice.h): coalescing fewer packets per interrupt gains nothing per poll.
 NAPI_WEIGHT = 64

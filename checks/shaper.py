@@ -16,6 +16,7 @@ from typing import Any
 
 from tcpwizard.checks.hostread import HostReader
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
+from tcpwizard.units import format_rate
 
 # tc's rate units (tc(8), "RATES"): decimal prefixes on bits; "bps" is bytes per second.
 _UNITS = {"bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12, "bps": 8.0}
@@ -32,11 +33,7 @@ class Shaper:
 
     def describe(self) -> str:
         what = "every flow" if self.per_flow else "everything it sends"
-        return f"{self.kind} holds {what} to {_fmt(self.rate_bps)}"
-
-
-def _fmt(bps: float) -> str:
-    return f"{bps / 1e9:.3g} Gbit/s" if bps >= 1e9 else f"{bps / 1e6:.3g} Mbit/s"
+        return f"{self.kind} holds {what} to {format_rate(self.rate_bps)}"
 
 
 def tc_rate_bps(text: str) -> float | None:

@@ -11,14 +11,15 @@ end's too, so the rule reads the shaper of whichever host sent.
 from __future__ import annotations
 
 from tcpwizard.advice.evidence import HEALTHY_SHARE, Candidate, Direction, Evidence
+from tcpwizard.checks.host_rates import ETHERNET_HEADER
 from tcpwizard.checks.shaper import Shaper, recorded_shaper, removal_fix
 from tcpwizard.measure.engine.loaded_rtt import mss_of, plateau_mbps
 from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
 from tcpwizard.units import format_mbps
 
-# A shaper counts whole frames: the 14-byte Ethernet header on top of each IP packet, so an
-# IP-layer rate reaches (MTU) / (MTU + 14) of the shaped one.
-ETHERNET_HEADER = 14
+# A shaper counts frames as the kernel holds them, the Ethernet header on top of each IP
+# packet (checks/host_rates.py ETHERNET_HEADER): an IP-layer rate reaches IP / (IP + header)
+# of the shaped one.
 
 
 def ip_share(mss: int) -> float:

@@ -24,6 +24,9 @@ from tcpwizard.units import format_mbps as _fmt
 # A window counter whose buffer allows the path: below WEAK (advice/diagnose.py), so any
 # named cause wins.
 BUFFER_ALLOWS_PATH = 0.35
+# A hole in most round trips (more than half) keeps autotuning's in-order count behind the
+# path in most of its measurements.
+MOST_ROUND_TRIPS = 0.5
 
 
 def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
@@ -95,4 +98,4 @@ def _holes_hold_autotuning(ev: Evidence, d: _Direction, rtt_ms: float) -> bool:
     if cur is None or not loss:
         return False
     window = steady_mbps(cur) * 1e6 / 8 * rtt_ms / 1e3
-    return round_trip_hit(loss, window, _mss(d)) >= 0.5
+    return round_trip_hit(loss, window, _mss(d)) >= MOST_ROUND_TRIPS

@@ -63,10 +63,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[rank]
 
 
+def srtts_ms(m: ModeResult) -> list[float]:
+    """The sender's smoothed RTT of every sample that carries one (TCP_INFO), in ms."""
+    return [s.tcp_info.rtt_us / 1e3 for s in m.samples if s.tcp_info and s.tcp_info.rtt_us > 0]
+
+
 def loaded_rtt(m: ModeResult, idle_ms: float | None = None) -> LoadedRtt | None:
     """The RTT under load of one transfer, or None without enough TCP_INFO samples (a far
     end that reports none, a transfer too short)."""
-    rtts = [s.tcp_info.rtt_us / 1e3 for s in m.samples if s.tcp_info and s.tcp_info.rtt_us > 0]
+    rtts = srtts_ms(m)
     if m.error is not None or len(rtts) < 2 * MIN_SAMPLES:
         return None
     loaded = rtts[len(rtts) // 2 :]
