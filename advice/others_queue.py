@@ -78,7 +78,9 @@ DELAYED_ACK_SEGMENTS = 4
 
 def _end_queue_ms(m: ModeResult, idle_ms: float) -> float | None:
     """The median smoothed RTT of the transfer's last quarter above idle (TCP_INFO); None
-    with fewer than two samples there."""
+    with fewer than two samples there. The last quarter because a transfer ends only once
+    its last growth lies in its first 75 % (measure/engine/steady.py settled_share): what
+    follows is past the ramp."""
     rtts = srtts_ms(m)
     last = sorted(rtts[3 * len(rtts) // 4 :])
     return last[len(last) // 2] - idle_ms if len(last) >= 2 else None
