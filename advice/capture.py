@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice import application
-from tcpwizard.advice.conns import DEFAULT_RATE_BPS, buffer_fix
+from tcpwizard.advice.conns import DEFAULT_RATE_BPS, bbr_fix, buffer_fix
 from tcpwizard.advice.middlebox import capture_verdict, one_point_note
 from tcpwizard.advice.model import LimitingFactor, Verdict
 from tcpwizard.advice.rules import policer
@@ -256,13 +256,6 @@ def judge_direction(
     )
     if d.late_loss_episodes >= LATE_EPISODES and bound is not None and not queued:
         ev.append(f"Mathis bound at {loss:.2%} loss: {_mbps(bound)} for a loss-based sender")
-        fix = sysctl_fix(
-            "tcp_congestion_control",
-            "net.ipv4.tcp_congestion_control",
-            "bbr",
-            "BBR does not treat random loss as congestion (new connections only).",
-            "Cardwell et al., BBR (2016)",
-        )
         v = _verdict(
             "congestion",
             0.65 if d.steady_mbps <= LOSS_BOUND_MARGIN * bound else 0.45,
@@ -272,9 +265,7 @@ def judge_direction(
             ev,
             d,
         )
-        return CaptureDiagnosis(
-            d, v, (dataclasses.replace(fix, host=snd, answers=("congestion",)),), snd, rcv
-        )
+        return CaptureDiagnosis(d, v, (bbr_fix(snd),), snd, rcv)
     if queued:
         ev.append(
             "the RTT rose above its minimum once up to speed: the sender fills the "

@@ -25,7 +25,7 @@ from tcpwizard.advice.evidence import BUSY_SHARE, CHRONO_SHARE, HEALTHY_SHARE
 from tcpwizard.advice.middlebox import one_point_note
 from tcpwizard.advice.model import Verdict
 from tcpwizard.advice.rules import policer
-from tcpwizard.advice.snippets import setsockopt_fix
+from tcpwizard.advice.snippets import Option, setsockopt_fix
 from tcpwizard.advice.window_law import (
     LOSS_BASED,
     LOSS_BOUND_MARGIN,
@@ -98,6 +98,19 @@ def buffer_fix(
     fix = sysctl_fix(key.rsplit(".", 1)[1], key, f"{base} {size}", why, GUIDE)
     factor = "receiver-window" if key == "net.ipv4.tcp_rmem" else "sender-buffer"
     return dataclasses.replace(fix, host=host, answers=(factor,))
+
+
+def bbr_fix(host: HostRole) -> Fix:
+    """For a loss-based sender held at the Mathis bound: BBR, which random loss does not
+    slow (the live connection's verdict and the capture's give the same fix)."""
+    fix = sysctl_fix(
+        "tcp_congestion_control",
+        "net.ipv4.tcp_congestion_control",
+        "bbr",
+        "BBR does not treat random loss as congestion (new connections only).",
+        "Cardwell et al., BBR (2016)",
+    )
+    return dataclasses.replace(fix, host=host, answers=("congestion",))
 
 
 def _common_evidence(obs: ConnObservation) -> list[str]:
@@ -252,13 +265,6 @@ def _judge_sender(
             f"{obs.retransmits} retransmits of {obs.segs_out} segments ({loss:.2%}): "
             f"{cc} is bounded at {bound:.1f} Mbit/s (Mathis)"
         )
-        fix = sysctl_fix(
-            "tcp_congestion_control",
-            "net.ipv4.tcp_congestion_control",
-            "bbr",
-            "BBR does not treat random loss as congestion (new connections only).",
-            "Cardwell et al., BBR (2016)",
-        )
         return Verdict.observed(
             "congestion",
             0.65,
@@ -266,7 +272,7 @@ def _judge_sender(
             f"losses hold the loss-based congestion control ({cc}) down",
             ev,
             rate,
-        ), (dataclasses.replace(fix, answers=("congestion",)),)
+        ), (bbr_fix("local"),)
     if (behind := application.reader_falling_behind(obs)) is not None:
         ev.append(behind)
         return Verdict.observed(
@@ -294,6 +300,43 @@ def _judge_sender(
     ), ()
 
 
+# This host's socket buffers: each one's autotuning range, the share of the range's max below
+# which the application sized the buffer itself, and why raising the range helps.
+_OWN_BUFFERS: dict[Option, tuple[str, float, str]] = {
+    "SO_SNDBUF": (
+        "net.ipv4.tcp_wmem",
+        0.9,
+        "Unacknowledged data stays in the send buffer: tcp_wmem max bounds the rate.",
+    ),
+    "SO_RCVBUF": (
+        "net.ipv4.tcp_rmem",
+        0.5,
+        "The receive window, and so the rate per RTT, is bounded by tcp_rmem max.",
+    ),
+}
+
+
+def _own_buffer_fixes(
+    option: Option, held: int | None, sysctls: Mapping[str, str] | None, size: int, ev: list[str]
+) -> tuple[Fix, ...]:
+    """What the buffer holds goes to the evidence; the fixes: setsockopt alone where the
+    application fixed the size (autotuning is off for it), else the autotuning range first."""
+    key, locked_below, why = _OWN_BUFFERS[option]
+    current = _triple(sysctls or {}, key)
+    locked = held is not None and current is not None and held < locked_below * current[2]
+    if held is not None:
+        noun = "send buffer" if option == "SO_SNDBUF" else "receive buffer"
+        ev.append(
+            f"{noun} {format_bytes(held)}"
+            + (f" of {key.rsplit('.', 1)[1]} max {format_bytes(current[2])}" if current else "")
+            + (f" (the application fixed {option}: autotuning is off)" if locked else "")
+        )
+    fixes: tuple[Fix, ...] = (setsockopt_fix(option, size // 2, "local"),)
+    if locked:
+        return fixes
+    return (buffer_fix(key, size, "local", sysctls, why), *fixes)
+
+
 def _sender_buffer(
     obs: ConnObservation,
     sysctls: Mapping[str, str] | None,
@@ -301,28 +344,7 @@ def _sender_buffer(
     ev: list[str],
     rate: float,
 ) -> tuple[Verdict, tuple[Fix, ...]]:
-    wmem = _triple(sysctls or {}, "net.ipv4.tcp_wmem")
-    locked = obs.sndbuf is not None and wmem is not None and obs.sndbuf < 0.9 * wmem[2]
-    if obs.sndbuf is not None:
-        ev.append(
-            f"send buffer {format_bytes(obs.sndbuf)}"
-            + (f" of tcp_wmem max {format_bytes(wmem[2])}" if wmem else "")
-            + (" (the application fixed SO_SNDBUF: autotuning is off)" if locked else "")
-        )
-    fixes: tuple[Fix, ...] = (
-        (setsockopt_fix("SO_SNDBUF", size // 2, "local"),)
-        if locked
-        else (
-            buffer_fix(
-                "net.ipv4.tcp_wmem",
-                size,
-                "local",
-                sysctls,
-                "Unacknowledged data stays in the send buffer: tcp_wmem max bounds the rate.",
-            ),
-            setsockopt_fix("SO_SNDBUF", size // 2, "local"),
-        )
-    )
+    fixes = _own_buffer_fixes("SO_SNDBUF", obs.sndbuf, sysctls, size, ev)
     return Verdict.observed(
         "sender-buffer",
         0.8,
@@ -364,26 +386,7 @@ def _judge_receiver(
             f"{window_mbps:.1f} Mbit/s"
         )
     if window_mbps > 0 and rate >= WINDOW_FILLED * window_mbps:
-        rmem = _triple(sysctls or {}, "net.ipv4.tcp_rmem")
-        locked = obs.rcvbuf is not None and rmem is not None and obs.rcvbuf < 0.5 * rmem[2]
-        if obs.rcvbuf is not None:
-            ev.append(
-                f"receive buffer {format_bytes(obs.rcvbuf)}"
-                + (f" of tcp_rmem max {format_bytes(rmem[2])}" if rmem else "")
-                + (" (the application fixed SO_RCVBUF: autotuning is off)" if locked else "")
-            )
-        fixes: tuple[Fix, ...] = (setsockopt_fix("SO_RCVBUF", size // 2, "local"),)
-        if not locked:
-            fixes = (
-                buffer_fix(
-                    "net.ipv4.tcp_rmem",
-                    size,
-                    "local",
-                    sysctls,
-                    "The receive window, and so the rate per RTT, is bounded by tcp_rmem max.",
-                ),
-                *fixes,
-            )
+        fixes = _own_buffer_fixes("SO_RCVBUF", obs.rcvbuf, sysctls, size, ev)
         return Verdict.observed(
             "receiver-window",
             0.75,

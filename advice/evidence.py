@@ -177,6 +177,13 @@ def chrono(m: ModeResult | None) -> tuple[float | None, float | None, float | No
     return m.rwnd_limited, m.sndbuf_limited, m.busy
 
 
+def window_held(m: ModeResult | None) -> bool:
+    """The receive window or the send buffer held the sender long enough to be its limit;
+    then the rules that look past the windows have nothing to say."""
+    rwnd, sndbuf, _ = chrono(m)
+    return (rwnd or 0.0) >= CHRONO_SHARE or (sndbuf or 0.0) >= CHRONO_SHARE
+
+
 def settled_rwnd_limited(m: ModeResult) -> float | None:
     """The share of the second half's busy time the sender waited for the receive window
     (TCP_INFO's cumulative counters at the samples), the half the steady rate is read

@@ -9,7 +9,7 @@ measurement) or limited by something the other rules name from the transfer itse
 
 from __future__ import annotations
 
-from tcpwizard.advice.evidence import CHRONO_SHARE, HEALTHY_SHARE, chrono, pick_current
+from tcpwizard.advice.evidence import HEALTHY_SHARE, pick_current, window_held
 from tcpwizard.measure.engine import rates
 from tcpwizard.measure.model import PathEstimate, TransferResult
 from tcpwizard.units import format_mbps
@@ -26,8 +26,7 @@ def fell_short(path: PathEstimate | None, transfer: TransferResult | None) -> st
     cap = path.capacity.mbps
     if rate >= HEALTHY_SHARE * cap:
         return ""
-    rwnd, sndbuf, _ = chrono(up)
-    if (rwnd or 0.0) >= CHRONO_SHARE or (sndbuf or 0.0) >= CHRONO_SHARE:
+    if window_held(up):
         return ""  # a window held it: the window rules speak, whatever others send
     return (
         f"the upload held {format_mbps(rate)} of the {format_mbps(cap)} the probe saw, with "

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from tcpwizard.checks.hostread import HostReader, RecordedHost
-from tcpwizard.checks.model import SEVERITY_ORDER, BdpTarget, Finding, Fix, Severity
+from tcpwizard.checks.model import SEVERITY_ORDER, BdpTarget, Finding, Fix, InterfaceInfo, Severity
 from tcpwizard.checks.netinfo import NetworkFacts
 from tcpwizard.checks.sysctl import SysctlReader
 from tcpwizard.checks.window import parse_kernel_version
@@ -166,19 +166,44 @@ class Check(ABC):
             title=self.title,
         )
 
+    def egress(self, env: AuditEnv) -> InterfaceInfo | Finding:
+        """The egress interface, or the finding that skips this check for want of one."""
+        iface = env.network.interface
+        if iface is None:
+            reason = env.network.interface_missing_reason or "unknown"
+            return self.finding("info", "no egress interface", "-", f"Skipped: {reason}.")
+        return iface
+
     def fix(self, key: str, value: str) -> Fix:
         return sysctl_fix(self.id, key, value, self.why, self.guideline, self.answers)
 
-    def command_fix(self, key: str, value: str, command: str) -> Fix:
-        """A fix that is a command, not a sysctl (ip link, ethtool, tc, echo > /sys/...)."""
+    def command_fix(
+        self, key: str, value: str, command: str, *, name: str | None = None, why: str | None = None
+    ) -> Fix:
+        """A fix that is a command, not a sysctl (ip link, ethtool, tc, echo > /sys/...).
+        `name` ends the fix's id where the key does not; `why` stands for the check's own
+        reason where the fix has one of its own (a missing module, not the setting)."""
         return Fix(
-            id=f"{self.id}:{key}",
+            id=f"{self.id}:{key if name is None else name}",
             kind="other",
             host="local",
             key=key,
             value=value,
             command=command,
-            why=self.why,
+            why=self.why if why is None else why,
             guideline=self.guideline,
             answers=self.answers,
         )
+
+
+class EgressCheck(Check):
+    """A check of the egress interface: `judge` sees it; without one the check is skipped."""
+
+    def evaluate(self, env: AuditEnv) -> Finding:
+        iface = self.egress(env)
+        if isinstance(iface, Finding):
+            return iface
+        return self.judge(env, iface)
+
+    @abstractmethod
+    def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding: ...

@@ -93,17 +93,7 @@ class CachedMetrics(Check):
 
 def _flush_fix(check: Check, address: str | None) -> Fix:
     command = f"ip tcp_metrics delete {address}" if address else "ip tcp_metrics flush all"
-    return Fix(
-        id=f"{check.id}:flush",
-        kind="other",
-        host="local",
-        key="tcp_metrics",
-        value=address or "all",
-        command=command,
-        answers=check.answers,
-        why=check.why,
-        guideline=check.guideline,
-    )
+    return check.command_fix("tcp_metrics", address or "all", command, name="flush")
 
 
 class CongestionControl(Check):
@@ -135,17 +125,14 @@ class CongestionControl(Check):
         better = "bbr" if "bbr" in available else "cubic" if "cubic" in available else "bbr"
         fixes: list[Fix] = []
         if better not in available:
+            module = f"tcp_{better}"
             fixes.append(
-                Fix(
-                    id=f"{self.id}:modprobe",
-                    kind="other",
-                    host="local",
-                    key="kernel module",
-                    value=f"tcp_{better}",
-                    command=f"modprobe tcp_{better}",
+                self.command_fix(
+                    "kernel module",
+                    module,
+                    f"modprobe {module}",
+                    name="modprobe",
                     why="the algorithm is not loaded",
-                    guideline=self.guideline,
-                    answers=self.answers,
                 )
             )
         fixes.append(self.fix(self.keys[0], better))
@@ -207,19 +194,8 @@ class PacingQdisc(Check):
             )
         fixes: list[Fix] = []
         if iface and egress:
-            fixes.append(
-                Fix(
-                    id=f"{self.id}:{iface.name}",
-                    kind="other",
-                    host="local",
-                    key=f"qdisc {iface.name}",
-                    value="fq",
-                    command=f"tc qdisc replace dev {iface.name} root fq",
-                    why=self.why,
-                    guideline=self.guideline,
-                    answers=self.answers,
-                )
-            )
+            command = f"tc qdisc replace dev {iface.name} root fq"
+            fixes.append(self.command_fix(f"qdisc {iface.name}", "fq", command, name=iface.name))
         if default is not None and default != "fq":
             fixes.append(self.fix("net.core.default_qdisc", "fq"))
         return self.finding(

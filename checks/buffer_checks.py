@@ -23,7 +23,7 @@ GUIDE_AUTOTUNE = f"{SECTION5}: set ranges for Linux autotuning; {TIERNEY}: buffe
 GUIDE_CORE = f"{SECTION5}: set the maximum memory per connection; {TIERNEY}: buffer = 2 x BDP"
 
 
-def _ceiling_text(space: int, receive: bool, env: AuditEnv, direction: str) -> tuple[float, str]:
+def _ceiling_text(space: int, receive: bool, env: AuditEnv) -> tuple[float, str]:
     """(share of the target at the starting window, the sentence). The window starts at the
     kernel's opening share of the buffer and grows to the running share; both are shown, the
     severity goes by the first (a buffer that only fits the path later still stalls the
@@ -33,6 +33,7 @@ def _ceiling_text(space: int, receive: bool, env: AuditEnv, direction: str) -> t
         hi = typical_window_from_space(space, env.kernel, env.adv_win_scale)
     else:
         lo, hi = send_window_from_space(space), typical_send_window(space)
+    direction = "receives" if receive else "sends"
     rate_lo, rate_hi = mbps(lo, env.per_stream.rtt_s), mbps(hi, env.per_stream.rtt_s)
     target = env.per_stream.rate_bps
     ratio = rate_lo * 1e6 / target
@@ -64,7 +65,6 @@ def _limit_note(env: AuditEnv, recommended: int, need: int) -> str:
 class _VectorBufferCheck(Check):
     """tcp_rmem / tcp_wmem: 'min default max' where max bounds kernel autotuning."""
 
-    direction: str
     receive: bool
 
     def needed_space(self, env: AuditEnv) -> int:
@@ -91,7 +91,7 @@ class _VectorBufferCheck(Check):
                 "clamps the values in surprising ways.",
                 (self.fix(key, fixed),),
             )
-        ratio, ceiling = _ceiling_text(hi, self.receive, env, self.direction)
+        ratio, ceiling = _ceiling_text(hi, self.receive, env)
         severity = ratio_severity(ratio, env.per_stream)
         if severity == "ok":
             return self.finding(
@@ -115,7 +115,6 @@ class TcpRmem(_VectorBufferCheck):
     why = "The receive window, and so the download rate per RTT, is bounded by tcp_rmem max."
     guideline = GUIDE_AUTOTUNE
     severity_rule = "ok when max's window >= BDP; warn >= 50% of target rate; else crit"
-    direction = "receives"
     receive = True
 
 
@@ -127,7 +126,6 @@ class TcpWmem(_VectorBufferCheck):
     why = "Unacknowledged data stays in the send buffer: tcp_wmem max bounds the upload rate."
     guideline = GUIDE_AUTOTUNE
     severity_rule = "ok when half of max >= BDP; warn >= 50% of target rate; else crit"
-    direction = "sends"
     receive = False
 
 
@@ -136,7 +134,6 @@ class _CoreMaxCheck(Check):
     SO_SNDBUF themselves (the kernel grants twice the request, clamped to this first)."""
 
     receive: bool
-    direction: str
 
     def evaluate(self, env: AuditEnv) -> Finding:
         key = self.keys[0]
@@ -147,7 +144,7 @@ class _CoreMaxCheck(Check):
             need_request = (space_for_window(bdp, env.kernel, env.adv_win_scale) + 1) // 2
         else:
             need_request = bdp
-        ratio, ceiling = _ceiling_text(granted, self.receive, env, self.direction)
+        ratio, ceiling = _ceiling_text(granted, self.receive, env)
         # Only applications that size their own buffers hit this limit: never critical,
         # and only informative for a target we merely assumed.
         severity: Severity = ratio_severity(ratio, env.per_stream, cap="warn", default_cap="info")
@@ -173,7 +170,6 @@ class RmemMax(_CoreMaxCheck):
     guideline = GUIDE_CORE
     severity_rule = "warn when 2 x rmem_max cannot hold a BDP window (info for default target)"
     receive = True
-    direction = "receives"
 
 
 class WmemMax(_CoreMaxCheck):
@@ -185,7 +181,6 @@ class WmemMax(_CoreMaxCheck):
     guideline = GUIDE_CORE
     severity_rule = "warn when 2 x wmem_max cannot keep a BDP in flight (info for default)"
     receive = False
-    direction = "sends"
 
 
 class ModerateRcvbuf(Check):
@@ -202,7 +197,7 @@ class ModerateRcvbuf(Check):
         if value != 0:
             return self.finding("ok", "1 (on)", "1 (on)", "Receive autotuning is on.")
         default = env.ints("net.ipv4.tcp_rmem", 3)[1]
-        ratio, ceiling = _ceiling_text(default, True, env, "receives")
+        ratio, ceiling = _ceiling_text(default, True, env)
         severity = ratio_severity(ratio, env.per_stream)
         if severity == "ok":
             severity = "warn"

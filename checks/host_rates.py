@@ -78,10 +78,3 @@ class HostCheck(Check):
                 f"{iface.name}'s {what}", env.host.why(f"cmd:ethtool {flag} {iface.name}")
             )
         return parsed
-
-    def egress(self, env: AuditEnv) -> InterfaceInfo | Finding:
-        iface = env.network.interface
-        if iface is None:
-            reason = env.network.interface_missing_reason or "unknown"
-            return self.finding("info", "no egress interface", "-", f"Skipped: {reason}.")
-        return iface

@@ -4,7 +4,7 @@ duplex, error counters, and route metrics that clamp TCP (ip-route(8) `window`, 
 
 from __future__ import annotations
 
-from tcpwizard.checks.base import TIERNEY, AuditEnv, Check, ratio_severity
+from tcpwizard.checks.base import TIERNEY, AuditEnv, Check, EgressCheck, ratio_severity
 from tcpwizard.checks.model import Finding, Fix, InterfaceInfo, RouteInfo, Severity
 from tcpwizard.checks.shaper import GUIDELINE as SHAPER_GUIDELINE
 from tcpwizard.checks.shaper import read_shaper, removal_fix
@@ -14,20 +14,10 @@ from tcpwizard.units import format_bytes, format_rate
 INITIAL_WINDOW = 10  # RFC 6928 initial window, the Linux default
 
 
-class _InterfaceCheck(Check):
+class _InterfaceCheck(EgressCheck):
     answers = ("interface",)
 
     keys = ("egress interface",)
-
-    def evaluate(self, env: AuditEnv) -> Finding:
-        iface = env.network.interface
-        if iface is None:
-            reason = env.network.interface_missing_reason or "unknown"
-            return self.finding("info", "no egress interface", "-", f"Skipped: {reason}.")
-        return self.judge(env, iface)
-
-    def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding:
-        raise NotImplementedError
 
 
 class InterfaceMtu(_InterfaceCheck):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from tcpwizard.checks.base import AuditEnv, Check
+from tcpwizard.checks.base import AuditEnv, Check, EgressCheck
 from tcpwizard.checks.behaviour_checks import MtuProbing
 from tcpwizard.checks.host_rates import (
     ESNET_100G,
@@ -58,7 +58,7 @@ def _queue_fixes(check: HostCheck, iface: InterfaceInfo, q: QdiscInfo | None, op
     return check.command_fix(f"qdisc {iface.name}", tail, command)
 
 
-class FqPacing(HostCheck):
+class FqPacing(HostCheck, EgressCheck):
     id = "fq_pacing"
     answers = ("congestion", "policer")
     title = "fq pacing and per-flow maxrate"
@@ -74,10 +74,7 @@ class FqPacing(HostCheck):
         "lacks a maxrate there; info without fq at >= 1 Gbit/s per flow"
     )
 
-    def evaluate(self, env: AuditEnv) -> Finding:
-        iface = self.egress(env)
-        if isinstance(iface, Finding):
-            return iface
+    def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding:
         default = env.optional("net.core.default_qdisc")
         text = env.host.command("tc", "-j", "qdisc", "show", "dev", iface.name)
         q = parse_qdiscs(text) if text is not None else None
@@ -153,7 +150,7 @@ class FqPacing(HostCheck):
         )
 
 
-class JumboMtu(HostCheck):
+class JumboMtu(HostCheck, EgressCheck):
     id = "jumbo_mtu"
     answers = ("interface", "host-cpu")
     title = "Jumbo frames and MTU probing"
@@ -169,10 +166,7 @@ class JumboMtu(HostCheck):
         "per flow (whether the path carries 9000 is not known here)"
     )
 
-    def evaluate(self, env: AuditEnv) -> Finding:
-        iface = self.egress(env)
-        if isinstance(iface, Finding):
-            return iface
+    def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding:
         probing = env.integer("net.ipv4.tcp_mtu_probing")
         flow = per_flow_bps(env)
         observed = f"{iface.name} mtu {iface.mtu}, tcp_mtu_probing {probing}"
@@ -215,7 +209,7 @@ class JumboMtu(HostCheck):
         )
 
 
-class NicRings(HostCheck):
+class NicRings(HostCheck, EgressCheck):
     id = "nic_rings"
     answers = ("interface",)
     title = "NIC ring sizes"
@@ -230,10 +224,7 @@ class NicRings(HostCheck):
         "softirq time limit (rate x netdev_budget_usecs / packet size)"
     )
 
-    def evaluate(self, env: AuditEnv) -> Finding:
-        iface = self.egress(env)
-        if isinstance(iface, Finding):
-            return iface
+    def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding:
         rings = self.nic_setting(env, iface, "-g", parse_rings, "rings", "Loopback has no rings.")
         budget_text = env.optional("net.core.netdev_budget_usecs")
         budget = int(budget_text) if budget_text and budget_text.isdigit() else DEFAULT_BUDGET_USECS
@@ -276,7 +267,7 @@ class NicRings(HostCheck):
         return self.finding("ok", observed, expected, "The rings hold what the rate brings.")
 
 
-class NicCoalescing(HostCheck):
+class NicCoalescing(HostCheck, EgressCheck):
     id = "nic_coalescing"
     answers = ("interface", "host-cpu")
     title = "Interrupt coalescing"
@@ -291,10 +282,7 @@ class NicCoalescing(HostCheck):
         "below 1 Gbit/s per flow) for fewer packets per interrupt than a NAPI poll takes"
     )
 
-    def evaluate(self, env: AuditEnv) -> Finding:
-        iface = self.egress(env)
-        if isinstance(iface, Finding):
-            return iface
+    def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding:
         text = env.host.command("ethtool", "-c", iface.name)
         co = parse_coalesce(text) if text is not None else None
         ring_text = env.host.command("ethtool", "-g", iface.name)
@@ -346,7 +334,7 @@ class NicCoalescing(HostCheck):
         )
 
 
-class NicFlowControl(HostCheck):
+class NicFlowControl(HostCheck, EgressCheck):
     id = "nic_flow_control"
     answers = ("interface",)
     title = "Ethernet flow control (pause frames)"
@@ -358,10 +346,7 @@ class NicFlowControl(HostCheck):
     guideline = f"{ESNET_100G}: confirm flow control (ethtool -A); IEEE 802.3x"
     severity_rule = "info when rx or tx pause is off at >= 1 Gbit/s per flow (the switch decides)"
 
-    def evaluate(self, env: AuditEnv) -> Finding:
-        iface = self.egress(env)
-        if isinstance(iface, Finding):
-            return iface
+    def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding:
         pause = self.nic_setting(env, iface, "-a", parse_pause, "pause settings", "Loopback.")
         if isinstance(pause, Finding):
             return pause
@@ -391,7 +376,7 @@ class NicFlowControl(HostCheck):
         )
 
 
-class NicOffloads(HostCheck):
+class NicOffloads(HostCheck, EgressCheck):
     id = "nic_offloads"
     answers = ("interface", "host-cpu")
     title = "Segmentation and receive offloads (TSO, GSO, GRO)"
@@ -403,10 +388,7 @@ class NicOffloads(HostCheck):
     guideline = f"{ESNET_LINUX}: keep TSO, GSO and GRO on"
     severity_rule = "warn when one is off at >= 1 Gbit/s per flow, info below"
 
-    def evaluate(self, env: AuditEnv) -> Finding:
-        iface = self.egress(env)
-        if isinstance(iface, Finding):
-            return iface
+    def judge(self, env: AuditEnv, iface: InterfaceInfo) -> Finding:
         found = self.nic_setting(
             env, iface, "-k", parse_offloads, "offloads", "Loopback.", tuple(OFFLOADS.values())
         )

@@ -4,10 +4,10 @@ worse connection.
 
 from __future__ import annotations
 
-from tcpwizard.advice.evidence import CHRONO_SHARE, Evidence
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
-from tcpwizard.advice.evidence import chrono as _chrono
+from tcpwizard.advice.evidence import Evidence
+from tcpwizard.advice.evidence import window_held as _window_held
 from tcpwizard.units import format_mbps as _fmt
 
 
@@ -21,8 +21,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     ]
     if not stale or d.current is None:
         return None
-    rwnd, snd, _ = _chrono(d.current)
-    if (rwnd or 0) >= CHRONO_SHARE or (snd or 0) >= CHRONO_SHARE:
+    if _window_held(d.current):
         return None
     return _Candidate(
         d.name,

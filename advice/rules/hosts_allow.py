@@ -10,6 +10,7 @@ from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
+from tcpwizard.advice.evidence import window_held as _window_held
 from tcpwizard.advice.ramp import still_ramping as _still_ramping
 from tcpwizard.advice.window_law import max_receive_window, max_send_window, window_limit_mbps
 from tcpwizard.units import format_mbps as _fmt
@@ -21,8 +22,8 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     cur, rtt, cap = d.current, _rtt_ms(ev, d), _capacity(ev, d)
     if cur is None or rtt is None or cap is None or d.sender is None or d.receiver is None:
         return None
-    rwnd, snd, busy = _chrono(cur)
-    if (rwnd or 0) >= CHRONO_SHARE or (snd or 0) >= CHRONO_SHARE or (busy or 1.0) < 0.6:
+    _, _, busy = _chrono(cur)
+    if _window_held(cur) or (busy or 1.0) < 0.6:
         return None
     windows = [max_receive_window(d.receiver), max_send_window(d.sender)]
     if any(w is None or window_limit_mbps(w, rtt) < HEALTHY_SHARE * cap for w in windows):
