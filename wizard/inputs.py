@@ -150,6 +150,15 @@ def check_port(text: str, what: str = "port", listen: bool = False) -> int:
     return int(value)
 
 
+def _is_ipv6(host: str) -> bool:
+    """An IPv6 literal, with or without a %zone."""
+    try:
+        ipaddress.IPv6Address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
 def check_host(text: str, what: str = "host") -> str:
     """A host name or an IP literal; an IPv6 literal with or without [brackets]. Returns
     the host without brackets, the form getaddrinfo takes."""
@@ -158,12 +167,8 @@ def check_host(text: str, what: str = "host") -> str:
         if not (host.startswith("[") and host.endswith("]")):
             raise InputError(f"{what} {text!r} has an unbalanced bracket", ExitCode.USAGE)
         inner = host[1:-1]
-        try:
-            ipaddress.IPv6Address(inner.split("%", 1)[0])
-        except ValueError:
-            raise InputError(
-                f"{what} {text!r}: only IPv6 addresses go in brackets", ExitCode.USAGE
-            ) from None
+        if not _is_ipv6(inner):
+            raise InputError(f"{what} {text!r}: only IPv6 addresses go in brackets", ExitCode.USAGE)
         return inner
     if not host:
         raise InputError(f"{what} is empty", ExitCode.USAGE)
@@ -174,12 +179,10 @@ def check_host(text: str, what: str = "host") -> str:
             ExitCode.USAGE,
         )
     if ":" in host:
-        try:
-            ipaddress.IPv6Address(host.split("%", 1)[0])
-        except ValueError:
+        if not _is_ipv6(host):
             raise InputError(
                 f"{what} {text!r} is not an IPv6 address (a port goes in --port)", ExitCode.USAGE
-            ) from None
+            )
         return host
     if len(host) > 253 or any(c.isspace() or not c.isprintable() for c in host):
         raise InputError(f"{what} {text!r} is not a host name", ExitCode.USAGE)

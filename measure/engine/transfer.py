@@ -103,9 +103,16 @@ def run_transfer(
     finally:
         if own:
             ctrl.close()
-    probe = socket.socket(ctrl.family, socket.SOCK_STREAM)
-    local_cc = congestion_control(probe)
-    probe.close()
+    return gathered(results, options, peer_cc, ctrl.family)
+
+
+def gathered(
+    results: Sequence[ModeResult], options: TransferOptions, peer_cc: str, family: int
+) -> TransferResult:
+    """The modes' results as one run, beside this host's congestion control (what a new
+    socket of the path's address family gets)."""
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        local_cc = congestion_control(probe)
     return TransferResult(
         modes=tuple(results),
         direction=options.direction,

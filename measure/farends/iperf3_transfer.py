@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tcpwizard.measure.engine import buffers, datapath, rates
 from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop
-from tcpwizard.measure.engine.transfer import live_rate, merge, with_window_rates
+from tcpwizard.measure.engine.transfer import gathered, live_rate, merge, with_window_rates
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
     Progress,
@@ -45,7 +45,7 @@ from tcpwizard.measure.model import (
     TransferSample,
 )
 from tcpwizard.measure.observe.handshake import HandshakeFacts, read_handshake
-from tcpwizard.measure.observe.tcpinfo import congestion_control, read_tcp_info
+from tcpwizard.measure.observe.tcpinfo import read_tcp_info
 from tcpwizard.measure.wire import spec
 
 # The modes iperf3 can take part in, per direction. Upload DRS needs the receiver's half
@@ -119,15 +119,7 @@ def run_iperf3_transfer(
             peer_cc = peer_cc or cc
             results.append(result)
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        local_cc = congestion_control(probe)
-    return TransferResult(
-        modes=tuple(results),
-        direction=options.direction,
-        streams=options.streams,
-        peer_congestion_control=peer_cc,
-        local_congestion_control=local_cc,
-    )
+    return gathered(results, options, peer_cc, family)
 
 
 def _unsupported(mode: Mode, direction: Direction) -> str:
@@ -307,6 +299,15 @@ def _receive(
     return local, server, err
 
 
+def _as_delivered(local: datapath.SideReport) -> datapath.SideReport:
+    """Each sample's bytes as TCP delivered them, where the sample knows."""
+    rows = [
+        s if s.delivered is None else dataclasses.replace(s, bytes=s.delivered)
+        for s in local.samples
+    ]
+    return dataclasses.replace(local, samples=rows)
+
+
 def _upload_result(
     mode: Mode,
     streams: int,
@@ -316,12 +317,7 @@ def _upload_result(
 ) -> ModeResult:
     # Goodput rows from what the network delivered: the app's 1 MiB writes would show as
     # steps of a whole chunk per sample.
-    rows = [
-        s if s.delivered is None else dataclasses.replace(s, bytes=s.delivered)
-        for s in local.samples
-    ]
-    seen = dataclasses.replace(local, samples=rows)
-    base = merge(mode, "up", streams, seen, None, err or local.error)
+    base = merge(mode, "up", streams, _as_delivered(local), None, err or local.error)
     notes = [n for n in base.notes if "receiver's report" not in n]
     if server is None or server.seconds <= 0:
         notes.append("the iperf3 server's count is missing: goodput is from bytes sent")
@@ -346,12 +342,7 @@ def _download_result(
 ) -> ModeResult:
     # Goodput rows from what TCP received in order: our app's reads lag behind whenever
     # the reader is not scheduled, and catch up in bursts.
-    rows = [
-        s if s.delivered is None else dataclasses.replace(s, bytes=s.delivered)
-        for s in local.samples
-    ]
-    seen = dataclasses.replace(local, samples=rows)
-    base = merge(mode, "down", streams, None, seen, err or local.error)
+    base = merge(mode, "down", streams, None, _as_delivered(local), err or local.error)
     if server is None:
         return base
     mss = _rcv_mss(data)

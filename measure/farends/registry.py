@@ -121,21 +121,23 @@ def choose(reach: Reach, choice: str = "auto") -> tuple[FarEnd, list[str]]:
     notes: list[str] = []
     for e in REGISTRY:
         if e.named_by is not None and e.named_by(reach):
-            got = e.answer(reach)
-            taken = _taken(got, notes)
-            if taken is not None:
-                return taken
-            notes.append(e.absent(reach, str(got)))
-            return _last_resort(reach, notes)
+            return _asked(e, reach, notes) or _last_resort(reach, notes)
     for e in REGISTRY:
         if e.named_by is not None or (choice != "auto" and e.name != choice):
             continue
-        got = e.answer(reach)
-        taken = _taken(got, notes)
+        taken = _asked(e, reach, notes)
         if taken is not None:
             return taken
-        notes.append(e.absent(reach, str(got)))
     return _last_resort(reach, notes)
+
+
+def _asked(e: Entry, reach: Reach, notes: list[str]) -> tuple[FarEnd, list[str]] | None:
+    """`e` when it answers; else None, and why it did not goes in the notes."""
+    got = e.answer(reach)
+    taken = _taken(got, notes)
+    if taken is None:
+        notes.append(e.absent(reach, str(got)))
+    return taken
 
 
 def _last_resort(reach: Reach, notes: list[str]) -> tuple[FarEnd, list[str]]:

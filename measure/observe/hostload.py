@@ -29,7 +29,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,10 @@ class HostDrops:
     tx_dropped: int = 0  # the driver's transmit ring was full
     qdisc_drops: int = 0
     interface: str = ""  # the interface with the most drops ("" when none dropped)
+
+    def to_json(self) -> dict[str, Any]:
+        """Every counter by its name, and the interface (the peer's report and our JSON)."""
+        return asdict(self)
 
     @property
     def total(self) -> int:
@@ -105,18 +109,7 @@ class HostLoad:
             "process_cores": round(self.process_cores, 4),
             "busiest_thread": round(self.busiest_thread, 4),
             "starved": round(self.starved, 4),
-            "drops": None
-            if self.drops is None
-            else {
-                "softnet_dropped": self.drops.softnet_dropped,
-                "time_squeeze": self.drops.time_squeeze,
-                "rx_dropped": self.drops.rx_dropped,
-                "rx_missed_errors": self.drops.rx_missed_errors,
-                "rx_fifo_errors": self.drops.rx_fifo_errors,
-                "tx_dropped": self.drops.tx_dropped,
-                "qdisc_drops": self.drops.qdisc_drops,
-                "interface": self.drops.interface,
-            },
+            "drops": None if self.drops is None else self.drops.to_json(),
         }
 
     @classmethod

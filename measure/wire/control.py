@@ -11,8 +11,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from tcpwizard import __version__
 from tcpwizard.measure.observe.handshake import HandshakeFacts, read_handshake
@@ -40,6 +39,7 @@ from tcpwizard.measure.wire.session import (
     ServerHello,
 )
 from tcpwizard.measure.wire.transfer_msgs import Attach, AttachRole
+from tcpwizard.updown import UpDown
 
 Presetup = Callable[[socket.socket], None]
 
@@ -104,7 +104,7 @@ def kernel_acknowledged(sock: socket.socket, sent: int) -> bool:
     return info.get("unacked") == 0 and (info.get("bytes_acked") or 0) >= sent
 
 
-class ControlClient:
+class ControlClient(UpDown):
     """A control connection. A context manager; close() says bye."""
 
     def __init__(
@@ -314,15 +314,11 @@ class ControlClient:
         with contextlib.suppress(OSError):
             self._sock.close()
 
-    def __enter__(self) -> ControlClient:
+    def up(self) -> Self:
+        """Connected and greeted when built: `with` only closes it."""
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def down(self) -> None:
         self.close()
 
 

@@ -160,26 +160,16 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if getattr(args, "try_streams", False):
             report = _try_streams(report, args, ctx)
     if args.fix and machine(args.format):
-        # Fix first (its plan/result goes to stderr), so the document's exit_code is the
-        # process's own.
-        fixed = ExitCode(_apply_report_fixes(report, args, ctx))
+        # Fix first (its plan/result goes to stderr: the report owns stdout), so the
+        # document's exit_code is the process's own.
+        fixed = ExitCode(_apply_report_fixes(report, args, ctx, ctx.stderr))
         with_fixes = exit_code(Outcome(given=report.exit_code, parts=(fixed,)))
         report = dataclasses.replace(report, exit_code=with_fixes)
     code = emit(report, args, ctx)
     _record(report, args, ctx)
     if args.fix and not machine(args.format):
         # In text the plan/result follows the report on stdout.
-        fixed = ExitCode(
-            apply_fixes(
-                [f for f in report.fixes if f.host in ("local", "both")],
-                ctx,
-                args.yes,
-                "text",
-                out=ctx.stdout,
-            )
-        )
-        if any(f.host == "peer" for f in report.fixes):
-            ctx.progress("tcpwizard: the peer's fixes must be applied on the peer")
+        fixed = ExitCode(_apply_report_fixes(report, args, ctx, ctx.stdout))
         code = int(exit_code(Outcome(given=ExitCode(code), parts=(fixed,))))
     return code
 
@@ -231,14 +221,14 @@ def _try_streams(report: Report, args: argparse.Namespace, ctx: Context) -> Repo
     return dataclasses.replace(report, verdict=verdict, notes=(*report.notes, line))
 
 
-def _apply_report_fixes(report: Report, args: argparse.Namespace, ctx: Context) -> int:
-    """Machine formats: the report owns stdout, so the plan/result goes to stderr."""
+def _apply_report_fixes(report: Report, args: argparse.Namespace, ctx: Context, out: TextIO) -> int:
+    """This host's fixes of the report, the plan/result in text on `out`."""
     fixed = apply_fixes(
         [f for f in report.fixes if f.host in ("local", "both")],
         ctx,
         args.yes,
         "text",
-        out=ctx.stderr,
+        out=out,
     )
     if any(f.host == "peer" for f in report.fixes):
         ctx.progress("tcpwizard: the peer's fixes must be applied on the peer")

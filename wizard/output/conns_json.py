@@ -8,7 +8,6 @@ import json
 from typing import Any, TextIO
 
 from tcpwizard import TOOL_NAME, __version__
-from tcpwizard.advice.model import LIMITING_FACTORS
 from tcpwizard.conns_report import ConnEntry, ConnsReport
 from tcpwizard.output.json_format import fix_json
 from tcpwizard.output.schema import (
@@ -17,6 +16,7 @@ from tcpwizard.output.schema import (
     INT,
     NUM,
     STR,
+    VERDICT_FIELDS,
     Schema,
     arr,
     document,
@@ -177,15 +177,7 @@ _TCP_INFO = obj(
         },
     }
 )
-VERDICT_SCHEMA = obj(
-    {
-        "limiting_factor": {"enum": list(LIMITING_FACTORS)},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "host_to_fix": {"enum": ["local", "peer", "both", "path", None]},
-        "explanation": STR,
-        "evidence": arr(STR),
-    }
-)
+VERDICT_SCHEMA = obj(VERDICT_FIELDS)
 CONNECTION = obj(
     {
         "local": _ENDPOINT,

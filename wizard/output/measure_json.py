@@ -163,7 +163,6 @@ def mode_json(m: ModeResult, idle_ms: float | None = None) -> dict[str, Any]:
 
 def load_json(load: HostLoad) -> dict[str, Any]:
     """One end's CPU and drops over a transfer (measure/observe/hostload.py), cores as objects."""
-    d = load.drops
     return {
         "seconds": _round(load.seconds, 3),
         "cores": [
@@ -179,18 +178,7 @@ def load_json(load: HostLoad) -> dict[str, Any]:
         "process_cores": _round(load.process_cores, 4),
         "busiest_thread": _round(load.busiest_thread, 4),
         "starved": _round(load.starved, 4),
-        "drops": None
-        if d is None
-        else {
-            "softnet_dropped": d.softnet_dropped,
-            "time_squeeze": d.time_squeeze,
-            "rx_dropped": d.rx_dropped,
-            "rx_missed_errors": d.rx_missed_errors,
-            "rx_fifo_errors": d.rx_fifo_errors,
-            "tx_dropped": d.tx_dropped,
-            "qdisc_drops": d.qdisc_drops,
-            "interface": d.interface,
-        },
+        "drops": None if load.drops is None else load.drops.to_json(),
     }
 
 

@@ -33,18 +33,20 @@ def report_families(
     vals = list(base.values())
     fams: list[Metric] = []
 
-    g = _gauge("up", "1 if the last check of this target completed", keys)
-    g.add_metric(vals, 1.0 if up else 0.0)
-    fams.append(g)
-    code = _num(report.get("exit_code"))
-    if code is not None:
-        g = _gauge("exit_code", "Nagios-style result of the last check (0 ok .. 3 unknown)", keys)
-        g.add_metric(vals, code)
-        fams.append(g)
-    if duration_s is not None:
-        g = _gauge("check_duration_seconds", "how long the last check took", keys)
-        g.add_metric(vals, duration_s)
-        fams.append(g)
+    def scalar(name: str, doc: str, value: float | None) -> None:
+        """A family of one series, left out when the report lacks its value."""
+        if value is not None:
+            g = _gauge(name, doc, keys)
+            g.add_metric(vals, value)
+            fams.append(g)
+
+    scalar("up", "1 if the last check of this target completed", 1.0 if up else 0.0)
+    scalar(
+        "exit_code",
+        "Nagios-style result of the last check (0 ok .. 3 unknown)",
+        _num(report.get("exit_code")),
+    )
+    scalar("check_duration_seconds", "how long the last check took", duration_s)
 
     path = report.get("path") or {}
     rtt = path.get("rtt_ms") or {}
@@ -56,19 +58,18 @@ def report_families(
     if g.samples:
         fams.append(g)
     loss = _num(rtt.get("loss_pct"))
-    if loss is not None:
-        g = _gauge("probe_loss_ratio", "share of probes lost", keys)
-        g.add_metric(vals, loss / 100)
-        fams.append(g)
-    for field, name, doc in (
-        ("capacity_mbps", "capacity_bits_per_second", "estimated bottleneck capacity"),
-        ("bdp_bytes", "bdp_bytes", "bandwidth-delay product (capacity x min RTT)"),
-    ):
-        v = _num(path.get(field))
-        if v is not None:
-            g = _gauge(name, doc, keys)
-            g.add_metric(vals, v * 1e6 if field == "capacity_mbps" else v)
-            fams.append(g)
+    scalar("probe_loss_ratio", "share of probes lost", None if loss is None else loss / 100)
+    capacity = _num(path.get("capacity_mbps"))
+    scalar(
+        "capacity_bits_per_second",
+        "estimated bottleneck capacity",
+        None if capacity is None else capacity * 1e6,
+    )
+    scalar(
+        "bdp_bytes",
+        "bandwidth-delay product (capacity x min RTT)",
+        _num(path.get("bdp_bytes")),
+    )
 
     modes = (report.get("transfer") or {}).get("modes") or []
     tput = _gauge(
@@ -102,11 +103,11 @@ def report_families(
         )
         g.add_metric([*vals, factor, str(verdict.get("host_to_fix") or "")], 1.0)
         fams.append(g)
-        conf = _num(verdict.get("confidence"))
-        if conf is not None:
-            g = _gauge("verdict_confidence", "confidence of the verdict, 0..1", keys)
-            g.add_metric(vals, conf)
-            fams.append(g)
+        scalar(
+            "verdict_confidence",
+            "confidence of the verdict, 0..1",
+            _num(verdict.get("confidence")),
+        )
     gap = verdict.get("wizard_gap") or {}
     g = _gauge("wizard_gap_bits_per_second", "throughput now vs tuned", [*keys, "kind"])
     for kind in ("current", "tuned"):

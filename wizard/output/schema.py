@@ -256,13 +256,17 @@ TRANSFER = obj(
         "congestion_control": obj({"local": STR, "peer": STR}),
     }
 )
+# What every verdict says: the conns and capture documents carry only this much of it.
+VERDICT_FIELDS: dict[str, Schema] = {
+    "limiting_factor": {"enum": list(LIMITING_FACTORS)},
+    "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    "host_to_fix": {"enum": ["local", "peer", "both", "path", None]},
+    "explanation": STR,
+    "evidence": arr(STR),
+}
 VERDICT = obj(
     {
-        "limiting_factor": {"enum": list(LIMITING_FACTORS)},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "host_to_fix": {"enum": ["local", "peer", "both", "path", None]},
-        "explanation": STR,
-        "evidence": arr(STR),
+        **VERDICT_FIELDS,
         "wizard_gap": obj(
             {
                 "current_mbps": nullable(NUM),

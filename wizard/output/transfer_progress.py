@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import TextIO
+from typing import Self, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from tcpwizard.measure.farends.interface import Progress as TransferProgress
+from tcpwizard.updown import UpDown
 
 
-class ProgressDisplay:
+class ProgressDisplay(UpDown):
     """A callable for run_transfer(progress=...): one bar per mode and direction."""
 
     def __init__(self, stream: TextIO, enabled: bool = True) -> None:
@@ -46,14 +46,9 @@ class ProgressDisplay:
                 task, completed=min(done, total), rate=f"{ev.goodput_mbps:.1f} Mbit/s"
             )
 
-    def __enter__(self) -> ProgressDisplay:
+    def up(self) -> Self:
         self._progress.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def down(self) -> None:
         self._progress.stop()
