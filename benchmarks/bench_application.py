@@ -24,11 +24,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import buffer_maxima
 from tcpwizard.lab.app_lab import (
     cpu_quota,
     payload,
@@ -38,8 +38,9 @@ from tcpwizard.lab.app_lab import (
 )
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import stop
-from tcpwizard.lab.serving import iperf3_serving, tcpwizard_argv
+from tcpwizard.lab.serving import check_pcap, iperf3_serving, run_tcpwizard
 from tcpwizard.lab.spec import LabSpec, Side
+from tcpwizard.lab.tools import capturing
 from tcpwizard.units import parse_duration, parse_rate
 
 # The reader's CPU: 1 ms in every 100 ms (the smallest CFS quota at the default period),
@@ -50,33 +51,23 @@ TRANSFER_S = 11  # long enough for slow start at 250 ms and both conns runs
 WARMUP_S = 4.0  # past slow start: 2 MB at 250 ms takes ~9 round trips
 CONNS_INTERVAL = "1.5s"
 SSH_SETUP_RTTS = 12
-BIG_BUFFERS = (  # room for 300 Mbit/s x 250 ms (9.4 MB) in both directions
-    ("net.ipv4.tcp_rmem", "4096 131072 33554432"),
-    ("net.ipv4.tcp_wmem", "4096 16384 33554432"),
-)
+# Room for 300 Mbit/s x 250 ms (9.4 MB) in both directions.
+BIG_BUFFERS = buffer_maxima(33554432, 33554432)
 SCENARIOS = ("reader-far", "reader-near", "scp", "sftp")
+VIEWS = ("conns a", "conns b", "pcap a")
+
+
+def _application_at(*hosts: str) -> dict[str, tuple[str, str]]:
+    """Every view names the application, each with its host (in the order of VIEWS)."""
+    return {view: ("application", host) for view, host in zip(VIEWS, hosts, strict=True)}
+
+
 # What each view must say: (limiting factor, host) for conns in a, conns in b, the capture.
 EXPECTED: dict[str, dict[str, tuple[str, str]]] = {
-    "reader-far": {
-        "conns a": ("application", "peer"),
-        "conns b": ("application", "local"),
-        "pcap a": ("application", "peer"),
-    },
-    "reader-near": {
-        "conns a": ("application", "local"),
-        "conns b": ("application", "peer"),
-        "pcap a": ("application", "local"),
-    },
-    "scp": {
-        "conns a": ("application", "both"),
-        "conns b": ("application", "both"),
-        "pcap a": ("application", "both"),
-    },
-    "sftp": {
-        "conns a": ("application", "both"),
-        "conns b": ("application", "both"),
-        "pcap a": ("application", "both"),
-    },
+    "reader-far": _application_at("peer", "local", "peer"),
+    "reader-near": _application_at("local", "peer", "local"),
+    "scp": _application_at("both", "both", "both"),
+    "sftp": _application_at("both", "both", "both"),
 }
 PORTS = {"reader-far": 5201, "reader-near": 5201, "scp": 22, "sftp": 22}
 
@@ -111,55 +102,22 @@ def _busiest(doc: dict[str, Any]) -> dict[str, Any] | None:
     return max(busy, key=lambda c: max(c["send_mbps"], c["recv_mbps"]), default=None)
 
 
-def conns_view(lab: Lab, side: Side, port: int) -> dict[str, Any]:
-    proc = lab.run(
-        side,
-        tcpwizard_argv("conns", "--json", "--port", str(port), "--interval", CONNS_INTERVAL),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def _document(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The JSON document a tcpwizard run printed, or the end of its stderr when none."""
     try:
         doc: dict[str, Any] = json.loads(proc.stdout)
     except ValueError:
         return {"error": proc.stderr[-300:]}
     return doc
+
+
+def conns_view(lab: Lab, side: Side, port: int) -> dict[str, Any]:
+    args = ("conns", "--json", "--port", str(port), "--interval", CONNS_INTERVAL)
+    return _document(run_tcpwizard(lab, side, *args, timeout=60))
 
 
 def pcap_view(lab: Lab, path: Path) -> dict[str, Any]:
-    proc = lab.run(
-        "a",
-        tcpwizard_argv("check", "--pcap", str(path), "--json", "--no-history"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    try:
-        doc: dict[str, Any] = json.loads(proc.stdout)
-    except ValueError:
-        return {"error": proc.stderr[-300:]}
-    return doc
-
-
-@contextlib.contextmanager
-def capturing(lab: Lab, path: Path) -> Iterator[None]:
-    """Debian's tcpdump on a's WAN interface, headers only (enough for the analysis)."""
-    dump = lab.popen(
-        "a",
-        ["tcpdump", "-i", lab.ifname, "-s", "128", "-U", "-Z", "root", "-w", str(path), "tcp"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert dump.stderr is not None
-        line = dump.stderr.readline()  # "listening on ...": capturing from now on
-        if "listening on" not in line:
-            raise RuntimeError(f"tcpdump did not start: {line}")
-        yield
-        time.sleep(0.3)
-    finally:
-        stop(dump)
+    return _document(check_pcap(lab, path, timeout=180))
 
 
 def _views_during(lab: Lab, port: int, out: Outcome) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import IO, cast
 
-from benchmarks import script_argv
+from benchmarks import buffer_maxima, script_argv
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.lab.lab import DELAYLINE_MAX_RATE_BPS, Lab
@@ -31,10 +31,7 @@ RETRIES = 3
 # Up to 256 MB per socket inside the lab hosts (tcp_rmem/tcp_wmem are per namespace): the
 # receiver advertises about 0.62 of its buffer (docs/bench-calibrate.md, fixed receive
 # window), so 10 Gbit/s x 100 ms = 125 MB in flight needs ~200 MB.
-BIG_BUFFERS = (
-    ("net.ipv4.tcp_rmem", "4096 131072 268435456"),
-    ("net.ipv4.tcp_wmem", "4096 16384 268435456"),
-)
+BIG_BUFFERS = buffer_maxima(268435456, 268435456)
 # The high-rate grid: the delay line with GSO super-packets (lab/gso.py).
 GRID_RATES = (1e9, 2e9, 5e9, 10e9)
 GRID_RTTS = (0.010, 0.050, 0.100)
@@ -133,6 +130,20 @@ def row_unshaped(seconds: float) -> Row:
     )
 
 
+def _loss_row(test: str, configured: str, measured: float, loss: float, note: str) -> Row:
+    """A measured loss share against the configured `loss`: within 20 % of it passes."""
+    ratio = measured / loss
+    return Row(
+        test=test,
+        configured=configured,
+        measured=f"{measured * 100:.3f}%",
+        reference=f"{loss * 100:g}% ± 20% rel.",
+        ratio=ratio,
+        ok=abs(ratio - 1) <= 0.20,
+        note=note,
+    )
+
+
 def row_tcp_loss(loss: float, seconds: float, rate_bps: float = 10e9) -> Row:
     """Random loss on TCP super-packets, from the delay line's own counters: lost per
     segment (a super-packet with a lost segment is split), not per super-packet."""
@@ -143,20 +154,14 @@ def row_tcp_loss(loss: float, seconds: float, rate_bps: float = 10e9) -> Row:
         iperf3_tcp(lab, "a", seconds=seconds, extra=("-P", "8"))
         after = lab.stats()["forward"]
     d = {k: after[k] - before[k] for k in after}
-    measured = d["lost"] / d["packets_in"]
-    ratio = measured / loss
-    return Row(
-        test="random loss (TCP super-packets)",
-        configured=f"{loss * 100:g}% at {_rate_name(rate_bps)}",
-        measured=f"{measured * 100:.3f}%",
-        reference=f"{loss * 100:g}% ± 20% rel.",
-        ratio=ratio,
-        ok=abs(ratio - 1) <= 0.20,
-        note=(
-            f"{d['lost']} of {d['packets_in']} segments lost (delay line counters); "
-            f"{d['packets_in'] / max(1, d['super_packets']):.1f} segments per read, "
-            f"{d['split']} of {d['super_packets']} super-packets split"
-        ),
+    return _loss_row(
+        "random loss (TCP super-packets)",
+        f"{loss * 100:g}% at {_rate_name(rate_bps)}",
+        d["lost"] / d["packets_in"],
+        loss,
+        f"{d['lost']} of {d['packets_in']} segments lost (delay line counters); "
+        f"{d['packets_in'] / max(1, d['super_packets']):.1f} segments per read, "
+        f"{d['split']} of {d['super_packets']} super-packets split",
     )
 
 
@@ -206,15 +211,12 @@ def row_window(seconds: float, rcvbuf: int = 65536, rtt_s: float = 0.050) -> Row
 def row_loss(loss: float, seconds: float) -> Row:
     with _lab(LabSpec.symmetric(100e6, 0.010, loss=loss)) as lab:
         result = iperf3_udp(lab, "a", rate_bps=50e6, seconds=seconds, length=1000)
-    ratio = result.loss / loss
-    return Row(
-        test="random loss (iperf3 UDP)",
-        configured=f"{loss * 100:g}%",
-        measured=f"{result.loss * 100:.3f}%",
-        reference=f"{loss * 100:g}% ± 20% rel.",
-        ratio=ratio,
-        ok=abs(ratio - 1) <= 0.20,
-        note=f"{result.lost} of {result.sent} datagrams lost",
+    return _loss_row(
+        "random loss (iperf3 UDP)",
+        f"{loss * 100:g}%",
+        result.loss,
+        loss,
+        f"{result.lost} of {result.sent} datagrams lost",
     )
 
 

@@ -25,8 +25,8 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,41 +68,34 @@ class Case:
         )
 
 
-def _cases() -> tuple[Case, ...]:
-    out = []
-    for rate in (50e6, 100e6):
-        for rtt in (0.030, 0.080):
-            tag = f"{rate / 1e6:.0f}m-{rtt * 1e3:.0f}ms"
-            out.append(
-                Case(
-                    f"policer-{tag}",
-                    f"policed at {rate / 5e6:.0f} of {rate / 1e6:.0f} Mbit/s",
-                    rate,
-                    rtt,
-                    "policer",
-                    "path",
-                    policer_bps=rate / 5,
-                )
-            )
-    for rate in (20e6, 50e6):
-        for rtt in (0.030, 0.080):
-            tag = f"{rate / 1e6:.0f}m-{rtt * 1e3:.0f}ms"
-            out.append(
-                Case(
-                    f"bufferbloat-{tag}",
-                    f"8 BDP drop-tail queue at {rate / 1e6:.0f} Mbit/s, Reno",
-                    rate,
-                    rtt,
-                    "bufferbloat",
-                    "path",
-                    queue_bdps=8.0,
-                    sysctls=RENO,
-                )
-            )
-    return tuple(out)
+def _grid(factor: str, rates: tuple[float, ...], cause: Callable[[float], str]) -> list[Case]:
+    """The `factor` case at each rate and each RTT, named after the three; the path is the
+    host to fix."""
+    return [
+        Case(
+            f"{factor}-{rate / 1e6:.0f}m-{rtt * 1e3:.0f}ms", cause(rate), rate, rtt, factor, "path"
+        )
+        for rate in rates
+        for rtt in (0.030, 0.080)
+    ]
 
 
-CASES = _cases()
+CASES = (
+    *(
+        replace(c, policer_bps=c.rate_bps / 5)
+        for c in _grid(
+            "policer", (50e6, 100e6), lambda r: f"policed at {r / 5e6:.0f} of {r / 1e6:.0f} Mbit/s"
+        )
+    ),
+    *(
+        replace(c, queue_bdps=8.0, sysctls=RENO)
+        for c in _grid(
+            "bufferbloat",
+            (20e6, 50e6),
+            lambda r: f"8 BDP drop-tail queue at {r / 1e6:.0f} Mbit/s, Reno",
+        )
+    ),
+)
 
 
 def isolated_env(tmp: str) -> dict[str, str]:

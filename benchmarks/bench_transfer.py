@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from benchmarks import bench_loopback
+from benchmarks import bench_loopback, buffer_maxima
 from tcpwizard.context import Context
 from tcpwizard.exitcodes import ExitCode, PermissionRequired
 from tcpwizard.lab import Lab, LabSpec
@@ -343,15 +343,9 @@ def drs_vs_autotune(drs: BenchRow | None, auto: BenchRow | None, tcp_max: float)
 
 # ---------------------------------------------------------------------------- the benchmark
 
-BIG_BUFFERS = (
-    ("net.ipv4.tcp_rmem", "4096 131072 16777216"),
-    ("net.ipv4.tcp_wmem", "4096 16384 16777216"),
-)
+BIG_BUFFERS = buffer_maxima(16777216, 16777216)
 # The matrix reaches 12.5 MB of BDP (500 Mbit/s x 200 ms): autotuning needs room for it.
-HUGE_BUFFERS = (
-    ("net.ipv4.tcp_rmem", "4096 131072 67108864"),
-    ("net.ipv4.tcp_wmem", "4096 16384 67108864"),
-)
+HUGE_BUFFERS = buffer_maxima(67108864, 67108864)
 # (rate bit/s, RTT s): the paper's emulated set-up, then a second, longer path.
 PATHS = ((100e6, 0.100), (50e6, 0.050))
 # The DRS targets' paths: every mode both ways, against iperf3.

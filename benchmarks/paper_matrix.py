@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from benchmarks import buffer_maxima
 from tcpwizard.measure.model import Mode
 
 Limits = Literal["default", "raised"]
@@ -42,16 +43,10 @@ QUICK_RTTS = 10
 # Linux's compiled-in autotuning ranges (net/ipv4/tcp.c, tcp_init) on a machine with this
 # much memory; set explicitly so the "default" rows do not depend on what the host was
 # tuned to (a child namespace would inherit the host's values).
-DEFAULT_LIMITS = (
-    ("net.ipv4.tcp_rmem", "4096 131072 6291456"),
-    ("net.ipv4.tcp_wmem", "4096 16384 4194304"),
-)
+DEFAULT_LIMITS = buffer_maxima(6291456, 4194304)
 # "Kernel-only tuning": raise the autotuning ceilings. net.core.rmem_max/wmem_max are
 # global and read-only in a child namespace, so setsockopt() stays capped by the host's.
-RAISED_LIMITS = (
-    ("net.ipv4.tcp_rmem", "4096 131072 67108864"),
-    ("net.ipv4.tcp_wmem", "4096 16384 67108864"),
-)
+RAISED_LIMITS = buffer_maxima(67108864, 67108864)
 
 # Linux grants twice a SO_RCVBUF request (sk_rcvbuf = 131072 for 64 KB) and advertises
 # sk_rcvbuf x skb->len/skb->truesize of received segments: 1448-byte segments in ~2360-byte

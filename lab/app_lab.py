@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,11 +37,44 @@ def ssh_missing() -> str | None:
     return None
 
 
-def _keygen(path: Path) -> None:
+def keygen(path: Path, comment: str = "tcpwizard-lab") -> None:
+    """A passphrase-less ed25519 key pair at `path` and `path`.pub."""
     subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "tcpwizard-lab", "-f", str(path)],
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
         check=True,
     )
+
+
+def make_ssh_keys(keys: Path, comment: str = "tcpwizard-lab") -> None:
+    """A new private directory `keys` holding a host key, a client key (id_ed25519) and that
+    client key as the one authorized."""
+    keys.mkdir(mode=0o700)
+    keygen(keys / "host_ed25519", comment)
+    keygen(keys / "id_ed25519", comment)
+    shutil.copy(keys / "id_ed25519.pub", keys / "authorized_keys")
+
+
+def write_sshd_config(path: Path, keys: Path, port: int, extra: Sequence[str] = ()) -> None:
+    """sshd's configuration for the keys of make_ssh_keys: key auth only, root allowed, no
+    PAM, nothing of this machine's ssh configuration; `extra` lines added before the log
+    level."""
+    lines = [
+        f"Port {port}",
+        "ListenAddress 0.0.0.0",
+        f"HostKey {keys / 'host_ed25519'}",
+        f"AuthorizedKeysFile {keys / 'authorized_keys'}",
+        "AuthenticationMethods publickey",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "PermitRootLogin prohibit-password",
+        "StrictModes no",  # the keys live under /tmp
+        "UsePAM no",
+        "PidFile none",
+        "PrintMotd no",
+        *extra,
+        "LogLevel ERROR",
+    ]
+    path.write_text("\n".join(lines) + "\n")
 
 
 @contextlib.contextmanager
@@ -76,32 +109,9 @@ def sshd_serving(lab: Lab, side: Side = "b", port: int = 22) -> Iterator[SshServ
     directory (removed afterwards, with the server)."""
     with tempfile.TemporaryDirectory(prefix="tcpwizard-sshd-") as tmp:
         keys = Path(tmp) / "keys"
-        keys.mkdir(mode=0o700)
-        _keygen(keys / "host_ed25519")
-        _keygen(keys / "id_ed25519")
-        shutil.copy(keys / "id_ed25519.pub", keys / "authorized_keys")
+        make_ssh_keys(keys)
         config = Path(tmp) / "sshd_config"
-        config.write_text(
-            "\n".join(
-                [
-                    f"Port {port}",
-                    "ListenAddress 0.0.0.0",
-                    f"HostKey {keys / 'host_ed25519'}",
-                    f"AuthorizedKeysFile {keys / 'authorized_keys'}",
-                    "AuthenticationMethods publickey",
-                    "PasswordAuthentication no",
-                    "KbdInteractiveAuthentication no",
-                    "PermitRootLogin prohibit-password",
-                    "StrictModes no",  # the keys live under /tmp
-                    "UsePAM no",
-                    "PidFile none",
-                    "PrintMotd no",
-                    "Subsystem sftp internal-sftp",
-                    "LogLevel ERROR",
-                ]
-            )
-            + "\n"
-        )
+        write_sshd_config(config, keys, port, ["Subsystem sftp internal-sftp"])
         with privsep_dir():
             subprocess.run([SSHD, "-t", "-f", str(config)], check=True)
             sshd = lab.popen(side, [SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)

@@ -18,11 +18,10 @@ import contextlib
 import hashlib
 import json
 import os
-import select
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from tcpwizard.lab import netns
 from tcpwizard.lab.netns import LabError
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
     from tcpwizard.lab.lab import Lab
 
 UNSHAPED_BPS = 10e9  # a hop link with delay or loss but no rate: the delay line's own pace
-READY_TIMEOUT_S = 10.0
 NFT_TABLE = "twlab"
 
 
@@ -156,11 +154,7 @@ def _start_hop_delayline(lab: Lab, k: int, hop: HopSpec) -> None:
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True, close_fds=True,
         )  # fmt: skip
-    out = cast(IO[bytes], proc.stdout)
-    ready, _, _ = select.select([out], [], [], READY_TIMEOUT_S)
-    line = out.readline() if ready else b""
-    out.close()
-    if line.strip() != b"ready":
+    if not netns.said_ready(proc):
         raise LabError(f"lab {lab.name}: the delay line of hop {k} did not start")
 
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import time
-from typing import IO, Any, Self, cast
+from typing import Any, Self
 
 from tcpwizard.advice.guard import LINE_RATE_ENV
 from tcpwizard.exitcodes import PermissionRequired, UsageError
@@ -35,7 +34,6 @@ IFNAME = "wan0"
 # quiet (0.95-0.965 of the rate; 0.76-0.92 at load 3-4). Above the accepted rate the delay
 # line itself would become the bottleneck, so it refuses. (Packet by packet: 1 Gbit/s.)
 DELAYLINE_MAX_RATE_BPS = 5e9
-READY_TIMEOUT_S = 10.0
 TXQUEUELEN = 10000  # the TUN ring: a cwnd burst must fit while the emulator is busy
 
 
@@ -263,11 +261,7 @@ class Lab(UpDown):
             )  # fmt: skip
         self.pid = self._proc.pid
         self.state.write(self._record())
-        out = cast(IO[bytes], self._proc.stdout)  # PIPE was requested just above
-        ready, _, _ = select.select([out], [], [], READY_TIMEOUT_S)
-        line = out.readline() if ready else b""
-        out.close()
-        if line.strip() != b"ready":
+        if not netns.said_ready(self._proc):
             raise LabError(f"lab {self.name}: the delay line did not start; {self._log_tail()}")
 
     def _log_tail(self) -> str:

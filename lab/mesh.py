@@ -14,14 +14,13 @@ and removes the whole mesh if it dies; down() removes everything that exists.
 from __future__ import annotations
 
 import json
-import select
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import IO, Any, Self, cast
+from typing import Any, Self
 
 from tcpwizard.lab import netns
-from tcpwizard.lab.lab import READY_TIMEOUT_S, TXQUEUELEN, require_root
+from tcpwizard.lab.lab import TXQUEUELEN, require_root
 from tcpwizard.lab.netns import LabError
 from tcpwizard.lab.updown import UpDown
 
@@ -127,11 +126,7 @@ class Mesh(UpDown):
             start_new_session=True, close_fds=True,
         )  # fmt: skip
         self._procs.append(proc)
-        out = cast(IO[bytes], proc.stdout)
-        ready, _, _ = select.select([out], [], [], READY_TIMEOUT_S)
-        line = out.readline() if ready else b""
-        out.close()
-        if line.strip() != b"ready":
+        if not netns.said_ready(proc):
             raise LabError(f"mesh {self.name}: the delay line of host {i} did not start")
 
     def _configure(self, i: int) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import time
-from typing import Any
+from typing import IO, Any, cast
 
 from tcpwizard.exitcodes import TcpWizardError, Unavailable, UsageError
 from tcpwizard.lab.tun import NETNS_RUN_DIR
@@ -130,6 +131,19 @@ def stop(proc: subprocess.Popen[Any], grace_s: float = 5.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=grace_s)
+
+
+READY_TIMEOUT_S = 10.0
+
+
+def said_ready(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether a delay line just started (its stdout a pipe) printed "ready" in time; its
+    stdout is closed either way."""
+    out = cast(IO[bytes], proc.stdout)  # PIPE was requested by the caller
+    ready, _, _ = select.select([out], [], [], READY_TIMEOUT_S)
+    line = out.readline() if ready else b""
+    out.close()
+    return line.strip() == b"ready"
 
 
 def write_sysctl(ns: str, key: str, value: str) -> None:

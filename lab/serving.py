@@ -1,4 +1,5 @@
-"""`tcpwizard serve` inside a lab host, for the demo, scenario tests and benchmarks."""
+"""`tcpwizard serve` inside a lab host, and tcpwizard run there, for the demo, scenario tests
+and benchmarks."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import stop
@@ -21,6 +23,22 @@ SERVE_PORT = spec.SERVE_PORT
 def tcpwizard_argv(*args: str) -> list[str]:
     """The running interpreter's tcpwizard, so a venv need not be on PATH inside `ip netns`."""
     return [sys.executable, "-m", "tcpwizard", *args]
+
+
+def run_tcpwizard(
+    lab: Lab, side: Side, *args: str, timeout: float, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`tcpwizard ARGS` in host `side`, its output captured as text; its exit code is the
+    caller's to judge."""
+    argv = tcpwizard_argv(*args)
+    return lab.run(side, argv, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def check_pcap(lab: Lab, path: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`check --pcap PATH --json` in host a, leaving the history alone."""
+    return run_tcpwizard(
+        lab, "a", "check", "--pcap", str(path), "--json", "--no-history", timeout=timeout
+    )
 
 
 @contextlib.contextmanager

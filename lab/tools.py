@@ -1,21 +1,25 @@
-"""Reference measurements across a lab with tools nobody here wrote (ping, iperf3).
+"""Reference measurements across a lab with tools nobody here wrote (ping, iperf3), and
+tcpdump's capture of what crosses it.
 
 Used by the calibration benchmark and by end-to-end tests; every call is bounded in time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import select
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, cast
 
 from tcpwizard.lab.lab import Lab
-from tcpwizard.lab.netns import LabError
+from tcpwizard.lab.netns import LabError, stop
 from tcpwizard.lab.spec import Side
 
 _TIME_RE = re.compile(r"time=([0-9.]+) ms")
@@ -193,3 +197,25 @@ def iperf3_udp(
     # The receiver's view (lost = gaps in sequence numbers) is reported back to the client.
     summary = data["end"]["sum_received"] if "sum_received" in data["end"] else data["end"]["sum"]
     return UdpResult(sent=int(summary["packets"]), lost=int(summary["lost_packets"]))
+
+
+@contextlib.contextmanager
+def capturing(lab: Lab, path: Path) -> Iterator[None]:
+    """Debian's tcpdump on a's WAN interface into `path`, headers only (enough for the
+    analysis), for the block's duration."""
+    dump = lab.popen(
+        "a",
+        ["tcpdump", "-i", lab.ifname, "-s", "128", "-U", "-Z", "root", "-w", str(path), "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert dump.stderr is not None
+        line = dump.stderr.readline()  # "listening on ...": capturing from now on
+        if "listening on" not in line:
+            raise RuntimeError(f"tcpdump did not start: {line}")
+        yield
+        time.sleep(0.3)  # the last segments reach the file before tcpdump stops
+    finally:
+        stop(dump)

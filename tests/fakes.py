@@ -11,6 +11,17 @@ from tcpwizard.checks.netinfo import NetworkFacts
 from tcpwizard.checks.tcp_metrics import MetricsEntry
 
 GIB = 1 << 30
+# The high-rate host checks that read the egress interface (its qdisc, MTU, NIC and NUMA node).
+EGRESS_HOST_CHECKS = (
+    "fq_pacing",
+    "jumbo_mtu",
+    "nic_rings",
+    "nic_coalescing",
+    "nic_flow_control",
+    "nic_offloads",
+    "irq_numa",
+    "process_numa",
+)
 
 # A host tuned for 1 Gbit/s x 100 ms (the default target): nothing above "ok".
 TUNED: dict[str, str] = {

@@ -1,6 +1,6 @@
 """What several lab test files share: the 100 Mbit/s x 50 ms lab with one host's buffer
-shrunk, tcpdump on a's WAN interface for the tests that judge a capture, and an iperf3
-upload that `conns` watches. Specs are
+shrunk, an iperf3 upload captured by tcpdump for the tests that judge a capture, and an
+iperf3 upload that `conns` watches. Specs are
 module constants so the session's lab cache builds each lab once across files."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tcpwizard.lab import Lab, LabSpec
 from tcpwizard.lab.netns import stop
 from tcpwizard.lab.serving import iperf3_serving, tcpwizard_argv
+from tcpwizard.lab.tools import capturing
 
 RATE, RTT = 100e6, 0.050
 SMALL_RMEM = (("net.ipv4.tcp_rmem", "4096 65536 262144"),)
@@ -25,26 +25,6 @@ SMALL_RMEM_A = LabSpec.symmetric(RATE, RTT, sysctls_a=SMALL_RMEM)
 SMALL_RMEM_B = LabSpec.symmetric(RATE, RTT, sysctls_b=SMALL_RMEM)
 SMALL_WMEM_A = LabSpec.symmetric(RATE, RTT, sysctls_a=SMALL_WMEM)
 SMALL_WMEM_B = LabSpec.symmetric(RATE, RTT, sysctls_b=SMALL_WMEM)
-
-
-@contextmanager
-def capturing(lab: Lab, pcap: Path) -> Iterator[None]:
-    """tcpdump (headers only) on a's WAN interface into `pcap` for the block's duration."""
-    dump = lab.popen(
-        "a",
-        ["tcpdump", "-i", "wan0", "-s", "128", "-U", "-Z", "root", "-w", str(pcap), "tcp"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert dump.stderr is not None
-        line = dump.stderr.readline()  # "listening on wan0, ...": capturing from now on
-        assert "listening on" in line, line
-        yield
-        time.sleep(0.3)  # the last segments reach the file before tcpdump stops
-    finally:
-        stop(dump)
 
 
 def capture_upload(lab: Lab, path: Path, seconds: int = 5) -> float:

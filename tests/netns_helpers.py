@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,20 @@ def ns_run(
         text=True,
         check=False,
         env=env,
+    )
+
+
+def ns_setup(ns: str, *commands: Sequence[str]) -> None:
+    """Run each command in `ns`; each must succeed (a failure names its command)."""
+    for cmd in commands:
+        assert ns_run(ns, *cmd).returncode == 0, cmd
+
+
+def veth_up(name: str, peer: str) -> tuple[list[str], list[str]]:
+    """The commands that add the veth pair `name`/`peer` and bring `name` up."""
+    return (
+        ["ip", "link", "add", name, "type", "veth", "peer", "name", peer],
+        ["ip", "link", "set", name, "up"],
     )
 
 

@@ -9,7 +9,6 @@ import io
 import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 from scapy.layers.inet import IP, TCP
 from scapy.utils import PcapWriter
@@ -25,9 +24,9 @@ from tcpwizard.measure.observe.capture import (
     read_capture,
 )
 from tcpwizard.output import capture_json, capture_text
+from tests.schemas import schema_path, valid_document
 
-ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_FILE = ROOT / "docs" / "capture.schema.json"
+SCHEMA_FILE = schema_path("capture")
 A, B = "198.18.0.1", "198.18.0.2"  # benchmark range: no real host here
 MSS, RTT_S, WINDOW = 1448, 0.040, 16 * 1448  # a 23 KB window: ~4.6 Mbit/s at 40 ms
 
@@ -241,8 +240,7 @@ def test_text() -> None:
 def test_json_matches_the_schema() -> None:
     out = io.StringIO()
     capture_json.render(report(), ExitCode.WARNING, out)
-    doc = json.loads(out.getvalue())
-    jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text()))
+    doc = valid_document(out.getvalue(), "capture")
     assert doc["diagnosis"]["verdict"]["limiting_factor"] == "receiver-window"
 
 

@@ -15,10 +15,11 @@ import pytest
 
 from benchmarks.bench_causes import RENO, check_run, isolated_env, ping_run
 from tcpwizard.lab import Lab
-from tcpwizard.lab.serving import iperf3_serving, serving, tcpwizard_argv
+from tcpwizard.lab.serving import check_pcap, iperf3_serving, serving
 from tcpwizard.lab.spec import HopSpec, LabSpec
+from tcpwizard.lab.tools import capturing
 from tests.lab_fixtures import LabFactory
-from tests.lab_helpers import capturing, upload_verdict
+from tests.lab_helpers import upload_verdict
 from tests.majority import until_decided
 
 pytestmark = pytest.mark.lab
@@ -92,11 +93,7 @@ def _policed_iperf3_upload(lab: Lab, pcap: Path, cc: str) -> tuple[dict[str, Any
     with capturing(lab, pcap), iperf3_serving(lab, "b"):
         # Watched past the bucket's second of line rate and the ramp.
         conns_verdict = upload_verdict(lab, ["-t", "9", "-C", cc], 4.0, ["--interval", "3s"])
-    pcap_run = lab.run(
-        "a",
-        tcpwizard_argv("check", "--pcap", str(pcap), "--json", "--no-history"),
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    pcap_run = check_pcap(lab, pcap)
     pcap_doc: dict[str, Any] = json.loads(pcap_run.stdout)
     diagnosis = pcap_doc["diagnosis"] or {"verdict": {}}
     return conns_verdict, diagnosis["verdict"]

@@ -13,7 +13,7 @@ from tcpwizard.checks.netinfo import NetworkFacts
 from tcpwizard.checks.tcp_metrics import MetricsEntry
 from tcpwizard.checks.window import DEFAULT_TARGET
 
-from .fakes import GIB, host, interface, make_tree, network
+from .fakes import EGRESS_HOST_CHECKS, GIB, host, interface, make_tree, network
 
 PATH_100M_50MS = BdpTarget(rtt_s=0.050, rate_bps=100e6, source="flags")
 PATH_1G_100MS = BdpTarget(rtt_s=0.100, rate_bps=1e9, source="flags")
@@ -268,14 +268,7 @@ def test_no_egress_interface_is_reported_not_fatal(tmp_path: Path) -> None:
         "interface_txqueuelen",
         "interface_errors",
         "route_metrics",
-        "fq_pacing",
-        "jumbo_mtu",
-        "nic_rings",
-        "nic_coalescing",
-        "nic_flow_control",
-        "nic_offloads",
-        "irq_numa",
-        "process_numa",
+        *EGRESS_HOST_CHECKS,
     }
     assert set(problems(a).values()) == {"info"}
     assert any("no default route" in n for n in a.notes)

@@ -8,9 +8,7 @@ import dataclasses
 import io
 import json
 from collections.abc import Mapping
-from pathlib import Path
 
-import jsonschema
 import pytest
 
 from tcpwizard.advice.conns import judge
@@ -22,9 +20,9 @@ from tcpwizard.measure.observe.conns import ConnKey, ConnObservation, DiagRecord
 from tcpwizard.measure.observe.tcpinfo import TcpInfo
 from tcpwizard.output import conns_json, conns_text
 from tests.conns_data import IPERF3, SYSCTLS, obs, report
+from tests.schemas import schema_path, valid_document
 
-ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_FILE = ROOT / "docs" / "conns.schema.json"
+SCHEMA_FILE = schema_path("conns")
 
 
 def _factor(o: ConnObservation) -> tuple[str | None, str | None]:
@@ -236,8 +234,7 @@ def test_text() -> None:
 def test_json_matches_the_schema() -> None:
     out = io.StringIO()
     conns_json.render(report(), out)
-    doc = json.loads(out.getvalue())
-    jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text()))
+    doc = valid_document(out.getvalue(), "conns")
     factors = [c["verdict"] and c["verdict"]["limiting_factor"] for c in doc["connections"]]
     assert factors == ["receiver-window", "application", None]
 
@@ -258,8 +255,7 @@ def test_cli_json_on_this_host_validates() -> None:
     """The real inet_diag of this namespace (whatever runs here); the document validates."""
     out = io.StringIO()
     code = main(["conns", "--json", "--interval", "0.2s"], Context(stdout=out))
-    doc = json.loads(out.getvalue())
-    jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text()))
+    doc = valid_document(out.getvalue(), "conns")
     assert code == doc["exit_code"] and doc["total"] >= len(doc["connections"])
 
 
@@ -293,9 +289,8 @@ def test_watch_json_lines_validate() -> None:
     code = main(argv, Context(stdout=out))
     lines = out.getvalue().splitlines()
     assert len(lines) == 2
-    schema = json.loads(SCHEMA_FILE.read_text())
     for line in lines:
-        jsonschema.validate(json.loads(line), schema)
+        valid_document(line, "conns")
     assert code == json.loads(lines[-1])["exit_code"]
 
 

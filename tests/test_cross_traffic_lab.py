@@ -5,7 +5,6 @@ that stays, and the verdict `cross-traffic` only when the path is shared."""
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import jsonschema
@@ -13,7 +12,7 @@ import pytest
 
 from tcpwizard.lab import Lab, LabSpec
 from tcpwizard.lab.ratecheck import over_line
-from tcpwizard.lab.serving import serving
+from tcpwizard.lab.serving import run_tcpwizard, serving
 from tcpwizard.lab.traffic import CrossTraffic
 from tests.lab_fixtures import LabFactory
 from tests.schemas import committed_schema
@@ -24,11 +23,9 @@ SCHEMA = committed_schema("report")
 
 
 def check(lab: Lab) -> dict[str, Any]:
-    proc = lab.run(
-        "a",
-        [sys.executable, "-m", "tcpwizard", "check", lab.addr_b, "--avail", "--quick",
-         "--direction", "up", "--json"],
-        capture_output=True, text=True, timeout=120, check=False,
+    proc = run_tcpwizard(
+        lab, "a", "check", lab.addr_b, "--avail", "--quick", "--direction", "up", "--json",
+        timeout=120,
     )  # fmt: skip
     doc: dict[str, Any] = json.loads(proc.stdout)
     jsonschema.validate(doc, SCHEMA)

@@ -22,7 +22,7 @@ from tcpwizard.advice.apply import (
 from tcpwizard.advice.plan_guard import check_sysctl, metrics_command, route_command
 from tcpwizard.checks.model import Fix
 from tcpwizard.output.json_format import fix_json
-from tests.netns_helpers import needs_netns, ns_run, ns_sysctl, temp_netns
+from tests.netns_helpers import needs_netns, ns_run, ns_setup, ns_sysctl, temp_netns, veth_up
 
 RMEM_FIX = Fix(
     "rmem",
@@ -199,14 +199,41 @@ def _tw(ns: str, env: dict[str, str], *args: str) -> tuple[int, str, str]:
     return out.returncode, out.stdout, out.stderr
 
 
+def _env(sysctl_dir: Path, state_dir: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "TCPWIZARD_SYSCTL_DIR": str(sysctl_dir),
+        "TCPWIZARD_STATE_DIR": str(state_dir),
+    }
+
+
+def _apply_then_roll_back(ns: str, env: dict[str, str], plan: Path, show: list[str]) -> None:
+    """The plan takes the window off the route `show` lists; the rollback puts it back."""
+    code, out, err = _tw(ns, env, "fix", "--plan", str(plan), "--yes")
+    assert code == 0, out + err
+    assert "window" not in ns_run(ns, *show).stdout
+    code, out, err = _tw(ns, env, "fix", "--rollback")
+    assert code == 0, out + err
+    assert "window 65535" in ns_run(ns, *show).stdout
+
+
+# d0 with an address and a route to the next subnet clamped to a 64 KB window, per family.
+ROUTE4_SETUP = (
+    *veth_up("d0", "d1"),
+    ["ip", "addr", "add", "10.231.0.1/24", "dev", "d0"],
+    ["ip", "route", "add", "10.232.0.0/24", "dev", "d0", "window", "65535"],
+)
+ROUTE6_SETUP = (
+    *veth_up("d0", "d1"),
+    ["ip", "-6", "addr", "add", "fd00:231::1/64", "dev", "d0", "nodad"],
+    ["ip", "-6", "route", "add", "fd00:232::/64", "dev", "d0", "window", "65535"],
+)
+
+
 @needs_netns
 @pytest.mark.netns
 def test_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "TCPWIZARD_SYSCTL_DIR": str(tmp_path / "sysctl.d"),
-        "TCPWIZARD_STATE_DIR": str(tmp_path / "state"),
-    }
+    env = _env(tmp_path / "sysctl.d", tmp_path / "state")
     with temp_netns() as ns:
         assert ns_run(ns, "sysctl", "-w", "net.ipv4.tcp_rmem=4096 65536 262144").returncode == 0
         assert ns_run(ns, "sysctl", "-w", "net.ipv4.tcp_window_scaling=0").returncode == 0
@@ -247,13 +274,7 @@ def test_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
 @pytest.mark.netns
 def test_route_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
     with temp_netns() as ns:
-        for cmd in (
-            ["ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1"],
-            ["ip", "link", "set", "d0", "up"],
-            ["ip", "addr", "add", "10.231.0.1/24", "dev", "d0"],
-            ["ip", "route", "add", "10.232.0.0/24", "dev", "d0", "window", "65535"],
-        ):
-            assert ns_run(ns, *cmd).returncode == 0
+        ns_setup(ns, *ROUTE4_SETUP)
         fix = Fix(
             "route-window",
             "route",
@@ -264,23 +285,14 @@ def test_route_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
         )
         plan = tmp_path / "plan.json"
         _write_plan(plan, fix)
-        env = {
-            **os.environ,
-            "TCPWIZARD_SYSCTL_DIR": str(tmp_path / "d"),
-            "TCPWIZARD_STATE_DIR": str(tmp_path / "s"),
-        }
+        env = _env(tmp_path / "d", tmp_path / "s")
         evil = {**json.loads(plan.read_text())}
         evil["fixes"][0]["command"] = "ip route replace 10.232.0.0/24 via 10.231.0.99 dev d0"
         bad = tmp_path / "evil.json"
         bad.write_text(json.dumps(evil))
-        code, out, err = _tw(ns, env, "fix", "--plan", str(bad), "--yes")
+        code, _, err = _tw(ns, env, "fix", "--plan", str(bad), "--yes")
         assert code == 65 and "would move" in err  # a plan cannot redirect a route
-        code, out, err = _tw(ns, env, "fix", "--plan", str(plan), "--yes")
-        assert code == 0, out + err
-        assert "window" not in ns_run(ns, "ip", "route", "show", "10.232.0.0/24").stdout
-        code, out, err = _tw(ns, env, "fix", "--rollback")
-        assert code == 0, out + err
-        assert "window 65535" in ns_run(ns, "ip", "route", "show", "10.232.0.0/24").stdout
+        _apply_then_roll_back(ns, env, plan, ["ip", "route", "show", "10.232.0.0/24"])
 
 
 def test_a_fix_never_lowers_a_buffer_limit(tree: Path, tmp_path: Path) -> None:
@@ -297,13 +309,7 @@ def test_a_fix_never_lowers_a_buffer_limit(tree: Path, tmp_path: Path) -> None:
 @pytest.mark.netns
 def test_ipv6_route_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
     with temp_netns() as ns:
-        for cmd in (
-            ["ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1"],
-            ["ip", "link", "set", "d0", "up"],
-            ["ip", "-6", "addr", "add", "fd00:231::1/64", "dev", "d0", "nodad"],
-            ["ip", "-6", "route", "add", "fd00:232::/64", "dev", "d0", "window", "65535"],
-        ):
-            assert ns_run(ns, *cmd).returncode == 0, cmd
+        ns_setup(ns, *ROUTE6_SETUP)
         fix = {
             "id": "r6",
             "kind": "route",
@@ -314,17 +320,8 @@ def test_ipv6_route_fix_and_rollback_real_namespace(tmp_path: Path) -> None:
         }
         plan = tmp_path / "plan.json"
         plan.write_text(json.dumps({"fixes": [fix]}))
-        env = {
-            **os.environ,
-            "TCPWIZARD_SYSCTL_DIR": str(tmp_path / "d"),
-            "TCPWIZARD_STATE_DIR": str(tmp_path / "s"),
-        }
-        code, out, err = _tw(ns, env, "fix", "--plan", str(plan), "--yes")
-        assert code == 0, out + err
-        assert "window" not in ns_run(ns, "ip", "-6", "route", "show", "fd00:232::/64").stdout
-        code, out, err = _tw(ns, env, "fix", "--rollback")
-        assert code == 0, out + err
-        assert "window 65535" in ns_run(ns, "ip", "-6", "route", "show", "fd00:232::/64").stdout
+        env = _env(tmp_path / "d", tmp_path / "s")
+        _apply_then_roll_back(ns, env, plan, ["ip", "-6", "route", "show", "fd00:232::/64"])
 
 
 def test_fix_json_is_json_on_every_path(tree: Path, tmp_path: Path) -> None:

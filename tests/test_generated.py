@@ -27,9 +27,10 @@ from tcpwizard.report import Report, TargetInfo, local_report
 
 from .fakes import make_tree
 from .model_builders import far_path, host_audit
+from .schemas import committed_schema, schema_path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA_FILE = ROOT / "docs" / "report.schema.json"
+SCHEMA_FILE = schema_path("report")
 
 
 def test_schema_file_is_current() -> None:
@@ -49,7 +50,7 @@ def test_completions_cover_every_command() -> None:
 
 
 def validate(doc: object) -> None:
-    jsonschema.validate(doc, json.loads(SCHEMA_FILE.read_text()))
+    jsonschema.validate(doc, committed_schema("report"))
 
 
 def test_local_check_json_validates(tmp_path: Path) -> None:

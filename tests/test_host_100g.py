@@ -17,6 +17,7 @@ from tcpwizard.checks.nicfacts import parse_coalesce, parse_qdiscs, parse_rings
 
 from .fakes import (
     COALESCE_PER_PACKET,
+    EGRESS_HOST_CHECKS,
     GIB,
     RINGS_STOCK,
     host_values,
@@ -28,19 +29,7 @@ from .fakes import (
 
 T100G = BdpTarget(0.100, 100e9, "flags")
 T100M = BdpTarget(0.050, 100e6, "flags")
-NEW = (
-    "fq_pacing",
-    "jumbo_mtu",
-    "nic_rings",
-    "nic_coalescing",
-    "nic_flow_control",
-    "nic_offloads",
-    "irq_numa",
-    "process_numa",
-    "cpu_governor",
-    "cpu_smt",
-    "streams_for_target",
-)
+NEW = (*EGRESS_HOST_CHECKS, "cpu_governor", "cpu_smt", "streams_for_target")
 # A DTN tuned as ESnet's pages say: 2 GiB - 1 buffer maxima, tcp_mem for 8 such streams.
 TUNED_SYSCTLS: dict[str, str | None] = {
     "net.core.rmem_max": "2147483647",

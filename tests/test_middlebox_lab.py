@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tcpwizard.lab import LabSpec
-from tcpwizard.lab.serving import iperf3_serving, serving, tcpwizard_argv
+from tcpwizard.lab.serving import check_pcap, iperf3_serving, serving, tcpwizard_argv
 from tcpwizard.lab.spec import HopSpec, MiddleboxSpec
 from tests.lab_fixtures import LabFactory
 from tests.lab_helpers import capture_upload, upload_verdict
@@ -59,12 +59,7 @@ def test_capture_of_iperf3_names_the_device(lab_factory: LabFactory, tmp_path: P
     for i in range(TRIES):
         pcap = tmp_path / f"upload{i}.pcap"
         capture_upload(lab, pcap, seconds=3)
-        proc = lab.run(
-            "a",
-            tcpwizard_argv("check", "--pcap", str(pcap), "--json", "--no-history"),
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        d = json.loads(proc.stdout)["diagnosis"]
+        d = json.loads(check_pcap(lab, pcap).stdout)["diagnosis"]
         v = d["verdict"]
         verdicts.append((v["limiting_factor"], v["host_to_fix"]))
         if verdicts.count(("middlebox", "path")) >= NEEDED:

@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
-from tcpwizard.lab.serving import serving, wait_port
+from tcpwizard.lab.serving import run_tcpwizard, serving, wait_port
 from tcpwizard.lab.spec import HopSpec
 from tests.lab_fixtures import LabFactory
 from tests.schemas import committed_schema
@@ -47,10 +47,7 @@ BLACKHOLE = LabSpec.symmetric(
 
 
 def path_json(lab: Lab, target: str, *args: str) -> tuple[dict[str, Any], int]:
-    proc = lab.run(
-        "a", [sys.executable, "-m", "tcpwizard", "path", target, "--json", "-n", *args],
-        capture_output=True, text=True, timeout=90, check=False,
-    )  # fmt: skip
+    proc = run_tcpwizard(lab, "a", "path", target, "--json", "-n", *args, timeout=90)
     assert proc.stdout, proc.stderr
     doc = json.loads(proc.stdout)
     jsonschema.validate(doc, SCHEMA)
@@ -174,11 +171,9 @@ def test_check_hops_names_the_black_hole(lab_factory: LabFactory) -> None:
     in the report's, and it is critical whatever the transfers did."""
     lab = lab_factory(BLACKHOLE)
     with serving(lab, "b"):
-        proc = lab.run(
-            "a",
-            [sys.executable, "-m", "tcpwizard", "check", lab.addr_b, "--hops", "--quick",
-             "--hops-count", "3", "--json"],
-            capture_output=True, text=True, timeout=120, check=False,
+        proc = run_tcpwizard(
+            lab, "a", "check", lab.addr_b, "--hops", "--quick", "--hops-count", "3", "--json",
+            timeout=120,
         )  # fmt: skip
     doc = json.loads(proc.stdout)
     jsonschema.validate(doc, REPORT_SCHEMA)

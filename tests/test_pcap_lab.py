@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
-from tcpwizard.lab.serving import tcpwizard_argv
+from tcpwizard.lab.serving import check_pcap
 from tests.lab_fixtures import LabFactory
 from tests.lab_helpers import HEALTHY, RATE, RTT, SMALL_RMEM_B, SMALL_WMEM_A, capture_upload
 from tests.schemas import committed_schema
@@ -34,13 +34,7 @@ NO_SCALING_B = LabSpec.symmetric(RATE, RTT, sysctls_b=(("net.ipv4.tcp_window_sca
 
 
 def _check(lab: Lab, path: Path) -> tuple[int, Any, str]:
-    proc = lab.run(
-        "a",
-        tcpwizard_argv("check", "--pcap", str(path), "--json", "--no-history"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = check_pcap(lab, path)
     doc = json.loads(proc.stdout)
     return proc.returncode, doc, proc.stderr
 

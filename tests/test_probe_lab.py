@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tcpwizard.lab import Lab, LabSpec
-from tcpwizard.lab.serving import serving
+from tcpwizard.lab.serving import run_tcpwizard, serving
 
 pytestmark = pytest.mark.lab
 
@@ -27,13 +27,7 @@ def serve_on_b(lab: Lab, *extra: str) -> AbstractContextManager[object]:
 
 
 def probe_path(lab: Lab, host: str) -> dict[str, Any]:
-    out = lab.run(
-        "a",
-        [sys.executable, "-m", "tcpwizard", "probe", host, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = run_tcpwizard(lab, "a", "probe", host, "--json", timeout=60)
     assert out.returncode in (0, 1, 2), out.stderr  # the verdict's code; 3 = no path
     path: dict[str, Any] = json.loads(out.stdout)["path"]
     return path
@@ -98,21 +92,8 @@ def test_peerless_tcp_syn_pairs(lab: Lab) -> None:
     )
     try:
         time.sleep(0.3)
-        out = lab.run(
-            "a",
-            [
-                sys.executable,
-                "-m",
-                "tcpwizard",
-                "probe",
-                lab.addr_b,
-                "--tcp-port",
-                "2222",
-                "--json",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
+        out = run_tcpwizard(
+            lab, "a", "probe", lab.addr_b, "--tcp-port", "2222", "--json", timeout=60
         )
     finally:
         listener.kill()

@@ -19,7 +19,7 @@ from tcpwizard.advice.apply import BACKUP_NAME, FILE_NAME
 from tcpwizard.checks.model import Fix
 from tcpwizard.checks.window import KERNEL_INT_MAX
 from tcpwizard.output.json_format import fix_json
-from tests.netns_helpers import needs_netns, ns_run, ns_sysctl, temp_netns
+from tests.netns_helpers import needs_netns, ns_run, ns_setup, ns_sysctl, temp_netns, veth_up
 
 pytestmark = [needs_netns, pytest.mark.netns]
 
@@ -169,16 +169,15 @@ def test_a_refused_route_change_undoes_the_routes_and_sysctls_before_it(tmp_path
     the backup are all as before, exit 65 as for a refused sysctl."""
     conf_dir, state = tmp_path / "sysctl.d", tmp_path / "state"
     with temp_netns() as ns:
-        for cmd in (
-            ["ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1"],
-            ["ip", "link", "set", "v0", "up"],
+        ns_setup(
+            ns,
+            *veth_up("v0", "v1"),
             ["ip", "addr", "add", "10.77.0.1/24", "dev", "v0"],
             ["ip", "-6", "addr", "add", "fd77::1/64", "dev", "v0", "nodad"],
             ["ip", "route", "add", "10.78.0.0/24", "via", "10.77.0.254", "dev", "v0"],
             ["ip", "route", "add", "10.79.0.0/24", "via", "10.77.0.254", "dev", "v0"],
             ["ip", "-6", "route", "add", "fd78::/64", "via", "fd77::fe", "dev", "v0"],
-        ):
-            assert ns_run(ns, *cmd).returncode == 0, cmd
+        )
         _mistuned(ns)
         live, routes = _live(ns), _routes(ns)
         code, _, err = _fix(

@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 
 from tcpwizard.lab import Lab
-from tcpwizard.lab.app_lab import privsep_dir
+from tcpwizard.lab.app_lab import keygen, make_ssh_keys, privsep_dir, write_sshd_config
 from tcpwizard.lab.netns import ns_pids
 from tcpwizard.lab.scenarios import SCENARIOS
 from tcpwizard.lab.serving import serving, tcpwizard_argv
 from tests.lab_fixtures import LabFactory
 
 SSHD = "/usr/sbin/sshd"
+TEST_KEY_COMMENT = "tcpwizard-test"
 RECEIVER_RMEM = next(s for s in SCENARIOS if s.name == "receiver-rmem")
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -44,13 +45,6 @@ class SshLab:
         return [arg for opt in self.options for arg in ("--ssh-option", opt)]
 
 
-def _keygen(path: Path) -> None:
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "tcpwizard-test", "-f", str(path)],
-        check=True,
-    )
-
-
 def _listening(lab: Lab) -> list[str]:
     out = lab.run("b", ["ss", "-Hltnu"], capture_output=True, text=True, check=True).stdout
     return sorted(" ".join(line.split()[:5]) for line in out.splitlines())
@@ -63,34 +57,12 @@ def ssh_lab(lab_factory: LabFactory, tmp_path: Path) -> Iterator[SshLab]:
             pytest.skip(f"{tool} is not installed (make system-deps: openssh-server)")
     lab = lab_factory(RECEIVER_RMEM.spec)
     keys = tmp_path / "keys"
-    keys.mkdir(mode=0o700)
-    _keygen(keys / "host_ed25519")
-    _keygen(keys / "id_ed25519")
-    shutil.copy(keys / "id_ed25519.pub", keys / "authorized_keys")
+    make_ssh_keys(keys, TEST_KEY_COMMENT)
     far_tmp = tmp_path / "far-tmp"
     far_tmp.mkdir(mode=0o1777)
     config = tmp_path / "sshd_config"
-    config.write_text(
-        "\n".join(
-            [
-                "Port 22",
-                "ListenAddress 0.0.0.0",
-                f"HostKey {keys / 'host_ed25519'}",
-                f"AuthorizedKeysFile {keys / 'authorized_keys'}",
-                "AuthenticationMethods publickey",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "PermitRootLogin prohibit-password",
-                "StrictModes no",  # the keys live under /tmp
-                "UsePAM no",
-                "PidFile none",
-                "PrintMotd no",
-                f"SetEnv TMPDIR={far_tmp}",  # the far end's private dir goes here: checkable
-                "LogLevel ERROR",
-            ]
-        )
-        + "\n"
-    )
+    # The far end's private dir goes to far_tmp: checkable.
+    write_sshd_config(config, keys, 22, [f"SetEnv TMPDIR={far_tmp}"])
     with privsep_dir():
         subprocess.run([SSHD, "-t", "-f", str(config)], check=True)
         sshd = lab.popen("b", [SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
@@ -223,7 +195,7 @@ def test_far_end_goes_when_the_session_goes(ssh_lab: SshLab, how: str) -> None:
 def test_a_key_the_far_end_refuses_is_one_line_exit_3(ssh_lab: SshLab, tmp_path: Path) -> None:
     lab = ssh_lab.lab
     stranger = tmp_path / "stranger"
-    _keygen(stranger)
+    keygen(stranger, TEST_KEY_COMMENT)
     options = [o for o in ssh_lab.options if not o.startswith("-i ")] + [f"-i {stranger}"]
     argv = tcpwizard_argv("check", f"root@{lab.addr_b}", "--ssh", "--no-history")
     for opt in options:

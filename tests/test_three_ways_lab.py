@@ -24,9 +24,9 @@ import pytest
 
 from benchmarks.bench_causes import RENO
 from tcpwizard.lab import Lab, LabSpec
-from tcpwizard.lab.serving import iperf3_serving, tcpwizard_argv
+from tcpwizard.lab.serving import check_pcap, iperf3_serving, tcpwizard_argv
+from tcpwizard.lab.tools import capturing
 from tests.lab_fixtures import LabFactory
-from tests.lab_helpers import capturing
 from tests.majority import until_decided
 
 pytestmark = [
@@ -108,11 +108,7 @@ def seen_three_ways(lab: Lab, pcap: Path) -> dict[str, Named]:
             samples.append(_conns_sample(lab))
         out, _ = check.communicate(timeout=60)
     report = json.loads(out)
-    pcap_run = lab.run(
-        "a",
-        tcpwizard_argv("check", "--pcap", str(pcap), "--json", "--no-history"),
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    pcap_run = check_pcap(lab, pcap)
     busy = [named for sample in samples for named in sample]
     conns = Counter(busy[1:] or busy).most_common(1)
     return {

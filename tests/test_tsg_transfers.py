@@ -40,6 +40,11 @@ def _flow(
     )
 
 
+def _autotune_both_ways(up: Span, down: Span) -> dict[TransferKey, Span]:
+    """When autotune's upload and its download ran (the upload listed first)."""
+    return {("autotune", "up"): up, ("autotune", "down"): down}
+
+
 def test_flows_go_to_the_transfer_they_overlap_in_their_direction() -> None:
     spans: dict[TransferKey, Span] = {
         ("autotune", "up"): (100.0, 105.0),
@@ -64,20 +69,14 @@ def test_flows_go_to_the_transfer_they_overlap_in_their_direction() -> None:
 
 
 def test_a_download_is_never_taken_for_an_upload() -> None:
-    spans: dict[TransferKey, Span] = {
-        ("autotune", "up"): (100.0, 105.0),
-        ("autotune", "down"): (106.0, 110.0),
-    }
+    spans = _autotune_both_ways((100.0, 105.0), (106.0, 110.0))
     down_early = _flow(101.0, 3.0, FAR, HERE, 5_000_000, up=False)  # overlaps only the upload
     got = assign_flows([down_early], spans, FAR, 5301)
     assert all(t.flows == () for t in got)
 
 
 def test_over_loopback_without_a_port_time_alone_decides() -> None:
-    spans: dict[TransferKey, Span] = {
-        ("autotune", "up"): (100.0, 105.0),
-        ("autotune", "down"): (106.0, 110.0),
-    }
+    spans = _autotune_both_ways((100.0, 105.0), (106.0, 110.0))
     lo = "127.0.0.1"
     up, down = _flow(100.0, 5.0, lo, lo, 10), _flow(106.0, 4.0, lo, lo, 10, up=False)
     got = {(t.mode, t.direction): t.flows for t in assign_flows([down, up], spans, lo, None)}
@@ -86,10 +85,7 @@ def test_over_loopback_without_a_port_time_alone_decides() -> None:
 
 def test_over_loopback_the_far_ends_port_keeps_both_ways_at_once_apart() -> None:
     # check --quick: the upload and the download run at the same time.
-    spans: dict[TransferKey, Span] = {
-        ("autotune", "up"): (100.1, 102.1),
-        ("autotune", "down"): (100.0, 102.0),
-    }
+    spans = _autotune_both_ways((100.1, 102.1), (100.0, 102.0))
     lo = "127.0.0.1"
     up, down = _flow(100.0, 2.0, lo, lo, 10), _flow(100.0, 2.0, lo, lo, 20, up=False)
     got = assign_flows([down, up], spans, lo, 5301)

@@ -5,13 +5,14 @@ only against a fake sysctl tree."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import json
 import os
 import shutil
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,26 @@ async def _until(pilot: Pilot[Any], cond: Callable[[], bool], timeout: float = 2
             return
         await pilot.pause(0.05)
     raise AssertionError("condition not met in time")
+
+
+@contextlib.asynccontextmanager
+async def _keys_pressed(app: TcpWizardApp, *keys: str) -> AsyncIterator[Pilot[Any]]:
+    """The app running at SIZE, its pipeline's work done, then `keys` pressed (a screen's
+    number, say)."""
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.press(*keys)
+        await pilot.pause()
+        yield pilot
+
+
+async def _save_as(app: TcpWizardApp, pilot: Pilot[Any], out: Path) -> None:
+    """Answer the open path prompt with `out`; return once the file is written."""
+    prompt = app.screen
+    assert isinstance(prompt, PathPrompt)
+    prompt.query_one(Input).value = str(out)
+    await pilot.press("enter")
+    await _until(pilot, out.exists)
 
 
 @run_async
@@ -148,12 +169,8 @@ async def test_enter_host_and_follow_every_screen(serve: Server, tmp_path: Path)
 
         # Export the report as JSON from the verdict screen.
         await pilot.press("4", "e")
-        prompt = app.screen
-        assert isinstance(prompt, PathPrompt)
         out = tmp_path / "report.json"
-        prompt.query_one(Input).value = str(out)
-        await pilot.press("enter")
-        await _until(pilot, out.exists)
+        await _save_as(app, pilot, out)
         doc = json.loads(out.read_text())
         assert doc["verdict"]["limiting_factor"] == report.verdict.limiting_factor
         assert doc["target"]["port"] == serve.port
@@ -270,12 +287,8 @@ async def test_copy_and_save_fixes(tmp_path: Path) -> None:
         await pilot.press("c")
         assert copied == [fixes.fixes[0].command]
         await pilot.press("s")
-        prompt = app.screen
-        assert isinstance(prompt, PathPrompt)
         out = tmp_path / "fixes.sh"
-        prompt.query_one(Input).value = str(out)
-        await pilot.press("enter")
-        await _until(pilot, out.exists)
+        await _save_as(app, pilot, out)
     script = out.read_text()
     assert script.startswith("#!/bin/sh") and fixes.fixes[0].command in script
 
@@ -336,10 +349,7 @@ async def test_a_prediction_reads_as_one_and_names_the_far_end(tmp_path: Path) -
     fake = FakePipeline(tmp_path)
     fake.report = dataclasses.replace(predicted(tmp_path), transfer=fake.report.transfer)
     app = dtn1_app(fake.services())
-    async with app.run_test(size=SIZE) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.press("4")
-        await pilot.pause()
+    async with _keys_pressed(app, "4"):
         screen = app.screen
         assert isinstance(screen, VerdictScreen)
         factor = str(screen.query_one("#factor", Static).render())
@@ -361,10 +371,7 @@ async def test_path_screen_shows_the_hops(tmp_path: Path, blackhole: bool) -> No
     fake = FakePipeline(tmp_path, hops=four_hops(blackhole))
     req = CheckRequest("dtn1.example", hops=PathOptions())
     app = TcpWizardApp(Context(), req, services=fake.services())
-    async with app.run_test(size=SIZE) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.press("2")
-        await pilot.pause()
+    async with _keys_pressed(app, "2") as pilot:
         screen = app.screen
         assert isinstance(screen, PathScreen)
         assert screen.query_one("#hops-table").display
@@ -388,10 +395,7 @@ async def test_path_screen_shows_the_hops(tmp_path: Path, blackhole: bool) -> No
 @run_async
 async def test_path_screen_without_hops_says_how_to_get_them(tmp_path: Path) -> None:
     app = dtn1_app(FakePipeline(tmp_path).services())
-    async with app.run_test(size=SIZE) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.press("2")
-        await pilot.pause()
+    async with _keys_pressed(app, "2"):
         screen = app.screen
         assert not screen.query_one("#hops-table").display
         hint = str(screen.query_one("#hops-title", Static).render())
@@ -407,10 +411,7 @@ async def test_sequence_graph_of_each_transfer(tmp_path: Path) -> None:
     fake = FakePipeline(tmp_path, capture=transfer_capture())
     req = CheckRequest("dtn1.example", capture=True)
     app = TcpWizardApp(Context(), req, services=fake.services())
-    async with app.run_test(size=SIZE) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.press("3", "s")
-        await pilot.pause()
+    async with _keys_pressed(app, "3", "s") as pilot:
         screen = app.screen
         assert isinstance(screen, TransferScreen)
         assert screen.query_one(TabbedContent).active == "sequence"
@@ -441,10 +442,7 @@ async def test_sequence_graph_of_each_transfer(tmp_path: Path) -> None:
 @run_async
 async def test_sequence_graph_without_a_capture_says_how(tmp_path: Path) -> None:
     app = dtn1_app(FakePipeline(tmp_path).services())
-    async with app.run_test(size=SIZE) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.press("3", "s")
-        await pilot.pause()
+    async with _keys_pressed(app, "3", "s"):
         screen = app.screen
         assert isinstance(screen, TransferScreen)
         plot = _sequence(screen)
