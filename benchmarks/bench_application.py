@@ -37,7 +37,7 @@ from tcpwizard.lab.app_lab import (
     sshd_serving,
 )
 from tcpwizard.lab.lab import Lab
-from tcpwizard.lab.netns import stop
+from tcpwizard.lab.netns import LabError, stop
 from tcpwizard.lab.serving import check_pcap, iperf3_serving, run_tcpwizard
 from tcpwizard.lab.spec import LabSpec, Side
 from tcpwizard.lab.tools import capturing
@@ -205,7 +205,7 @@ def run_once(
                     _reader(lab, scenario == "reader-near", out, timing)
                 else:
                     _ssh(lab, scenario, out, timing)
-        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        except (LabError, RuntimeError, OSError, subprocess.SubprocessError) as exc:
             out.error = str(exc)[:200]
             return out
         if "pcap a" in views:

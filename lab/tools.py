@@ -214,7 +214,7 @@ def capturing(lab: Lab, path: Path) -> Iterator[None]:
         assert dump.stderr is not None
         line = dump.stderr.readline()  # "listening on ...": capturing from now on
         if "listening on" not in line:
-            raise RuntimeError(f"tcpdump did not start: {line}")
+            raise LabError(f"tcpdump did not start: {line.strip()}")
         yield
         time.sleep(0.3)  # the last segments reach the file before tcpdump stops
     finally:
