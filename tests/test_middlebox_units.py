@@ -15,6 +15,7 @@ from tcpwizard.exitcodes import UsageError
 from tcpwizard.lab.cliparse import build_spec, parse_middlebox
 from tcpwizard.lab.middlebox import ruleset
 from tcpwizard.lab.spec import LabSpec, MiddleboxSpec
+from tcpwizard.measure.observe.capture import Segment, syn_options
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.observe.synopts import (
     SynOptions,
@@ -179,3 +180,20 @@ def test_scaling_taken_from_the_syn_ack_only_judges_the_upload(tmp_path: Path) -
     assert (diag.verdict.limiting_factor, diag.verdict.host_to_fix) == ("middlebox", "path")
     assert "SYN-ACK only" in diag.verdict.explanation
     assert any("upload failed" in e for e in diag.verdict.evidence)
+
+
+def test_a_captured_syn_reads_its_options_as_the_kernel_does() -> None:
+    """A capture's SYN and a probe's SYN share one parser: a timestamps option cut short by
+    the end of the header is not there (tcp_parse_options stops at it), what came before
+    stands, and the SYN's own window is kept."""
+    whole = bytes.fromhex("020405b4") + bytes.fromhex("0402") + bytes.fromhex("010303 07")
+    cut = whole + bytes.fromhex("080a0000")  # 10 bytes announced, 4 present
+    seg = Segment(0.0, "10.0.0.1", 40001, "10.0.0.2", 5201, 1, 0, 0x02, 64240, 0, cut)
+    got = syn_options(seg)
+    assert (got.mss, got.sack, got.wscale, got.timestamps, got.window) == (
+        1460,
+        True,
+        7,
+        False,
+        64240,
+    )

@@ -242,32 +242,10 @@ def parse_segment(t: float, link: int, data: bytes) -> Segment | None:
 
 
 def syn_options(seg: Segment) -> SynOptions:
-    mss = wscale = None
-    sack = ts = False
-    opts, i = seg.options, 0
-    while i < len(opts):
-        kind = opts[i]
-        if kind == 0:
-            break
-        if kind == 1:
-            i += 1
-            continue
-        if i + 1 >= len(opts):
-            break
-        length = opts[i + 1]
-        if length < 2:
-            break
-        body = opts[i + 2 : i + length]
-        if kind == 2 and len(body) == 2:
-            mss = int.from_bytes(body, "big")
-        elif kind == 3 and len(body) == 1:
-            wscale = min(body[0], 14)
-        elif kind == 4:
-            sack = True
-        elif kind == 8:
-            ts = True
-        i += length
-    return SynOptions(mss, wscale, sack, ts, seg.window, parse_options(seg.options).nops)
+    """A SYN's options as the kernel parses them (a malformed or cut-short option ends the
+    walk, as in tcp_parse_options), with the SYN's own window."""
+    o = parse_options(seg.options)
+    return SynOptions(o.mss, o.wscale, o.sack_permitted, o.timestamps, seg.window, o.nops)
 
 
 # ---------------------------------------------------------------------------- flows
