@@ -12,6 +12,8 @@ The same vocabulary as `check`, read the way a wizard reads `ss -ti`:
 * this host receives: unread bytes piling up in our queue is our `application`; the window
   we offer filled every RTT is our `receiver-window`; otherwise the sender or the path sets
   the rate (only the sender's TCP_INFO can tell which, so the confidence is low).
+The steps are the ladder both judges share (advice/ladder.py) over the connection's
+Observation (advice/observation.py from_conn); this module words its verdicts.
 """
 
 from __future__ import annotations
@@ -20,20 +22,14 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tcpwizard.advice import application
-from tcpwizard.advice.evidence import BUSY_SHARE, CHRONO_SHARE, HEALTHY_SHARE
+from tcpwizard.advice import application, ladder
+from tcpwizard.advice.evidence import CHRONO_SHARE
+from tcpwizard.advice.ladder import Finding, Words
 from tcpwizard.advice.middlebox import one_point_note
 from tcpwizard.advice.model import Verdict
+from tcpwizard.advice.observation import Observation, from_conn
 from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import Option, setsockopt_fix
-from tcpwizard.advice.window_law import (
-    LOSS_BASED,
-    LOSS_BOUND_MARGIN,
-    QUEUE_RTT,
-    WINDOW_FILLED,
-    mathis_mbps,
-    window_limit_mbps,
-)
 from tcpwizard.checks.base import sysctl_fix
 from tcpwizard.checks.model import BdpTarget, Fix, HostRole
 from tcpwizard.checks.window import recommended_buffer
@@ -41,14 +37,6 @@ from tcpwizard.measure.observe.conns import ConnObservation
 from tcpwizard.units import format_bytes
 
 BUSY_MBPS = 0.1  # below this a connection is idle: nothing to judge
-# A paced sender (BBR) meets the peer's window only in its probing phases: 16-29 % of the
-# time on a 100 Mbit/s x 50 ms path whose far end's tcp_rmem holds it to 25 Mbit/s. Its
-# rate x RTT filling the whole window, with some stalls on it, says the same. "Filling":
-# the healthy share of the window law (advice/evidence.py HEALTHY_SHARE: the largest window
-# sampled is compared, the rate is its average); "some": under half of the one round in
-# eight in which BBR probes (its gain cycle), so a window met in most probing rounds counts.
-WINDOW_FULL = HEALTHY_SHARE
-SOME_STALLS = 0.05
 DEFAULT_RATE_BPS = 1e9  # fixes are sized for this rate at the connection's RTT unless told
 GUIDE = "Tierney, 'TCP Buffer Tuning'; NDT web100 heuristics (rwnd/sndbuf-limited time)"
 Role = str  # "sending" | "receiving" | "idle"
@@ -72,9 +60,6 @@ def _rtt(obs: ConnObservation) -> float:
 def _target(obs: ConnObservation, rate_bps: float) -> BdpTarget:
     rtt_ms = obs.min_rtt_ms or _rtt(obs) or 100.0
     return BdpTarget(rtt_ms / 1e3, rate_bps, "measured")
-
-
-WSCALE_KEY = "net.ipv4.tcp_window_scaling"
 
 
 def _triple(sysctls: Mapping[str, str], key: str) -> tuple[int, int, int] | None:
@@ -141,77 +126,67 @@ def judge(
     if obs.rate_mbps < BUSY_MBPS:
         return ConnDiagnosis("idle", None)
     size = recommended_buffer(_target(obs, rate_bps), ram_bytes)
+    o = from_conn(obs, sysctls)
     if obs.sending:
-        diag = ConnDiagnosis("sending", *_judge_sender(obs, sysctls, size))
+        ev = _sender_evidence(obs, o)
+        found = ladder.judge(
+            o,
+            lambda f: _word_sender(f, obs, o, sysctls, size, ev),
+            policer=lambda: policer.conns_verdict(obs),
+        )
+        diag = ConnDiagnosis("sending", *found)
     else:
-        diag = ConnDiagnosis("receiving", *_judge_receiver(obs, sysctls, size))
+        found = ladder.judge(o, lambda f: _word_receiver(f, obs, o, sysctls, size))
+        diag = ConnDiagnosis("receiving", *found)
     return application.refine_conn(diag, obs, program, pid)
 
 
-def _judge_sender(
-    obs: ConnObservation, sysctls: Mapping[str, str] | None, size: int
-) -> tuple[Verdict, tuple[Fix, ...]]:
-    rate, rtt = obs.send_mbps, _rtt(obs)
+def _sender_evidence(obs: ConnObservation, o: Observation) -> list[str]:
+    rate, rtt, window_mbps = o.rate_mbps, _rtt(obs), o.window_mbps
     ev = [
         f"sent {rate:.1f} Mbit/s; busy {_pct(obs.busy)}, receive-window limited "
         f"{_pct(obs.rwnd_limited)}, send-buffer limited {_pct(obs.sndbuf_limited)} of "
         f"{obs.seconds:.1f} s (TCP_INFO)",
         *_common_evidence(obs),
     ]
-    window_mbps = window_limit_mbps(obs.snd_wnd_max, rtt) if rtt > 0 else 0.0
     if obs.snd_wnd_max:
         ev.append(
             f"peer's window {format_bytes(obs.snd_wnd_min)}-{format_bytes(obs.snd_wnd_max)}: "
             f"{format_bytes(obs.snd_wnd_max)} / {rtt:.1f} ms = {window_mbps:.1f} Mbit/s"
         )
-    busy = max(obs.busy, 1e-9)
-    stalled = obs.rwnd_limited / busy
-    full = window_mbps > 0 and rate >= WINDOW_FULL * window_mbps and stalled >= SOME_STALLS
-    if stalled < CHRONO_SHARE and full:
+    if o.window_held and obs.rwnd_limited / max(obs.busy, 1e-9) < CHRONO_SHARE:
         ev.append(
             f"the whole window was in flight every round trip ({rate:.1f} of "
             f"{window_mbps:.1f} Mbit/s): a paced sender meets it only when it probes for more"
         )
-    if stalled >= CHRONO_SHARE or full:
-        unused = window_mbps > 0 and rate < 0.5 * window_mbps
-        closing = obs.snd_wnd_min < 0.5 * obs.snd_wnd_max
-        if obs.zero_window or (unused and closing):
-            ev.append(
-                "the peer's window closed to zero (zero-window probes)"
-                if obs.zero_window
-                else "the peer's window opens far wider than the data sent per RTT, then closes"
-            )
-            return Verdict.observed(
-                "application",
-                0.75 if obs.zero_window else 0.6,
-                "peer",
-                "the receiving application does not read fast enough: its socket buffer is "
-                "full, the window it offers closes, and the sender waits (a buffer change "
-                "does not help; look at the reader: disk, CPU, a rate limit)",
-                ev,
-                rate,
-            ), ()
-        if not obs.window_scaling and obs.snd_wnd_max <= 65535:
-            ev.append("window scaling is off on this connection (no wscale in the SYNs)")
-            fix = sysctl_fix(
-                "tcp_window_scaling",
-                "net.ipv4.tcp_window_scaling",
-                "1",
-                "Without window scaling no window exceeds 64 KB.",
-                "RFC 7323",
-            )
-            # This host's own setting on: only the far end (or the path) can be at fault.
-            host: HostRole = "peer" if (sysctls or {}).get(WSCALE_KEY, "0") != "0" else "both"
-            return Verdict.observed(
-                "window-scaling",
-                0.9,
-                host,
-                "window scaling was not agreed in the handshake: the window stops at 64 KB."
-                + one_point_note(),
-                ev,
-                rate,
-            ), (dataclasses.replace(fix, host=host, answers=("window-scaling",)),)
-        fixes = (
+    return ev
+
+
+def _word_sender(
+    f: Finding,
+    obs: ConnObservation,
+    o: Observation,
+    sysctls: Mapping[str, str] | None,
+    size: int,
+    ev: list[str],
+) -> Words:
+    if f.step == "reader":
+        ev.append(
+            "the peer's window closed to zero (zero-window probes)"
+            if o.reader_stall == "zero-window"
+            else "the peer's window opens far wider than the data sent per RTT, then closes"
+        )
+        return (
+            "the receiving application does not read fast enough: its socket buffer is "
+            "full, the window it offers closes, and the sender waits (a buffer change "
+            "does not help; look at the reader: disk, CPU, a rate limit)",
+            ev,
+            (),
+        )
+    if f.step == "window-scaling":
+        return _scaling_words(f, ev)
+    if f.step == "receiver-window":
+        rmem = (
             buffer_fix(
                 "net.ipv4.tcp_rmem",
                 size,
@@ -222,82 +197,56 @@ def _judge_sender(
             ),
             setsockopt_fix("SO_RCVBUF", size // 2, "peer"),
         )
-        return Verdict.observed(
-            "receiver-window",
-            0.8 if rate >= WINDOW_FILLED * window_mbps else 0.65,
-            "peer",
+        return (
             "the receiver (peer) does not offer a window as large as the path's "
             "bandwidth-delay product, so this sender idles waiting for window updates",
             ev,
-            rate,
-            None,
-        ), fixes
-    if obs.sndbuf_limited / busy >= CHRONO_SHARE:
-        return _sender_buffer(obs, sysctls, size, ev, rate)
-    if obs.busy < BUSY_SHARE:
+            rmem,
+        )
+    if f.step == "sender-buffer":
+        fixes = _own_buffer_fixes("SO_SNDBUF", obs.sndbuf, sysctls, size, ev)
+        return (
+            "this host's send buffer is smaller than the path's bandwidth-delay product: the "
+            "sender stops with the window still open",
+            ev,
+            fixes,
+        )
+    if f.step == "idle-sender":
         ev.append(f"the sender had data in flight only {_pct(obs.busy)} of the time")
-        return Verdict.observed(
-            "application",
-            0.7,
-            "local",
+        return (
             "the sending application does not supply data fast enough (TCP had nothing to "
             "send most of the time): look at its disk, CPU or its own rate limit",
             ev,
-            rate,
-        ), ()
-    if (policed := policer.conns_verdict(obs)) is not None:
-        return policed
-    loss = obs.retransmits / obs.segs_out if obs.segs_out else 0.0
-    bound = mathis_mbps(obs.snd_mss or 1448, rtt, loss, obs.congestion_control) if rtt > 0 else None
-    cc = obs.congestion_control.lower()
-    # Losses that came with a queue standing at the bottleneck are its overflow (this flow's
-    # own sawtooth or others' traffic), not loss that holds the window below the path: the
-    # capture judge's test, with its cut-off (window_law.QUEUE_RTT).
-    queued = obs.min_rtt_ms > 0 and obs.rtt_ms >= QUEUE_RTT * obs.min_rtt_ms
-    if (
-        loss > 0
-        and bound is not None
-        and cc in LOSS_BASED
-        and rate <= LOSS_BOUND_MARGIN * bound
-        and not queued
-    ):
-        ev.append(
-            f"{obs.retransmits} retransmits of {obs.segs_out} segments ({loss:.2%}): "
-            f"{cc} is bounded at {bound:.1f} Mbit/s (Mathis)"
+            (),
         )
-        return Verdict.observed(
-            "congestion",
-            0.65,
-            "local",
-            f"losses hold the loss-based congestion control ({cc}) down",
-            ev,
-            rate,
-        ), (bbr_fix("local"),)
-    if (behind := application.reader_falling_behind(obs)) is not None:
+    if f.step == "congestion":
+        cc = obs.congestion_control.lower()
+        ev.append(
+            f"{obs.retransmits} retransmits of {obs.segs_out} segments ({o.loss:.2%}): "
+            f"{cc} is bounded at {o.loss_bound_mbps or 0:.1f} Mbit/s (Mathis)"
+        )
+        return f"losses hold the loss-based congestion control ({cc}) down", ev, (bbr_fix("local"),)
+    if f.step == "reader-behind":
+        behind = application.reader_falling_behind(obs)
+        assert behind is not None
         ev.append(behind)
-        return Verdict.observed(
-            "application",
-            application.FALLING_BEHIND,
-            "peer",
+        return (
             "the receiving application reads slower than the data arrives: its buffer fills "
             "with what it has not read, and once the window it offers closes the sender waits "
             "(a buffer change does not help; look at the reader: disk, CPU, a rate limit)",
             ev,
-            rate,
-        ), ()
+            (),
+        )
     ev.append(
         f"busy {_pct(obs.busy)} and neither window limited it: cwnd-limited at the rate "
         f"the path delivers ({obs.delivery_rate_mbps:.1f} Mbit/s)"
     )
-    return Verdict.observed(
-        "path-capacity",
-        0.7,
-        None,
+    return (
         "healthy: the connection runs at what the path gives it (its congestion window, "
         "not a buffer, sets the rate)",
         ev,
-        rate,
-    ), ()
+        (),
+    )
 
 
 # This host's socket buffers: each one's autotuning range, the share of the range's max below
@@ -337,84 +286,74 @@ def _own_buffer_fixes(
     return (buffer_fix(key, size, "local", sysctls, why), *fixes)
 
 
-def _sender_buffer(
+def _scaling_words(f: Finding, ev: list[str]) -> Words:
+    """Either side of the connection: the handshake agreed no scaling, so the window offered
+    stops at 64 KB whatever the buffers (raising them does nothing)."""
+    ev.append("window scaling is off on this connection (no wscale in the SYNs)")
+    fix = sysctl_fix(
+        "tcp_window_scaling",
+        "net.ipv4.tcp_window_scaling",
+        "1",
+        "Without window scaling no window exceeds 64 KB.",
+        "RFC 7323",
+    )
+    return (
+        "window scaling was not agreed in the handshake: the window stops at 64 KB."
+        + one_point_note(),
+        ev,
+        (dataclasses.replace(fix, host=f.host or "both", answers=("window-scaling",)),),
+    )
+
+
+def _word_receiver(
+    f: Finding,
     obs: ConnObservation,
+    o: Observation,
     sysctls: Mapping[str, str] | None,
     size: int,
-    ev: list[str],
-    rate: float,
-) -> tuple[Verdict, tuple[Fix, ...]]:
-    fixes = _own_buffer_fixes("SO_SNDBUF", obs.sndbuf, sysctls, size, ev)
-    return Verdict.observed(
-        "sender-buffer",
-        0.8,
-        "local",
-        "this host's send buffer is smaller than the path's bandwidth-delay product: the "
-        "sender stops with the window still open",
-        ev,
-        rate,
-    ), fixes
-
-
-def _judge_receiver(
-    obs: ConnObservation, sysctls: Mapping[str, str] | None, size: int
-) -> tuple[Verdict, tuple[Fix, ...]]:
-    rate = obs.recv_mbps
-    rtt = obs.rcv_rtt_ms or obs.min_rtt_ms or obs.rtt_ms
-    ev = [f"received {rate:.1f} Mbit/s over {obs.seconds:.1f} s", *_common_evidence(obs)]
-    piled = bool(obs.rcvbuf) and obs.rqueue_max >= 0.25 * (obs.rcvbuf or 0)
-    closed = obs.rqueue_max > 0 and obs.rcv_wnd_min < 0.1 * obs.rcv_wnd_max
-    if piled or closed:
+) -> Words:
+    rtt = o.rtt_loaded_ms or 0.0
+    ev = [f"received {o.rate_mbps:.1f} Mbit/s over {obs.seconds:.1f} s", *_common_evidence(obs)]
+    if f.step == "reader":
         ev.append(
             f"up to {format_bytes(obs.rqueue_max)} received and not yet read "
             f"(receive buffer {format_bytes(obs.rcvbuf or 0)}); the window we offered "
             f"went down to {format_bytes(obs.rcv_wnd_min)} (from {format_bytes(obs.rcv_wnd_max)})"
         )
-        return Verdict.observed(
-            "application",
-            0.7,
-            "local",
+        return (
             "the application here does not read fast enough: its unread data fills the "
             "receive buffer and the window it offers closes",
             ev,
-            rate,
-        ), ()
-    window_mbps = window_limit_mbps(obs.rcv_wnd_max, rtt) if rtt > 0 else 0.0
+            (),
+        )
     if obs.rcv_wnd_max:
         ev.append(
             f"window offered {format_bytes(obs.rcv_wnd_max)} / {rtt:.1f} ms = "
-            f"{window_mbps:.1f} Mbit/s"
+            f"{o.window_mbps:.1f} Mbit/s"
         )
-    if window_mbps > 0 and rate >= WINDOW_FILLED * window_mbps:
+    if f.step == "window-scaling":
+        return _scaling_words(f, ev)
+    if f.step == "receiver-window":
         fixes = _own_buffer_fixes("SO_RCVBUF", obs.rcvbuf, sysctls, size, ev)
-        return Verdict.observed(
-            "receiver-window",
-            0.75,
-            "local",
+        return (
             "this host (the receiver) does not offer a window as large as the path's "
             "bandwidth-delay product: the data of each window arrives, then the sender waits",
             ev,
-            rate,
-        ), fixes
-    if obs.ooo_packets:
+            fixes,
+        )
+    if f.step == "congestion":
         ev.append(f"{obs.ooo_packets} segments arrived out of order (losses upstream)")
-        return Verdict.observed(
-            "congestion",
-            0.4,
-            "peer",
+        return (
             "segments are lost on the way here; the far end's congestion control sets the "
             "rate (only its TCP_INFO tells by how much)",
             ev,
-            rate,
-        ), ()
+            (),
+        )
     ev.append("the window we offer is not filled: the far end's sender or the path sets the rate")
-    return Verdict.observed(
-        "path-capacity",
-        0.45,
-        None,
+    return (
         "this host's receive window is not the limit; seen from the receiver the sender or "
         "the path sets the rate (`tcpwizard conns` on the sender, or `tcpwizard check`, "
         "tells which)",
         ev,
-        rate,
-    ), ()
+        (),
+    )

@@ -24,6 +24,7 @@ from tcpwizard.measure.observe.capture import (
     read_capture,
 )
 from tcpwizard.output import capture_json, capture_text
+from tests.capture_data import flow
 from tests.schemas import schema_path, valid_document
 
 SCHEMA_FILE = schema_path("capture")
@@ -143,43 +144,6 @@ def test_bad_files_are_one_line_exit_3(
 def test_missing_file(tmp_path: Path) -> None:
     code, _, err = _cli("--pcap", str(tmp_path / "nope.pcap"))
     assert code == ExitCode.UNKNOWN and "nope.pcap" in err
-
-
-def flow(**kw: object) -> FlowDirection:
-    base: dict[str, object] = dict(
-        sender="10.0.0.1",
-        sender_port=40000,
-        receiver="10.0.0.2",
-        receiver_port=5201,
-        handshake=True,
-        sender_syn=SynOptions(1460, 7, True, True, 64240),
-        receiver_syn=SynOptions(1460, 7, True, True, 65160),
-        scaling=True,
-        bytes=15_000_000,
-        data_packets=10_400,
-        retransmits=0,
-        retransmitted_bytes=0,
-        loss_episodes=0,
-        late_loss_episodes=0,
-        first_t=0.0,
-        last_t=5.0,
-        rate_mbps=24.0,
-        steady_mbps=25.0,
-        rtt_min_ms=50.2,
-        rtt_p50_ms=50.6,
-        rtt_samples=5000,
-        mss=1448,
-        max_window=162_432,
-        window_p50=162_432,
-        inflight_p50=160_000,
-        inflight_max=162_000,
-        window_full_share=0.7,
-        zero_windows=0,
-        zero_window_s=0.0,
-        idle_share=0.0,
-    )
-    base.update(kw)
-    return FlowDirection(**base)  # type: ignore[arg-type]
 
 
 def _factor(f: FlowDirection) -> tuple[str, str | None]:

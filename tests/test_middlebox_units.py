@@ -132,7 +132,7 @@ def test_lab_middlebox_spec() -> None:
 def test_capture_names_the_device_only_where_the_syn_shows_it() -> None:
     from tcpwizard.advice.capture import judge_direction
     from tcpwizard.measure.observe.capture import SynOptions as CapturedSyn
-    from tests.test_capture_units import flow
+    from tests.capture_data import flow
 
     stripped = CapturedSyn(1460, None, True, True, 64240, nops=4)
     unscaled = dict(scaling=False, max_window=65535, window_p50=65535)
@@ -150,7 +150,8 @@ def test_capture_names_the_device_only_where_the_syn_shows_it() -> None:
 
 
 def test_conns_keeps_this_hosts_setting_out_of_the_blame() -> None:
-    from tcpwizard.advice.conns import WSCALE_KEY, judge
+    from tcpwizard.advice.conns import judge
+    from tcpwizard.advice.observation import WSCALE_KEY
     from tests.conns_data import obs
 
     o = obs(rwnd_limited=0.5, snd_wnd_max=65_535, snd_wnd_min=65_535, window_scaling=False)

@@ -316,7 +316,7 @@ def test_capture_of_a_policed_flow_names_the_policer() -> None:
     """A captured flow: a burst at the line rate, then a plateau at a fifth of it, the RTT
     at its minimum, 5 % of the data retransmitted (far above the Mathis bound)."""
     from tcpwizard.advice.capture import judge_direction
-    from tests.test_capture_units import flow
+    from tests.capture_data import flow
 
     policed = flow(
         window_full_share=0.0, max_window=6_000_000, window_p50=6_000_000,

@@ -1,0 +1,280 @@
+"""One direction of one transfer as a view sees it, in the terms of the verdict ladder
+(advice/ladder.py): a live connection's TCP_INFO over an interval (`conns`) or one direction
+of a captured flow (`check --pcap`). Each adapter holds its view's own tests and thresholds;
+the ladder reads only the Observation, so both views are judged by one set of steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from tcpwizard.advice.application import reader_falling_behind
+from tcpwizard.advice.evidence import BUSY_SHARE, CHRONO_SHARE, HEALTHY_SHARE
+from tcpwizard.advice.rules.policer import no_queue_ms
+from tcpwizard.advice.window_law import (
+    LOSS_BASED,
+    LOSS_BOUND_MARGIN,
+    QUEUE_RTT,
+    WINDOW_FILLED,
+    WINDOW_FULL_ROUNDS,
+    mathis_mbps,
+    window_limit_mbps,
+)
+from tcpwizard.checks.model import HostRole
+from tcpwizard.measure.observe.capture import FlowDirection
+from tcpwizard.measure.observe.conns import ConnObservation
+
+# How the receiving application was seen not reading: the window it offered closed to zero,
+# closed far below what it had offered, unread data piling up in its queue (its own host), its
+# ACKs held back until the reader made room, or data acknowledged with its right edge still.
+ReaderSign = Literal["zero-window", "window-closing", "unread-queue", "acks-held", "edge-still"]
+# Losses that went on with no queue standing: with the rate at a loss-based sender's Mathis
+# bound, above it, or only as segments out of order at the receiver (the sender unseen).
+LossSign = Literal["at-bound", "above-bound", "upstream"]
+# A queue at the bottleneck: the RTT under load stood above its minimum, or did at times.
+QueueSign = Literal["standing", "at-times", "none"]
+# Where the view stands: in the sending host's kernel, the receiving host's, or on the wire.
+Vantage = Literal["sender", "receiver", "wire"]
+
+# --- conns (TCP_INFO)
+# A paced sender (BBR) meets the peer's window only in its probing phases: 16-29 % of the
+# time on a 100 Mbit/s x 50 ms path whose far end's tcp_rmem holds it to 25 Mbit/s. Its
+# rate x RTT filling the whole window, with some stalls on it, says the same. "Filling":
+# the healthy share of the window law (advice/evidence.py HEALTHY_SHARE: the largest window
+# sampled is compared, the rate is its average); "some": under half of the one round in
+# eight in which BBR probes (its gain cycle), so a window met in most probing rounds counts.
+WINDOW_FULL = HEALTHY_SHARE
+SOME_STALLS = 0.05
+WSCALE_KEY = "net.ipv4.tcp_window_scaling"
+
+# --- captures
+ZERO_SHARE = 0.05  # of the transfer's time with a zero window: the reader is the limit
+IDLE_SHARE = 0.3  # of the time with nothing in flight and the window open
+# Loss episodes in the second half that make losses ongoing: one may still be the ramp's
+# overshoot on a long path (advice/loss_episodes.py), a second is not.
+LATE_EPISODES = 2
+# Of the bytes acknowledged, the share acknowledged while the receiver's right edge stood
+# still. A reader that keeps up frees what arrives before the next ACK leaves, so the edge
+# moves with nearly every ACK (healthy 100 Mbit/s x 50 ms lab captures, taken at the sender
+# and at the receiver: 0.00); a reader that runs now and then leaves the edge still between
+# its reads (all of it in between). Half is the midpoint of the two: most of the data then
+# waited for the reader. Not yet measured across the reader bench.
+STILL_SHARE = 0.5
+# Of the bytes acknowledged, the share under ACKs the receiver held back
+# (measure/observe/capture.py HELD_SPAN_S): healthy lab captures 0.00, a reader under a CPU quota
+# 0.88-0.94; half is the midpoint, most of the data then waited for the reader.
+HELD_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One direction of one transfer. None: this view cannot see it."""
+
+    vantage: Vantage
+    sender: HostRole  # the host that sends the data
+    receiver: HostRole  # the host that receives it
+    rate_mbps: float  # the settled rate: the current side of the verdict's gap
+    rtt_min_ms: float | None  # the path's RTT with no queue
+    rtt_loaded_ms: float | None  # the RTT while the data moved
+    window_max: int  # the largest window the receiver offered (0: none seen)
+    window_min: int  # the smallest (the median send's, for a capture)
+    window_mbps: float  # the window law's rate for the offered window at the RTT (0: unknown)
+    scaling_agreed: bool | None  # both SYNs carried the window scale option
+    scaling_missing: HostRole | None  # the host(s) to blame where scaling was not agreed
+    reader_stall: ReaderSign | None  # the receiving application stopped reading, as seen
+    reader_behind: bool | None  # the reader falls behind, its window not yet closed
+    window_held: bool  # the offered window held the sender long enough to be its limit
+    window_filled: bool | None  # the rate filled the offered window every round trip
+    sndbuf_held: bool | None  # the sender's send buffer held it long enough to be its limit
+    sender_idle: bool | None  # the sender had nothing to send much of the time
+    retransmits: int  # segments sent again
+    loss: float  # the share of the data retransmitted
+    loss_bound_mbps: float | None  # the Mathis bound at that loss (None: no loss or RTT)
+    losses: LossSign | None  # losses that hold the sender with no queue standing
+    queue: QueueSign | None  # a queue at the bottleneck
+    congestion_control: str | None  # the sender's algorithm
+    rcvbuf: int | None  # the receive buffer's size, where seen
+    sndbuf: int | None  # the send buffer's size, where seen
+
+
+def from_conn(obs: ConnObservation, sysctls: Mapping[str, str] | None = None) -> Observation:
+    """A live connection: this host sends (the chrono counters say what stalled it) or
+    receives (its queue and the window it offers say what it did)."""
+    if obs.sending:
+        return _conn_sender(obs, sysctls)
+    rate = obs.recv_mbps
+    rtt = obs.rcv_rtt_ms or obs.min_rtt_ms or obs.rtt_ms
+    window_mbps = window_limit_mbps(obs.rcv_wnd_max, rtt) if rtt > 0 else 0.0
+    piled = bool(obs.rcvbuf) and obs.rqueue_max >= 0.25 * (obs.rcvbuf or 0)
+    closed = obs.rqueue_max > 0 and obs.rcv_wnd_min < 0.1 * obs.rcv_wnd_max
+    filled = window_mbps > 0 and rate >= WINDOW_FILLED * window_mbps
+    return Observation(
+        vantage="receiver",
+        sender="peer",
+        receiver="local",
+        rate_mbps=rate,
+        rtt_min_ms=obs.min_rtt_ms,
+        rtt_loaded_ms=rtt,
+        window_max=obs.rcv_wnd_max,
+        window_min=obs.rcv_wnd_min,
+        window_mbps=window_mbps,
+        scaling_agreed=obs.window_scaling,
+        scaling_missing=_scaling_missing(obs, sysctls),
+        reader_stall="unread-queue" if piled or closed else None,
+        reader_behind=None,
+        window_held=filled,
+        window_filled=filled,
+        sndbuf_held=None,
+        sender_idle=None,
+        retransmits=0,
+        loss=0.0,
+        loss_bound_mbps=None,
+        losses="upstream" if obs.ooo_packets else None,
+        queue=None,
+        congestion_control=None,
+        rcvbuf=obs.rcvbuf,
+        sndbuf=None,
+    )
+
+
+def _conn_sender(obs: ConnObservation, sysctls: Mapping[str, str] | None) -> Observation:
+    rate, rtt = obs.send_mbps, obs.rtt_ms or obs.min_rtt_ms or obs.rcv_rtt_ms
+    window_mbps = window_limit_mbps(obs.snd_wnd_max, rtt) if rtt > 0 else 0.0
+    busy = max(obs.busy, 1e-9)
+    stalled = obs.rwnd_limited / busy
+    full = window_mbps > 0 and rate >= WINDOW_FULL * window_mbps and stalled >= SOME_STALLS
+    held = stalled >= CHRONO_SHARE or full
+    unused = window_mbps > 0 and rate < 0.5 * window_mbps
+    closing = obs.snd_wnd_min < 0.5 * obs.snd_wnd_max
+    stall: ReaderSign | None = None
+    if held and obs.zero_window:
+        stall = "zero-window"
+    elif held and unused and closing:
+        stall = "window-closing"
+    idle = obs.busy < BUSY_SHARE
+    loss = obs.retransmits / obs.segs_out if obs.segs_out else 0.0
+    bound = mathis_mbps(obs.snd_mss or 1448, rtt, loss, obs.congestion_control) if rtt > 0 else None
+    # Losses that came with a queue standing at the bottleneck are its overflow (this flow's
+    # own sawtooth or others' traffic), not loss that holds the window below the path: the
+    # capture judge's test, with its cut-off (window_law.QUEUE_RTT). A mostly idle sender's
+    # losses did not hold it: what it was given to send did.
+    queued = obs.min_rtt_ms > 0 and obs.rtt_ms >= QUEUE_RTT * obs.min_rtt_ms
+    at_bound = (
+        loss > 0
+        and bound is not None
+        and obs.congestion_control.lower() in LOSS_BASED
+        and rate <= LOSS_BOUND_MARGIN * bound
+        and not queued
+        and not idle
+    )
+    return Observation(
+        vantage="sender",
+        sender="local",
+        receiver="peer",
+        rate_mbps=rate,
+        rtt_min_ms=obs.min_rtt_ms,
+        rtt_loaded_ms=rtt,
+        window_max=obs.snd_wnd_max,
+        window_min=obs.snd_wnd_min,
+        window_mbps=window_mbps,
+        scaling_agreed=obs.window_scaling,
+        scaling_missing=_scaling_missing(obs, sysctls),
+        reader_stall=stall,
+        reader_behind=reader_falling_behind(obs) is not None,
+        window_held=held,
+        window_filled=window_mbps > 0 and rate >= WINDOW_FILLED * window_mbps,
+        sndbuf_held=obs.sndbuf_limited / busy >= CHRONO_SHARE,
+        sender_idle=idle,
+        retransmits=obs.retransmits,
+        loss=loss,
+        loss_bound_mbps=bound,
+        losses="at-bound" if at_bound else None,
+        # srtt at the last sample is one reading, not the interval's: only the losses' test
+        # above uses it.
+        queue=None,
+        congestion_control=obs.congestion_control,
+        rcvbuf=obs.rcvbuf,
+        sndbuf=obs.sndbuf,
+    )
+
+
+def _scaling_missing(obs: ConnObservation, sysctls: Mapping[str, str] | None) -> HostRole | None:
+    """Who to fix where the handshake agreed no scaling: with this host's own setting on,
+    only the far end (or a device on the path) can be at fault; else both may be."""
+    if obs.window_scaling:
+        return None
+    return "peer" if (sysctls or {}).get(WSCALE_KEY, "0") != "0" else "both"
+
+
+def from_capture(d: FlowDirection, is_local: Callable[[str], bool]) -> Observation:
+    """One captured direction, seen on the wire: the windows and ACKs the receiver sent,
+    the gaps and losses of the sender, the RTT from data to its ACK."""
+    snd: HostRole = "local" if is_local(d.sender) else "peer"
+    rcv: HostRole = "local" if is_local(d.receiver) else "peer"
+    rtt = d.rtt_min_ms or 0.0
+    span = max(d.seconds, 1e-9)
+    full = d.window_full_share >= WINDOW_FULL_ROUNDS
+    stall: ReaderSign | None = None
+    if d.zero_windows and d.zero_window_s / span >= ZERO_SHARE:
+        stall = "zero-window"
+    elif d.held_ack_share >= HELD_SHARE:
+        stall = "acks-held"
+    elif full and d.edge_still_share >= STILL_SHARE:
+        stall = "edge-still"
+    loss = d.retransmitted_bytes / d.bytes if d.bytes else 0.0
+    bound = mathis_mbps(d.mss, d.rtt_p50_ms or rtt, loss) if rtt and loss else None
+    queue: QueueSign | None = None
+    if d.rtt_min_ms is not None:
+        queue = "none"
+        if d.rtt_p50_ms is not None and d.rtt_p50_ms >= QUEUE_RTT * d.rtt_min_ms:
+            queue = "standing"
+        elif _queue_at_times(d):
+            queue = "at-times"
+    losses: LossSign | None = None
+    if d.late_loss_episodes >= LATE_EPISODES and bound is not None and queue != "standing":
+        losses = "at-bound" if d.steady_mbps <= LOSS_BOUND_MARGIN * bound else "above-bound"
+    missing: HostRole | None = None
+    if d.scaling is False and d.sender_syn is not None and d.receiver_syn is not None:
+        if d.sender_syn.wscale is None and d.receiver_syn.wscale is None:
+            missing = "both"
+        else:
+            missing = rcv if d.receiver_syn.wscale is None else snd
+    return Observation(
+        vantage="wire",
+        sender=snd,
+        receiver=rcv,
+        rate_mbps=d.steady_mbps or d.rate_mbps,
+        rtt_min_ms=d.rtt_min_ms,
+        rtt_loaded_ms=d.rtt_p50_ms,
+        window_max=d.max_window,
+        window_min=d.window_p50,
+        window_mbps=window_limit_mbps(d.window_p50, rtt) if rtt else 0.0,
+        scaling_agreed=d.scaling,
+        scaling_missing=missing,
+        reader_stall=stall,
+        reader_behind=None,
+        window_held=full,
+        window_filled=full,
+        sndbuf_held=None,
+        sender_idle=d.idle_share >= IDLE_SHARE,
+        retransmits=d.retransmits,
+        loss=loss,
+        loss_bound_mbps=bound,
+        losses=losses,
+        queue=queue,
+        congestion_control=None,
+        rcvbuf=None,
+        sndbuf=None,
+    )
+
+
+def _queue_at_times(d: FlowDirection) -> bool:
+    """A queue built during the second half: the RTT's 90th percentile past the delay line's
+    and timers' noise (advice/rules/policer.py no_queue_ms). A sender held by its send
+    buffer keeps less than the bandwidth-delay product in flight, so no queue ever builds;
+    healthy 100 Mbit/s x 50 ms lab captures show +10 ms at the p90 with the median at +2-6 %."""
+    if d.rtt_min_ms is None or d.rtt_p90_ms is None:
+        return False
+    return d.rtt_p90_ms - d.rtt_min_ms > no_queue_ms(d.rtt_min_ms)
