@@ -153,7 +153,8 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "healthy_host_fixes": [
             r["id"]
             for r in ok
-            if r["truth"]["factor"] == "path-capacity" and r["verdict"]["host"] in ("local", "peer")
+            if r["truth"]["factor"] == "path-capacity"
+            and r["verdict"]["host"] in ("local", "peer", "both")
         ],
         "wrong": [r["id"] for r in ok if not right(r)],
     }

@@ -217,6 +217,9 @@ def test_confusion_accuracy_and_calibration_arithmetic() -> None:
     assert (s["scored"], s["right"], s["errors"]) == (5, 3, ["7.5"])
     assert s["wrong"] == ["7.2", "7.4"]
     assert s["healthy_host_fixes"] == ["7.2"]
+    # A fix on both hosts is a host fix too.
+    both = summary([_row(6, pc, ("congestion", "both"), 0.91)])
+    assert both["healthy_host_fixes"] == ["7.6"]
     assert s["by_rate"] == {"20-100 Mbit/s": (3, 5)}
 
 
