@@ -17,12 +17,11 @@ The steps are the ladder both judges share (advice/ladder.py) over the capture's
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice import application, ladder
-from tcpwizard.advice.conns import DEFAULT_RATE_BPS, bbr_fix, buffer_fix
+from tcpwizard.advice.conns import DEFAULT_RATE_BPS, bbr_fix, buffer_fix, scaling_fix
 from tcpwizard.advice.ladder import Finding, Judged, Words
 from tcpwizard.advice.middlebox import capture_verdict, one_point_note
 from tcpwizard.advice.model import Verdict
@@ -30,7 +29,6 @@ from tcpwizard.advice.observation import Observation, from_capture
 from tcpwizard.advice.rules import policer
 from tcpwizard.advice.snippets import setsockopt_fix
 from tcpwizard.advice.window_law import UNSCALED_WINDOW, window_limit_mbps
-from tcpwizard.checks.base import sysctl_fix
 from tcpwizard.checks.model import BdpTarget, Fix, HostRole
 from tcpwizard.checks.window import recommended_buffer
 from tcpwizard.measure.observe.capture import CaptureSummary, FlowDirection
@@ -139,20 +137,16 @@ def _word(
             if syn is not None and syn.wscale is None
         ]
         ev.append(f"no window scale option in the SYN of {' and '.join(missing)}")
-        fix = sysctl_fix(
-            "tcp_window_scaling",
-            "net.ipv4.tcp_window_scaling",
-            "1",
+        why = (
             "Without window scaling no window exceeds 64 KB (a middlebox that strips the "
-            "option from SYNs has the same effect).",
-            "RFC 7323",
+            "option from SYNs has the same effect)."
         )
         return (
             "window scaling was not agreed in the handshake: the receive window stops at "
             f"64 KB, {_mbps(window_limit_mbps(UNSCALED_WINDOW, rtt)) if rtt else 'slow'} at "
             f"this RTT." + one_point_note(),
             ev,
-            (dataclasses.replace(fix, host=f.host or "both", answers=("window-scaling",)),),
+            (scaling_fix(f.host or "both", why),),
         )
     if f.step == "receiver-window":
         why = (

@@ -286,22 +286,25 @@ def _own_buffer_fixes(
     return (buffer_fix(key, size, "local", sysctls, why), *fixes)
 
 
+SCALING_WHY = "Without window scaling no window exceeds 64 KB."
+
+
+def scaling_fix(host: HostRole, why: str = SCALING_WHY) -> Fix:
+    """Window scaling back on, where the handshake agreed none (a live connection's verdict
+    and a capture's give the same fix)."""
+    fix = sysctl_fix("tcp_window_scaling", "net.ipv4.tcp_window_scaling", "1", why, "RFC 7323")
+    return dataclasses.replace(fix, host=host, answers=("window-scaling",))
+
+
 def _scaling_words(f: Finding, ev: list[str]) -> Words:
     """Either side of the connection: the handshake agreed no scaling, so the window offered
     stops at 64 KB whatever the buffers (raising them does nothing)."""
     ev.append("window scaling is off on this connection (no wscale in the SYNs)")
-    fix = sysctl_fix(
-        "tcp_window_scaling",
-        "net.ipv4.tcp_window_scaling",
-        "1",
-        "Without window scaling no window exceeds 64 KB.",
-        "RFC 7323",
-    )
     return (
         "window scaling was not agreed in the handshake: the window stops at 64 KB."
         + one_point_note(),
         ev,
-        (dataclasses.replace(fix, host=f.host or "both", answers=("window-scaling",)),),
+        (scaling_fix(f.host or "both"),),
     )
 
 

@@ -61,6 +61,9 @@ class Finding:
 Words = tuple[str, Sequence[str], tuple[Fix, ...]]
 Word = Callable[[Finding], Words]
 
+# The confidences below are the two judges' own, as they were before they shared this ladder:
+# each step's weight of evidence, not a measured accuracy (the scenario matrix calibrates
+# `check`'s verdicts, advice/calibration.py; `conns` and captures have no such bench yet).
 # The signs of a reader seen in the window it offers come before a device's verdict; those
 # seen in its ACKs after it.
 WINDOW_SIGNS: tuple[ReaderSign, ...] = ("zero-window", "window-closing", "unread-queue")
