@@ -29,6 +29,7 @@ from typing import Any, Literal
 from tcpwizard.exitcodes import ExitCode, TcpWizardError
 from tcpwizard.measure.engine import buffers
 from tcpwizard.measure.engine.drs import DrsConfig, DrsReceiverChannel, run_echo
+from tcpwizard.measure.engine.sendcap import CAP_WAIT_S, send_room
 from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.model import TCP_INFO_FIELDS, Mode, TcpInfoSample
 from tcpwizard.measure.observe.hostload import HostLoad
@@ -475,18 +476,25 @@ def run_sender(
             sock.settimeout(min(stall_timeout, STALL_POLL_S))
             st.first = clock()
             rebound = st.first  # when to size the unsent bound from the rate again
+            chunk = SEND_CHUNK
             while not stop.is_set() and not enough.is_set() and clock() < limit_t:
                 if clock() >= rebound:
+                    room = send_room(sock, st.count)  # as an application is held: sendcap.py
+                    if room == 0:
+                        watch.check()
+                        time.sleep(CAP_WAIT_S)
+                        continue
+                    chunk = min(SEND_CHUNK, room or SEND_CHUNK)
                     bound_unsent(sock)
                     rebound = clock() + UNSENT_EVERY_S
                 try:
                     if left is not None:
                         if left <= 0:
                             break
-                        n = sock.send(payload[: min(SEND_CHUNK, left)])
+                        n = sock.send(payload[: min(chunk, left)])
                         left -= n
                     else:
-                        n = sock.send(payload)
+                        n = sock.send(payload[:chunk])
                 except TimeoutError:
                     watch.check()
                     continue
