@@ -1,5 +1,6 @@
 """`python -m benchmarks scenarios --only gigabit`: verdict right-rate and capacity at
-200 Mbit/s - 1 Gbit/s.
+200 Mbit/s - 1 Gbit/s; `--only multigigabit`: the same at 2 and 5 Gbit/s x 50 ms over the
+super-packet delay line (healthy, a small receive or send buffer, a CPU-starved far end).
 
 Each case builds one lab, starts `serve` in host b and runs `check` from host a `runs` times
 (through benchmarks/checkrun.py, which adds the capacity the verdict used: probe and transfers
@@ -20,11 +21,14 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks import script_argv
+from benchmarks import buffer_maxima, script_argv
+from benchmarks.matrix_draw import STARVED_SHARE
 from tcpwizard.exitcodes import UsageError
+from tcpwizard.lab.hostload import cpu_quota
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.serving import serving
 from tcpwizard.lab.spec import LabSpec
@@ -43,6 +47,7 @@ class GigaCase:
     spec: LabSpec
     expect_factor: str
     expect_host: str | None
+    cpu_share_b: float | None = None  # b's serve held to this share of a core
 
     @property
     def rate_mbps(self) -> float:
@@ -94,6 +99,56 @@ CASES: tuple[GigaCase, ...] = (
     ),
 )
 
+MULTI_RTT = 0.050  # the probes' and the calibration's multigigabit RTT (bench-probes.md)
+# Both hosts tuned as the scenario matrix tunes them, 4 x (BDP + the 1-BDP queue), so the
+# healthy rows are the path's; a misconfigured host gets a 4 MB maximum instead, whose
+# window (about half of it offered, tcp_adv_win_scale) bounds a 50 ms flow to ~0.3-0.6
+# Gbit/s, a fifth of the slower line at most.
+SMALL_BUFFER = 4 << 20
+
+
+def _multi(rate: float) -> tuple[GigaCase, ...]:
+    tuned = 8 * int(rate / 8 * MULTI_RTT)  # 4 x (BDP + 1 BDP of queue), in bytes
+    both = buffer_maxima(tuned, tuned)
+    small_r = (("net.ipv4.tcp_rmem", f"4096 131072 {SMALL_BUFFER}"),)
+    small_w = (("net.ipv4.tcp_wmem", f"4096 16384 {SMALL_BUFFER}"),)
+    g = f"{rate / 1e9:g} Gbit/s x {MULTI_RTT * 1e3:.0f} ms"
+    n = f"{rate / 1e6:.0f}"
+    return (
+        GigaCase(
+            f"healthy-{n}",
+            f"healthy, both hosts tuned, {g}",
+            _spec(rate, MULTI_RTT, sysctls_a=both, sysctls_b=both),
+            "path-capacity",
+            None,
+        ),
+        GigaCase(
+            f"receiver-rmem-{n}",
+            f"far end's tcp_rmem max 4 MB, {g}",
+            _spec(rate, MULTI_RTT, sysctls_a=both, sysctls_b=(*both[1:], *small_r)),
+            "receiver-window",
+            "peer",
+        ),
+        GigaCase(
+            f"sender-wmem-{n}",
+            f"this host's tcp_wmem max 4 MB, {g}",
+            _spec(rate, MULTI_RTT, sysctls_a=(both[0], *small_w), sysctls_b=both),
+            "sender-buffer",
+            "local",
+        ),
+        GigaCase(
+            f"cpu-starved-{n}",
+            f"far end's serve at {STARVED_SHARE:.1%} of a core, {g}",
+            _spec(rate, MULTI_RTT, sysctls_a=both, sysctls_b=both),
+            "host-cpu",
+            "peer",
+            cpu_share_b=STARVED_SHARE,
+        ),
+    )
+
+
+MULTI_CASES: tuple[GigaCase, ...] = (*_multi(2e9), *_multi(5e9))
+
 
 @dataclass(frozen=True)
 class GigaRun:
@@ -143,9 +198,11 @@ class GigaRow:
 def run_case(case: GigaCase, runs: int, make_lab: Callable[[LabSpec], Lab]) -> GigaRow:
     load0 = os.getloadavg()[0]
     results: list[GigaRun] = []
-    with make_lab(case.spec) as lab, serving(lab, "b"):
-        for _ in range(runs):
-            results.append(_check_once(lab))
+    with make_lab(case.spec) as lab, serving(lab, "b") as serve:
+        starved = cpu_quota(serve.pid, case.cpu_share_b) if case.cpu_share_b else nullcontext()
+        with starved:
+            for _ in range(runs):
+                results.append(_check_once(lab))
     return GigaRow(case, tuple(results), (load0, os.getloadavg()[0]))
 
 
@@ -234,15 +291,24 @@ def passed(rows: Sequence[GigaRow]) -> bool:
 
 
 def select(only: Sequence[str]) -> list[GigaCase]:
-    """`gigabit` (every case) or `gigabit:NAME` (that case), repeatable."""
-    names = [o.partition(":")[2] for o in only if o.startswith("gigabit")]
-    if not names or "" in names:
-        return list(CASES)
-    known = {c.name for c in CASES}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise UsageError(f"unknown gigabit case {unknown[0]!r} (one of {', '.join(sorted(known))})")
-    return [c for c in CASES if c.name in names]
+    """`gigabit` or `multigigabit` (every case of the set) or `gigabit:NAME` /
+    `multigigabit:NAME` (that case), repeatable."""
+    chosen: list[GigaCase] = []
+    for group, cases in (("gigabit", CASES), ("multigigabit", MULTI_CASES)):
+        names = [o.partition(":")[2] for o in only if o.partition(":")[0] == group]
+        if not names:
+            continue
+        if "" in names:
+            chosen.extend(cases)
+            continue
+        known = {c.name for c in cases}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise UsageError(
+                f"unknown {group} case {unknown[0]!r} (one of {', '.join(sorted(known))})"
+            )
+        chosen.extend(c for c in cases if c.name in names)
+    return chosen
 
 
 def run_gigabit(
@@ -268,8 +334,11 @@ def run_gigabit(
         rows.append(run_case(case, runs, make_lab))
     text = summary(rows) + "\n" + markdown(rows)
     print(text, file=stdout)
+    multi = any(o.partition(":")[0] == "multigigabit" for o in only)
+    name = "multigigabit" if multi else "gigabit"
+    span = "2 and 5 Gbit/s" if multi else "200 Mbit/s - 1 Gbit/s"
     doc = [
-        "# Verdicts at 200 Mbit/s - 1 Gbit/s (`python -m benchmarks scenarios --only gigabit`)",
+        f"# Verdicts at {span} (`python -m benchmarks scenarios --only {name}`)",
         "",
         f"{started}; kernel {platform.release()}, {os.cpu_count()} CPUs; load average "
         f"{load0[0]:.2f} / {load0[1]:.2f} / {load0[2]:.2f} at start; {runs} `check` runs per "
@@ -279,10 +348,10 @@ def run_gigabit(
         text,
     ]
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "bench-gigabit.md")
+    path = os.path.join(out_dir, f"bench-{name}.md")
     with open(path, "w") as f:
         f.write("\n".join(doc))
-    with open(os.path.join(out_dir, "bench-gigabit.json"), "w") as f:
+    with open(os.path.join(out_dir, f"bench-{name}.json"), "w") as f:
         json.dump(
             [
                 {"case": r.case.name, "load": r.load, "runs": [vars(x) for x in r.runs]}

@@ -19,7 +19,7 @@ def _make_lab(spec: LabSpec) -> Lab:
 
 
 def run_scenarios(out_dir: str, only: tuple[str, ...], ctx: Context, quick: bool = False) -> int:
-    if any(o.startswith("gigabit") for o in only):
+    if any(o.partition(":")[0] in ("gigabit", "multigigabit") for o in only):
         from benchmarks.bench_gigabit import run_gigabit
 
         return run_gigabit(only, out_dir, quick, stdout=ctx.stdout, progress=ctx.progress)
