@@ -2,6 +2,7 @@
 the lab (tables for docs/path.md, not timed tests):
 
     python -m benchmarks path hops      # hop naming over 20 varied topologies
+    python -m benchmarks path defaults  # where loss begins, at `path`'s defaults, 10 runs
     python -m benchmarks path avail     # available bandwidth at 3 cross-traffic loads
     python -m benchmarks path tsg       # graphs of a capture of a 1 GB transfer
 
@@ -82,6 +83,32 @@ def bench_hops(count: int = 20, seed: int = 20) -> str:
         f"\nRTT jump named right in {ok_jump}/{count}, loss start in {ok_loss}/{count}, "
         f"rate-limited hops exactly in {ok_limit}/{count}."
     )
+    return "\n".join(rows)
+
+
+def bench_defaults(runs: int = 10, losses: tuple[float, ...] = (0.0, 0.02, 0.03, 0.04)) -> str:
+    """`path` at its defaults (no --count: 10 per hop, then more where loss is not yet
+    placed, within 30 s) on 4 routers, a 40 ms jump on hop 2 and `loss` from hop 3 on."""
+    rows = ["| loss from hop 3 | runs | loss start named (hop: runs) | right | loss % named, "
+            "median | probes, median | s, median (max) |",
+            "|---:|---:|---|---:|---:|---:|---|"]  # fmt: skip
+    for loss in losses:
+        hops = (HopSpec(), HopSpec(rtt_s=0.040), HopSpec(loss=loss), HopSpec())
+        spec = LabSpec.symmetric(100e6, 0.002, name=f"{PREFIX}-d{int(loss * 1000)}", hops=hops)
+        docs = []
+        with Lab(spec, owner_pid=os.getpid()) as lab:
+            for _ in range(runs):
+                docs.append(_path_json(lab, "--no-mtu"))
+        named = [(d["loss_start"] or {}).get("hop") for d in docs]
+        want = 3 if loss else None
+        seen = ", ".join(f"{h or 'none'}: {named.count(h)}" for h in sorted(set(named), key=str))
+        pct = sorted((d["loss_start"] or {}).get("loss_pct", 0.0) for d in docs)
+        secs = sorted(d["elapsed_s"] for d in docs)
+        probes = sorted(d["probes_sent"] for d in docs)
+        rows.append(
+            f"| {loss:.0%} | {runs} | {seen} | {named.count(want)}/{runs} | "
+            f"{pct[runs // 2]:.1f} | {probes[runs // 2]} | {secs[runs // 2]:.1f} ({secs[-1]:.1f}) |"
+        )
     return "\n".join(rows)
 
 
@@ -180,11 +207,12 @@ def main(argv: list[str]) -> int:
     what = argv[0] if argv else ""
     benches: dict[str, Callable[[], str]] = {
         "hops": bench_hops,
+        "defaults": bench_defaults,
         "avail": bench_avail,
         "tsg": bench_tsg,
     }
     if what not in benches:
-        print("usage: python -m benchmarks path hops|avail|tsg", file=sys.stderr)
+        print("usage: python -m benchmarks path hops|defaults|avail|tsg", file=sys.stderr)
         return 64
     print(benches[what]())
     return 0

@@ -456,7 +456,7 @@ async def test_hops_and_capture_over_loopback(serve: Server) -> None:
     """`tui --hops --capture` against a real serve: the hop table of the loopback path and
     the time-sequence graph of each transfer, both ways, from a real tcpdump capture."""
     req = dataclasses.replace(
-        _quick("127.0.0.1", serve.port), hops=PathOptions(count=3), capture=True
+        _quick("127.0.0.1", serve.port), hops=PathOptions(count=3, settle=False), capture=True
     )
     app = TcpWizardApp(Context(), req)
     async with app.run_test(size=SIZE) as pilot:

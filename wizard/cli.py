@@ -303,8 +303,9 @@ def _add_hop_flags(p: argparse.ArgumentParser, prefix: str = "") -> None:
         f"--{prefix}count",
         dest="count" if not prefix else "hops_count",
         type=argtypes.int_range(1, 1000),
-        default=10,
-        help="probes per hop (10); more tell small loss apart",
+        default=None,
+        help="exactly this many probes per hop (default: 10, then more where loss is not "
+        "yet placed, within the max time); more tell small loss apart",
     )
     p.add_argument(
         f"--{prefix}interval",

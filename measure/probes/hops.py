@@ -40,7 +40,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tcpwizard.exitcodes import PermissionRequired, Unavailable, UsageError
-from tcpwizard.measure.probes.hop_model import HopCounts, MtuFinding, PathHops, ProbeReply, analyse
+from tcpwizard.measure.probes.hop_model import (
+    HopCounts,
+    MtuFinding,
+    PathHops,
+    ProbeReply,
+    analyse,
+)
+from tcpwizard.measure.probes.hop_settle import loss_floor, probes_wanted, stop_level
 from tcpwizard.measure.probes.rtt import icmp_echo_packet
 from tcpwizard.measure.probes.syntrace import MAX_TIME_S as MAX_SYN_TIME_S
 from tcpwizard.measure.probes.syntrace import syn_trace
@@ -51,6 +58,10 @@ METHODS = ("auto", "icmp", "udp", "tcp")
 MAX_TTL = 30
 MAX_COUNT = 1000
 MAX_PROBES = 20000  # every probe of a run, all TTLs and the MTU search
+# Where loss is not yet placed, probing goes on and the counts are looked at again after
+# this much of it: the wait for a look's last answers (at least 0.25 s) is then an eighth
+# of the time at most, and a look over 5 hops at 20 ms adds 20 probes per hop.
+SETTLE_LOOK_S = 2.0
 BASE_UDP_PORT = 33434
 MAGIC = b"TWpt"
 _PAYLOAD = struct.Struct("!4sH")
@@ -78,6 +89,9 @@ COMMON_MTUS = (9000, 8192, 4470, 4352, 2048, 1500, 1492, 1480, 1460, 1400, 1280,
 class PathOptions:
     method: str = "auto"
     count: int = 10  # probes per hop
+    # Then more where loss is not yet placed, within max_time (measure/probes/hop_settle.py);
+    # False when the user asked for exactly `count`.
+    settle: bool = True
     interval_s: float = 0.02  # between two probes (any TTL)
     timeout_s: float = 1.0  # wait for an answer after the last probe
     max_ttl: int = MAX_TTL
@@ -599,6 +613,8 @@ def trace(host: str, opts: PathOptions) -> PathHops:
                 prober.expire(pending.pop(0))
         run.wait_for(pending, opts.timeout_s)
         counts = _tally(run, ttls, dest)
+        if opts.settle:
+            counts = _settle_loss(run, ttls, dest, counts, notes)
         # A probe beyond the target's TTL in discovery is not a probe of any hop here.
         names = _resolve_names({a for c in counts for a in c.addresses}) if opts.resolve else {}
         hops, jump, jump_ms, loss_at, end_loss, limited = analyse(counts, names)
@@ -631,6 +647,42 @@ def trace(host: str, opts: PathOptions) -> PathHops:
         dev=route.dev,
         syn=syn,
     )
+
+
+def _answer_wait(counts: list[HopCounts], timeout_s: float) -> float:
+    """How long to wait for the last probes' answers: three of the slowest hop's round trips
+    and 0.1 s of scheduling, at least 0.25 s, at most the timeout."""
+    slowest = max((max(c.rtts) for c in counts if c.rtts), default=0.0) / 1e3
+    return min(timeout_s, max(0.25, 3 * slowest + 0.1))
+
+
+def _settle_loss(
+    run: _Run, ttls: range, dest: int | None, counts: list[HopCounts], notes: list[str]
+) -> list[HopCounts]:
+    """More probes, SETTLE_LOOK_S at a time, while the counts do not yet say where loss
+    begins (measure/probes/hop_settle.py), within the run's time and probe budget."""
+    opts = run.opts
+    level = stop_level(SETTLE_LOOK_S, opts.max_time_s)
+    floor = loss_floor(opts.interval_s, opts.max_time_s, level)
+    while targets := probes_wanted(counts, floor, level):
+        if run.out_of_time():
+            notes.append(
+                f"loss not yet placed when --max-time ({opts.max_time_s:g} s) ran out: "
+                "a longer --max-time sends more probes"
+            )
+            break
+        pending: list[int] = []
+        look = time.monotonic() + SETTLE_LOOK_S
+        while time.monotonic() < look and not run.out_of_time():
+            for ttl in targets:
+                s = run.send(ttl, 0)
+                if s is not None:
+                    pending.append(s)
+                run.pump(time.monotonic() + opts.interval_s)
+            run.reap()
+        run.wait_for(pending, _answer_wait(counts, opts.timeout_s))
+        counts = _tally(run, ttls, dest)
+    return counts
 
 
 def _syn_options(

@@ -75,7 +75,8 @@ def _hop_options(args: argparse.Namespace) -> PathOptions:
     """`check --hops`: `path`'s own options and defaults (the pipeline validates them)."""
     return PathOptions(
         method=args.hops_method,
-        count=args.hops_count,
+        count=args.hops_count or PathOptions.count,
+        settle=args.hops_count is None,
         interval_s=parse_duration(args.hops_interval, default_unit="s"),
         max_time_s=parse_duration(args.hops_max_time, default_unit="s"),
         port=args.tcp_port if args.hops_method == "tcp" else None,

@@ -15,7 +15,8 @@ from tcpwizard.units import parse_duration
 def options_from_args(args: argparse.Namespace) -> PathOptions:
     return PathOptions(
         method=args.method,
-        count=args.count,
+        count=args.count or PathOptions.count,
+        settle=args.count is None,
         interval_s=parse_duration(args.interval, default_unit="s"),
         timeout_s=parse_duration(args.timeout, default_unit="s"),
         max_ttl=args.max_hops,
