@@ -76,5 +76,8 @@ def probes_wanted(counts: list[HopCounts], floor: float, level: float) -> tuple[
         return around  # the start hop had too few probes to show the rate: a pooled guess
     if start == 0:
         return ()
+    # A hop just before the start that answers on its own ICMP rate limit never looks
+    # cleaner: the probing then runs to its budget, and the analysis (hop_model.analyse)
+    # still sets that hop's loss apart and names the start.
     before_sent, before_lost = pairs[start - 1]
     return () if binom_cdf(before_lost, before_sent, rate) < level else around
