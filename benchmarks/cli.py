@@ -134,7 +134,7 @@ def build_parser() -> Parser:
             metavar="NAME",
             help=(
                 "only these scenarios (paper: tunings; causes: cases; probes: gigabit, "
-                "multigigabit; scenarios: gigabit)"
+                "multigigabit; scenarios: gigabit, multigigabit)"
             ),
         )
         p.add_argument(
