@@ -621,8 +621,7 @@ def trace(host: str, opts: PathOptions) -> PathHops:
         mtu = None
         if opts.mtu and dest is not None:
             rtt = max((h.rtt_median_ms or 0.0) for h in hops) / 1e3
-            wait = min(opts.timeout_s, max(0.25, 3 * rtt + 0.1))
-            mtu = _mtu_search(run, family, addr, dest, wait)
+            mtu = _mtu_search(run, family, addr, dest, _answer_wait(rtt, opts.timeout_s))
     finally:
         prober.close()
     syn = _syn_options(opts, family, str(addr[0]), route.mtu, top, notes)
@@ -649,11 +648,10 @@ def trace(host: str, opts: PathOptions) -> PathHops:
     )
 
 
-def _answer_wait(counts: list[HopCounts], timeout_s: float) -> float:
-    """How long to wait for the last probes' answers: three of the slowest hop's round trips
-    and 0.1 s of scheduling, at least 0.25 s, at most the timeout."""
-    slowest = max((max(c.rtts) for c in counts if c.rtts), default=0.0) / 1e3
-    return min(timeout_s, max(0.25, 3 * slowest + 0.1))
+def _answer_wait(rtt_s: float, timeout_s: float) -> float:
+    """How long to wait for the last probes' answers: three round trips and 0.1 s of
+    scheduling, at least 0.25 s, at most the timeout."""
+    return min(timeout_s, max(0.25, 3 * rtt_s + 0.1))
 
 
 def _settle_loss(
@@ -680,7 +678,8 @@ def _settle_loss(
                     pending.append(s)
                 run.pump(time.monotonic() + opts.interval_s)
             run.reap()
-        run.wait_for(pending, _answer_wait(counts, opts.timeout_s))
+        slowest = max((max(c.rtts) for c in counts if c.rtts), default=0.0) / 1e3
+        run.wait_for(pending, _answer_wait(slowest, opts.timeout_s))
         counts = _tally(run, ttls, dest)
     return counts
 
