@@ -266,7 +266,7 @@ def path_capacity(ev: Evidence) -> dict[str, tuple[float | None, str]]:
 
 
 def steady_mbps(m: ModeResult) -> float:
-    """Goodput once the connection is up to speed: the bytes delivered over the second half,
+    """Goodput once the connection is up to speed: the bytes delivered over the settled part,
     over its time (measure/engine/rates.py). A short test on a long path spends a noticeable share
     of its time in slow start, which says nothing about the hosts' tuning; the whole
     transfer's average, the floor, is also delivered bytes."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from tcpwizard.advice.model import LimitingFactor
 from tcpwizard.advice.window_law import scaling_enabled
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
+from tcpwizard.measure.engine.rates import settled_from_s
 from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.probes.syntrace_model import SynTrace
@@ -185,15 +186,20 @@ def window_held(m: ModeResult | None) -> bool:
 
 
 def settled_rwnd_limited(m: ModeResult) -> float | None:
-    """The share of the second half's busy time the sender waited for the receive window
-    (TCP_INFO's cumulative counters at the samples), the half the steady rate is read
-    from; the whole transfer's share when the samples carry no counters. A window that
-    held only the ramp (autotuning still growing it behind slow start) says nothing of the
-    settled rate."""
+    """The share of the settled part's busy time the sender waited for the receive window
+    (TCP_INFO's cumulative counters at the samples), the part the steady rate is read
+    from (rates.settled_start); the whole transfer's share when the samples carry no
+    counters. A window that held only the ramp (autotuning still growing it behind slow
+    start) says nothing of the settled rate."""
     infos = [s.tcp_info for s in m.samples if s.tcp_info is not None]
     if len(infos) < 4:
         return m.rwnd_limited
     mid, last = infos[len(infos) // 2], infos[-1]
+    settled = settled_from_s(m.samples)
+    if settled is not None:
+        mid = next(
+            (s.tcp_info for s in m.samples if s.tcp_info is not None and s.t_s >= settled), mid
+        )
     busy = last.busy_time_us - mid.busy_time_us
     if busy <= 0:
         return m.rwnd_limited

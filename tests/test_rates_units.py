@@ -53,6 +53,8 @@ def _hole_at_the_half(counted_by_sender: bool) -> list[TransferSample]:
     counts = [per * (i + 1) for i in range(50)]
     for i in (24, 25, 26):  # the half's first count (2.5 s) falls inside the hole
         counts[i] = counts[23]
+    for i in range(5, 50):  # slow start's repair, long before the half: 0.6-0.7 s at half rate
+        counts[i] -= per // 2 * min(2, i - 4)
     series = _series(counts)
     if counted_by_sender:
         return series
@@ -82,6 +84,59 @@ def test_a_receivers_count_beside_the_senders_tcp_info_is_read_as_the_receivers(
     assert steady is not None and 99.0 <= steady <= 101.0
     by_sender = [dataclasses.replace(x, delivered_by="sender") for x in series]
     assert (rates.steady_mbps(by_sender) or 0.0) > 103.0
+
+
+def _counts_at(mbps: list[float], dt: float = 0.1) -> list[int]:
+    out, total = [], 0.0
+    for r in mbps:
+        total += r * 1e6 / 8 * dt
+        out.append(round(total))
+    return out
+
+
+# The shape of a BBR download at 5 Gbit/s x 50 ms (lab): the line reached at 0.8 s, the
+# startup queue's overflow repaired at 1.1-1.2 s, after the first half, the line again.
+RAMP = [1.0, 6.0, 13.0, 82.0, 326.0, 807.0, 2643.0, 4791.0]
+REPAIRED = [*RAMP, 4827.0, 4827.0, 3398.0, 3174.0, 4587.0, 4628.0, 4795.0, 4792.0]
+
+
+def test_the_settled_rate_begins_after_slow_starts_repair() -> None:
+    series = _series(_counts_at(REPAIRED), rtt_us=50_000)
+    steady = rates.steady_mbps(series)
+    # From 1.3 s, the end of the first round trip back at the rate: (4628 + 4795 + 4792) / 3.
+    assert steady is not None and abs(steady - 4738.3) < 0.1
+    assert rates.settled_from_s(series) == 1.3
+
+
+def test_later_collapses_stay_in_the_settled_rate() -> None:
+    # A sawtooth after the first repair is the sender's steady state: the rate over the
+    # second half keeps its dips.
+    saw = [*RAMP, 4800.0, 3000.0, 4800.0, 4800.0, 3000.0, 4800.0, 3000.0, 4800.0,
+           3000.0, 4800.0, 4800.0, 3000.0, 4800.0, 3000.0, 4800.0, 4800.0]  # fmt: skip
+    # Samples 1/8 s apart: times exact in binary, every window one interval.
+    series = _series(_counts_at(saw, dt=0.125), dt=0.125, rtt_us=50_000)
+    half = len(saw) // 2
+    steady = rates.steady_mbps(series)
+    assert steady is not None and abs(steady - sum(saw[half:]) / (len(saw) - half)) < 1.0
+
+
+def test_a_repair_at_the_very_end_leaves_the_half() -> None:
+    # Back for fewer than MIN_STEADY_RATES samples: too little to be the settled part.
+    late = [*RAMP, 4800.0, 4800.0, 4800.0, 4800.0, 4800.0, 2000.0, 4800.0, 4800.0]
+    series = _series(_counts_at(late), rtt_us=50_000)
+    half = len(late) // 2
+    steady = rates.steady_mbps(series)
+    assert steady is not None and abs(steady - sum(late[half:]) / (len(late) - half)) < 1.0
+
+
+def test_a_policed_burst_that_never_comes_back_keeps_the_half() -> None:
+    # A bucket's burst at the line, then the policed rate: no recovery, nothing cut.
+    policed = [*RAMP, 4800.0, 4800.0, *[1500.0] * 10]
+    series = _series(_counts_at(policed), rtt_us=50_000)
+    half = len(policed) // 2
+    steady = rates.steady_mbps(series)
+    assert steady is not None and abs(steady - sum(policed[half:]) / (len(policed) - half)) < 1.0
+    assert rates.settled_from_s(series) == half * 0.1
 
 
 def test_windows_are_at_least_a_round_trip_and_the_sampling_interval() -> None:

@@ -7,7 +7,8 @@ than the sampling interval: TCP delivers a window per round trip, and a receiver
 in batches (a busy host, ACKs released together) counts bytes in lumps, so a shorter
 interval splits one lump in two and reads 0.2 then 222 Mbit/s on a 150 Mbit/s path. Over a
 round trip or more the lumps average out; the steady figure is the rate over the whole
-settled part (the second half), which one late or early count hardly moves.
+settled part (the second half, or from where slow start's repair ended), which one late or
+early count hardly moves.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ SETTLED_FROM = 0.5
 # into the IP-layer rate a probe, a shaper or a policer counts.
 IP_TCP_HEADERS = 52
 MIN_STEADY_RATES = 3  # samples in the settled part: fewer, and it is one or two intervals
+# A rate within this factor of the best so far holds; below it, it collapsed (BBR's
+# full-pipe band, 25 %: measure/engine/steady.py ends a transfer on the same band).
+RATE_BAND = 1.25
 
 
 @dataclass(frozen=True)
@@ -112,10 +116,10 @@ def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
     rates: on a path shared with two other TCP flows (100 Mbit/s x 20 ms, lab) that median
     read 6 % under the receiver's count, the windows' rates being skewed by the sawtooth."""
     counts = counts_of(samples)
-    n = len(counts) - 1  # samples with a count
-    start = n // 2  # counts[0] is the origin: counts[start] ends the first half
-    if n - start < MIN_STEADY_RATES:
+    start = settled_start(samples, counts)
+    if start is None:
         return None
+    n = len(counts) - 1
     last = counts[-1]
     # Without the sender's TCP_INFO the counts are the receiver's in-order bytes, which
     # stand still through a loss recovery while data keeps arriving and then jump by all
@@ -136,6 +140,49 @@ def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
         if last.t_s > c.t_s
     ]
     return min(rates) if rates else None
+
+
+def settled_start(
+    samples: Sequence[TransferSample], counts: Sequence[Count] | None = None
+) -> int | None:
+    """Where the settled part begins, as an index into counts_of(samples) (whose first
+    entry is the origin): the second half, or later where slow start's overshoot was
+    repaired only after it (repair_end: no part of the settled rate). None with fewer than
+    MIN_STEADY_RATES samples in it."""
+    counts = counts_of(samples) if counts is None else counts
+    n = len(counts) - 1  # samples with a count
+    start = int(n * SETTLED_FROM)  # counts[0] is the origin: counts[start] ends the first half
+    if n - start < MIN_STEADY_RATES:
+        return None
+    repaired = repair_end(counts, window_s(path_rtt_s(samples), sample_interval_s(counts)))
+    if repaired is not None and n - repaired >= MIN_STEADY_RATES:
+        start = max(start, repaired)
+    return start
+
+
+def settled_from_s(samples: Sequence[TransferSample]) -> float | None:
+    """The time the settled part begins (settled_start), seconds since the transfer began."""
+    counts = counts_of(samples)
+    start = settled_start(samples, counts)
+    return None if start is None else counts[start].t_s
+
+
+def repair_end(counts: Sequence[Count], window: float) -> int | None:
+    """The index of the count where the rate is back after its first collapse (a round
+    trip's rate below the best so far by more than RATE_BAND), None without one. The first
+    collapse after the pipe filled is slow start's overshoot being repaired: the queue it
+    overflowed, the losses sent again. Later collapses are the sender's own steady state (a
+    loss-based sawtooth, BBR's probing through a shallow queue) and stay in the rate."""
+    index = {c.t_s: i for i, c in enumerate(counts)}
+    best = 0.0
+    collapsed = False
+    for t, rate in window_rates(counts, window):
+        if not collapsed:
+            collapsed = rate * RATE_BAND < best
+            best = max(best, rate)
+        elif rate * RATE_BAND >= best:
+            return index[t]
+    return None
 
 
 def average_mbps(nbytes: int, seconds: float) -> float:
