@@ -21,7 +21,10 @@ from tcpwizard.run import CheckRequest, run_check
 
 def check_summary(host: str, quick: bool = False) -> dict[str, Any]:
     t0 = time.monotonic()
-    report = run_check(CheckRequest(host, quick=quick), Context())
+    ctx = Context()
+    # As `tcpwizard check` runs it: as root, the tuned modes force their buffers past
+    # net.core.rmem_max/wmem_max (wizard/commands/check.py).
+    report = run_check(CheckRequest(host, quick=quick, force_buffers=ctx.is_root), ctx)
     seconds = time.monotonic() - t0
     ev = Evidence(report.host, report.peer, report.path, report.transfer)
     caps = path_capacity(ev)
