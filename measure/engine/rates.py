@@ -27,8 +27,8 @@ SETTLED_FROM = 0.5
 # into the IP-layer rate a probe, a shaper or a policer counts.
 IP_TCP_HEADERS = 52
 MIN_STEADY_RATES = 3  # samples in the settled part: fewer, and it is one or two intervals
-# A rate within this factor of the best so far holds; below it, it collapsed (BBR's
-# full-pipe band, 25 %: measure/engine/steady.py ends a transfer on the same band).
+# A rate within this factor of the best so far holds; below it, it collapsed; above it, it
+# grew (BBR's full-pipe band, 25 %; measure/engine/steady.py ends a transfer on it).
 RATE_BAND = 1.25
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from tcpwizard.checks.behaviour_checks import DEFAULT_MSS
 from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS
+from tcpwizard.measure.engine.rates import RATE_BAND
 
 INITIAL_WINDOW_SEGMENTS = 10  # RFC 6928, Linux's default
 
@@ -50,7 +51,7 @@ def cap_s(floor_s: float, rtt_s: float | None, bdp_bytes: float | None) -> float
 @dataclass(frozen=True)
 class SteadyStop:
     rounds: int = 3  # round trips without growth (BBR's full-pipe test: 3)
-    growth: float = 1.25  # more than the best rate by this factor is growth (BBR: 25 %)
+    growth: float = RATE_BAND  # more than the best rate by this factor is growth (BBR: 25 %)
     min_s: float = 0.6  # never before: the verdicts want a few samples after the ramp
     settled_share: float = 0.75  # the last growth lies within this share of the transfer
     min_round_s: float = 0.1  # a round is an RTT, but no shorter than this (sampling grid)
