@@ -97,3 +97,12 @@ def test_a_reno_sawtooth_through_a_shallow_queue_is_no_bucket() -> None:
     queue): its window's peaks at 1.27 BDP over a 0.27-BDP queue keep 89 % of the line
     busy, so its plateau is its own sawtooth's (read `policer`)."""
     assert _verdict("20261204.121") == ("path-capacity", None)
+
+
+def test_a_send_window_below_the_bdp_counts_every_loss_against_its_law() -> None:
+    """BBR downloading from a far end whose tcp_wmem max is 347 KB, over 382 ms of a 36
+    Mbit/s line at 0.49 % random loss: a 249 KB window, far below the 1.7 MB BDP, held 4.5
+    Mbit/s of its law's 5.2. Its four losses came early, none "after the ramp"; a window
+    below the BDP overflows no queue, so every one of them held it and the buffer explains
+    the plateau (read `policer` 0.98 when only the losses after the ramp were counted)."""
+    assert _verdict("20261207.12") == ("sender-buffer", "peer")

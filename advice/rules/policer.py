@@ -448,7 +448,7 @@ def pacing_rate_fix(bytes_per_s: int, host: HostRole) -> Fix:
     )
 
 
-def _windows_explain(d: Direction, found: Policing) -> bool:
+def _windows_explain(ev: Evidence, d: Direction, found: Policing) -> bool:
     """The hosts' own windows hold the sender at the plateau: the window law (rate = window
     / RTT, at the RTT under load) with the largest send window the sender's audit allows and
     the largest receive window the receiver's does, reaches no more than the plateau over
@@ -459,12 +459,19 @@ def _windows_explain(d: Direction, found: Policing) -> bool:
     if window is None or d.current is None:
         return False
     mss = mss_of(d.current)
+    loss = found.loss
+    bdp = ev.path.bdp_bytes if ev.path else None
+    cur = d.current
+    if bdp and window < bdp and cur.bytes > 0:
+        # A window below the path's BDP cannot overflow the bottleneck's queue: none of its
+        # losses is a ramp's overshoot, all of them held it (BBR with a 249 KB send window
+        # over 382 ms at 0.45 % loss: 4.5 Mbit/s of the law's 5.2, `policer` at 0.98 in the
+        # scenario matrix, 20261207.12, when only the losses after the ramp were counted).
+        loss = max(loss, cur.retransmits * mss / cur.bytes)
     # A window-held flow on a lossy path keeps less than the law: each loss holds the
     # window a round trip (BBR with a 719 KB tcp_wmem at 1.3 % loss moved 15 Mbit/s where
     # the law gives 21: `policer` in the scenario matrix, docs/bench-matrix.md).
-    allowed = window_limit_mbps(window, found.rtt.median_ms) * lossy_window_share(
-        found.loss, window, mss
-    )
+    allowed = window_limit_mbps(window, found.rtt.median_ms) * lossy_window_share(loss, window, mss)
     return ip_rate(allowed, mss) * POLICED_SHARE <= found.policed_mbps
 
 
@@ -539,7 +546,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     if _every_stream_queued(ev, d):
         return None  # others' queue: the cross-traffic rule speaks
     found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc)
-    if found is None or _windows_explain(d, found) or _passed_by_another(d, found):
+    if found is None or _windows_explain(ev, d, found) or _passed_by_another(d, found):
         return None
     # Imported here: advice/sawtooth.py reads the capacity view, which imports this package.
     from tcpwizard.advice.sawtooth import own_overflow
