@@ -106,3 +106,12 @@ def test_a_send_window_below_the_bdp_counts_every_loss_against_its_law() -> None
     below the BDP overflows no queue, so every one of them held it and the buffer explains
     the plateau (read `policer` 0.98 when only the losses after the ramp were counted)."""
     assert _verdict("20261207.12") == ("sender-buffer", "peer")
+
+
+def test_a_reader_starved_in_another_transfer_outranks_the_window_counter() -> None:
+    """The far end's serve at 0.5 % of a core (529 Mbit/s x 17.7 ms): its audit never came,
+    the upload at 0.9 Mbit/s was receive-window limited 96 % of the time, and the reader was
+    held off the CPU 24 % of that transfer and 67 % of the download. With no audited buffer
+    to explain the window, the counter is what a starved reader trips (read
+    `receiver-window` at the peer when the starvation of another transfer ranked below it)."""
+    assert _verdict("20261207.59") == ("host-cpu", "peer")

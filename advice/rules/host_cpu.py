@@ -19,11 +19,14 @@ from __future__ import annotations
 from tcpwizard.advice.evidence import (
     BUSY_SHARE,
     CHRONO_SHARE,
+    HEALTHY_SHARE,
     Candidate,
     Direction,
     Evidence,
     probe_capacity,
+    rtt_ms,
 )
+from tcpwizard.advice.window_law import max_receive_window, window_limit_mbps
 from tcpwizard.checks.model import Fix, HostRole
 from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
 from tcpwizard.measure.model import ModeResult
@@ -179,6 +182,7 @@ def _starved_reader(ev: Evidence, d: Direction) -> Candidate | None:
     if m is None or load is None or load.starved < STARVED or (rwnd or 0.0) < CHRONO_SHARE:
         return None
     host = d.receiver_role
+    where = "" if load is m.receiver_load else ", in another transfer of this check"
     return Candidate(
         d.name,
         "host-cpu",
@@ -189,15 +193,25 @@ def _starved_reader(ev: Evidence, d: Direction) -> Candidate | None:
         host,
         f"{d.name}: the receiver's CPU ({host}) held the transfer to "
         f"{m.throughput_mbps:.1f} Mbit/s: it was held off the CPU {load.starved:.0%} of the "
-        f"transfer while the sender waited for its window {rwnd:.0%} of the time.",
+        f"transfer{where} while the sender waited for its window {rwnd:.0%} of the time.",
         (
             f"{host}: the transferring process was held off the CPU {load.starved:.0%} of the "
-            f"transfer (it used {load.process_cores:.3f} cores)",
+            f"transfer (it used {load.process_cores:.3f} cores){where}",
             f"sender receive-window limited {rwnd:.0%} of the time (TCP_INFO): the window "
             "stayed shut with data the receiver had not read",
         ),
         fixes=cpu_fixes(host, load),
     )
+
+
+def _window_law_explains(ev: Evidence, d: Direction, room_mbps: float) -> bool:
+    """The receiver's audited buffer offers a window whose law (window / RTT) stays below
+    the healthy share of the room the path had: the buffer, not the reader, held it."""
+    window = max_receive_window(d.receiver) if d.receiver else None
+    rtt = rtt_ms(ev, d)
+    if window is None or rtt is None:
+        return False
+    return window_limit_mbps(window, rtt) < HEALTHY_SHARE * room_mbps
 
 
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
@@ -232,9 +246,15 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         if other is not None and other is not load and (why := cpu_bound(other)) is not None:
             text = f"{why[1]}, in another transfer of this check"
             found.append((min(why[0], OTHER_TRANSFER), role, text, other))
+    # A receiver starved in any transfer of the check, whose window held this one: the
+    # window counter alone is what a starved reader trips, unless its audited buffer shows a
+    # window that holds the rate below the path (then the window rule has the law).
+    reader = None if _window_law_explains(ev, d, room[0]) else _starved_reader(ev, d)
     if not found:
-        return None
+        return reader
     conf, host, text, load = max(found, key=lambda f: f[0])
+    if reader is not None and reader.confidence > conf:
+        return reader
     side = "sender" if host == d.sender_role else "receiver"
     return Candidate(
         d.name,
