@@ -108,6 +108,18 @@ def test_the_settled_rate_begins_after_slow_starts_repair() -> None:
     assert rates.settled_from_s(series) == 1.3
 
 
+def test_a_count_left_behind_by_the_repair_does_not_lift_the_rate_past_the_pipe() -> None:
+    # The same download, but 9 MB delivered before 1.3 s was counted only after it: from
+    # 1.3 s the span reads far above the line. The settled rate stops at the best round trip
+    # before the collapse, the rate that filled the pipe.
+    counts = _counts_at(REPAIRED)
+    lump = 9_000_000
+    counts = [c - lump if i == 12 else c for i, c in enumerate(counts)]
+    series = _series(counts, rtt_us=50_000)
+    steady = rates.steady_mbps(series)
+    assert steady is not None and steady <= 4827.0 + 1e-6
+
+
 def test_later_collapses_stay_in_the_settled_rate() -> None:
     # A sawtooth after the first repair is the sender's steady state: the rate over the
     # second half keeps its dips.

@@ -121,6 +121,13 @@ def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
         return None
     n = len(counts) - 1
     last = counts[-1]
+    # A part that begins where a repair ended starts on a count the recovery may have left
+    # behind (what was delivered through it counted as it is acknowledged after): a few
+    # samples' span then reads above the line (102 Mbit/s at the IP layer on a 100 Mbit/s
+    # lab line). The pipe it refilled was full at the best rate before the collapse, which
+    # the settled rate cannot exceed.
+    repair = _late_repair(samples, counts, int(n * SETTLED_FROM))
+    ceiling = repair[1] if repair is not None else None
     # Without the sender's TCP_INFO the counts are the receiver's in-order bytes, which
     # stand still through a loss recovery while data keeps arriving and then jump by all
     # of it: a half that begins inside such a hole starts from a count too low, which can
@@ -139,6 +146,8 @@ def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
         for c in counts[start : start + starts]
         if last.t_s > c.t_s
     ]
+    if ceiling is not None:
+        rates.append(ceiling)
     return min(rates) if rates else None
 
 
@@ -154,10 +163,20 @@ def settled_start(
     start = int(n * SETTLED_FROM)  # counts[0] is the origin: counts[start] ends the first half
     if n - start < MIN_STEADY_RATES:
         return None
-    repaired = repair_end(counts, window_s(path_rtt_s(samples), sample_interval_s(counts)))
-    if repaired is not None and n - repaired >= MIN_STEADY_RATES:
-        start = max(start, repaired)
-    return start
+    repair = _late_repair(samples, counts, start)
+    return start if repair is None else repair[0]
+
+
+def _late_repair(
+    samples: Sequence[TransferSample], counts: Sequence[Count], half: int
+) -> tuple[int, float] | None:
+    """repair_end, where the rate came back after the half began and at least
+    MIN_STEADY_RATES samples remain: the settled part begins there."""
+    n = len(counts) - 1
+    repair = repair_end(counts, window_s(path_rtt_s(samples), sample_interval_s(counts)))
+    if repair is None or repair[0] <= half or n - repair[0] < MIN_STEADY_RATES:
+        return None
+    return repair
 
 
 def settled_from_s(samples: Sequence[TransferSample]) -> float | None:
@@ -167,12 +186,13 @@ def settled_from_s(samples: Sequence[TransferSample]) -> float | None:
     return None if start is None else counts[start].t_s
 
 
-def repair_end(counts: Sequence[Count], window: float) -> int | None:
-    """The index of the count where the rate is back after its first collapse (a round
-    trip's rate below the best so far by more than RATE_BAND), None without one. The first
-    collapse after the pipe filled is slow start's overshoot being repaired: the queue it
-    overflowed, the losses sent again. Later collapses are the sender's own steady state (a
-    loss-based sawtooth, BBR's probing through a shallow queue) and stay in the rate."""
+def repair_end(counts: Sequence[Count], window: float) -> tuple[int, float] | None:
+    """(the index of the count where the rate is back after its first collapse, the best
+    round-trip rate before that collapse), None without one. A collapse is a round trip's
+    rate below the best so far by more than RATE_BAND. The first one after the pipe filled is
+    slow start's overshoot being repaired: the queue it overflowed, the losses sent again.
+    Later collapses are the sender's own steady state (a loss-based sawtooth, BBR's probing
+    through a shallow queue) and stay in the rate."""
     index = {c.t_s: i for i, c in enumerate(counts)}
     best = 0.0
     collapsed = False
@@ -181,7 +201,7 @@ def repair_end(counts: Sequence[Count], window: float) -> int | None:
             collapsed = rate * RATE_BAND < best
             best = max(best, rate)
         elif rate * RATE_BAND >= best:
-            return index[t]
+            return index[t], best
     return None
 
 
