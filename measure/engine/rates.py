@@ -116,18 +116,12 @@ def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
     rates: on a path shared with two other TCP flows (100 Mbit/s x 20 ms, lab) that median
     read 6 % under the receiver's count, the windows' rates being skewed by the sawtooth."""
     counts = counts_of(samples)
-    start = settled_start(samples, counts)
-    if start is None:
+    settled = _settled(samples, counts)
+    if settled is None:
         return None
+    start, ceiling = settled
     n = len(counts) - 1
     last = counts[-1]
-    # A part that begins where a repair ended starts on a count the recovery may have left
-    # behind (what was delivered through it counted as it is acknowledged after): a few
-    # samples' span then reads above the line (102 Mbit/s at the IP layer on a 100 Mbit/s
-    # lab line). The pipe it refilled was full at the best rate before the collapse, which
-    # the settled rate cannot exceed.
-    repair = _late_repair(samples, counts, int(n * SETTLED_FROM))
-    ceiling = repair[1] if repair is not None else None
     # Without the sender's TCP_INFO the counts are the receiver's in-order bytes, which
     # stand still through a loss recovery while data keeps arriving and then jump by all
     # of it: a half that begins inside such a hole starts from a count too low, which can
@@ -158,24 +152,26 @@ def settled_start(
     entry is the origin): the second half, or later where slow start's overshoot was
     repaired only after it (repair_end: no part of the settled rate). None with fewer than
     MIN_STEADY_RATES samples in it."""
-    counts = counts_of(samples) if counts is None else counts
+    settled = _settled(samples, counts_of(samples) if counts is None else counts)
+    return None if settled is None else settled[0]
+
+
+def _settled(
+    samples: Sequence[TransferSample], counts: Sequence[Count]
+) -> tuple[int, float | None] | None:
+    """(settled_start, the most its rate can be: None, or where it begins at a repair's end,
+    the best round trip before the collapse). A part that begins there starts on a count the
+    recovery may have left behind (what was delivered through it counted as it is
+    acknowledged after): a few samples' span then reads above the line (102 Mbit/s at the
+    IP layer on a 100 Mbit/s lab line). The pipe it refilled was full at the best rate
+    before the collapse, which the settled rate cannot exceed."""
     n = len(counts) - 1  # samples with a count
     start = int(n * SETTLED_FROM)  # counts[0] is the origin: counts[start] ends the first half
     if n - start < MIN_STEADY_RATES:
         return None
-    repair = _late_repair(samples, counts, start)
-    return start if repair is None else repair[0]
-
-
-def _late_repair(
-    samples: Sequence[TransferSample], counts: Sequence[Count], half: int
-) -> tuple[int, float] | None:
-    """repair_end, where the rate came back after the half began and at least
-    MIN_STEADY_RATES samples remain: the settled part begins there."""
-    n = len(counts) - 1
     repair = repair_end(counts, window_s(path_rtt_s(samples), sample_interval_s(counts)))
-    if repair is None or repair[0] <= half or n - repair[0] < MIN_STEADY_RATES:
-        return None
+    if repair is None or repair[0] <= start or n - repair[0] < MIN_STEADY_RATES:
+        return start, None
     return repair
 
 

@@ -650,7 +650,11 @@ def trace(host: str, opts: PathOptions) -> PathHops:
 
 def _answer_wait(rtt_s: float, timeout_s: float) -> float:
     """How long to wait for the last probes' answers: three round trips and 0.1 s of
-    scheduling, at least 0.25 s, at most the timeout."""
+    scheduling, at least 0.25 s, at most the timeout. One round trip brings an answer back;
+    the other two allow for the queue the probes meet on a loaded path, up to as much again
+    each way. The 0.1 s and the 0.25 s floor are the MTU search's figures as it had them
+    (the wait it used since its first version), not measured across a bench: a late answer
+    costs one unplaced probe, and the settling probes again (measure/probes/hop_settle.py)."""
     return min(timeout_s, max(0.25, 3 * rtt_s + 0.1))
 
 
