@@ -270,7 +270,7 @@ def steady_mbps(m: ModeResult) -> float:
     over its time (measure/engine/rates.py). A short test on a long path spends a noticeable share
     of its time in slow start, which says nothing about the hosts' tuning; the whole
     transfer's average, the floor, is also delivered bytes."""
-    steady = rates.steady_mbps(m.samples)
+    steady = rates.mode_steady_mbps(m)
     if steady is None:
         return m.throughput_mbps
     return max(m.throughput_mbps, steady)

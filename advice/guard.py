@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import Verdict
-from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
+from tcpwizard.measure.engine.rates import IP_TCP_HEADERS, steady_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -165,21 +165,26 @@ def _guard_sample(s: TransferSample, limit: float) -> TransferSample:
 
 
 def guard_mode(m: ModeResult, limit: float | None) -> ModeResult:
-    """One mode's rates within the goodput bound; a note when one was above it."""
+    """One mode's rates within the goodput bound; a note when one was above it. The bound
+    goes with the mode (rate_bound_mbps): the settled rate every rule reads is computed from
+    its delivered-byte counts later (measure/engine/rates.py mode_steady_mbps) and is held to it."""
     if limit is None:
         return m
     samples = tuple(_guard_sample(s, limit) for s in m.samples)
-    if m.throughput_mbps <= limit and samples == m.samples:
-        return m
     notes = m.notes
-    if m.throughput_mbps > limit:
-        notes = (
-            *notes,
-            f"measured {format_mbps(m.throughput_mbps)}, above the {format_mbps(limit)} of "
-            "payload the line allows: shown at the bound",
-        )
+    for what, value in (("measured", m.throughput_mbps), ("settled", steady_mbps(m.samples))):
+        if value is not None and value > limit:
+            notes = (
+                *notes,
+                f"{what} {format_mbps(value)}, above the {format_mbps(limit)} of payload the "
+                "line allows: shown at the bound",
+            )
     return dataclasses.replace(
-        m, throughput_mbps=clamp(m.throughput_mbps, limit), samples=samples, notes=notes
+        m,
+        throughput_mbps=clamp(m.throughput_mbps, limit),
+        samples=samples,
+        notes=notes,
+        rate_bound_mbps=limit,
     )
 
 

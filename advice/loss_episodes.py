@@ -133,5 +133,5 @@ def settled_mbps(m: ModeResult) -> float:
     half (a slow start's first burst before the losses lifts the whole transfer's average:
     Reno at 0.98 % loss over 386 ms averaged 1.2 Mbit/s, 0.2-0.6 in its second half, at
     the bound's 0.37); the whole average without samples."""
-    settled = rates.steady_mbps(m.samples)
+    settled = rates.mode_steady_mbps(m)
     return m.throughput_mbps if settled is None else settled

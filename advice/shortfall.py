@@ -22,7 +22,7 @@ def fell_short(path: PathEstimate | None, transfer: TransferResult | None) -> st
     up = pick_current([m for m in transfer.modes if m.direction == "up" and m.error is None])
     if up is None:
         return ""
-    rate = rates.steady_mbps(up.samples) or up.throughput_mbps
+    rate = rates.mode_steady_mbps(up) or up.throughput_mbps
     cap = path.capacity.mbps
     if rate >= HEALTHY_SHARE * cap:
         return ""

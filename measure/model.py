@@ -137,6 +137,10 @@ class ModeResult:
     # Each end's CPU and drops over the transfer (measure/observe/hostload.py), where it reported.
     sender_load: HostLoad | None = None
     receiver_load: HostLoad | None = None
+    # The most payload the line carries (advice/guard.py), where the line rate is known: a
+    # settled rate from delivered bytes is at most it (a count read while deliveries lagged
+    # lifts a rate over its interval by the lag's share of it).
+    rate_bound_mbps: float | None = None
 
     @classmethod
     def failed(cls, mode: Mode, direction: Direction, streams: int, error: str) -> ModeResult:

@@ -4,7 +4,9 @@ bounds every report obeys (advice/guard.py), with property tests over the guard.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,6 +14,7 @@ from tcpwizard.advice import guard
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.lab.ratecheck import over_line, rate_fields
 from tcpwizard.measure.engine import rates
+from tcpwizard.measure.engine.loaded_rtt import plateau_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -213,6 +216,35 @@ def test_no_goodput_above_the_line_times_the_payload_share(
     assert all(s.goodput_mbps <= limit for s in m.samples)
     # Within the bound a rate is left as measured.
     assert m.throughput_mbps == min(mbps, limit)
+
+
+def test_a_half_that_began_on_a_late_count_is_held_to_the_line() -> None:
+    # 96.5 Mbit/s of payload (a 100 Mbit/s line) for 1.8 s in 100 ms counts; the half's first
+    # count read 20 ms of deliveries late: its bytes over its seconds pass the line by 2 %.
+    per = round(100e6 * guard.payload_share(1500) / 8 * 0.1)
+    counts = [per * (i + 1) for i in range(18)]
+    counts[8] -= per // 5
+    m = ModeResult("autotune", "up", 1, counts[-1], 1.8, 80.0, 0, 0, tuple(_series(counts)))
+    assert (rates.steady_mbps(m.samples) or 0.0) > 100 * guard.payload_share(1500) * 1.01
+    t = guard.guard_transfer(TransferResult((m,)), guard.Bounds(100.0))
+    assert t is not None
+    held = t.modes[0]
+    assert held.rate_bound_mbps == pytest.approx(100 * guard.payload_share(1500))
+    assert rates.mode_steady_mbps(held) == held.rate_bound_mbps
+    assert (plateau_mbps(held) or 0.0) == pytest.approx(100.0, rel=1e-3)
+    assert any(n.startswith("settled ") for n in held.notes)
+    # Without a known line the figure stays as measured.
+    assert rates.mode_steady_mbps(m) == rates.steady_mbps(m.samples)
+
+
+@given(st.lists(st.integers(0, 2_000_000), min_size=4, max_size=30), line)
+def test_no_settled_rate_above_the_line_after_the_guard(steps: list[int], line_mbps: float) -> None:
+    counts = list(itertools.accumulate(steps))
+    m = ModeResult("autotune", "up", 1, counts[-1], 1.0, 1.0, 0, 0, tuple(_series(counts)))
+    t = guard.guard_transfer(TransferResult((m,)), guard.Bounds(line_mbps))
+    assert t is not None
+    steady = rates.mode_steady_mbps(t.modes[0])
+    assert steady is None or steady <= line_mbps * guard.payload_share(1500)
 
 
 @given(rate, rate, rate, line, st.one_of(st.none(), st.integers(1, 100_000)), rate)

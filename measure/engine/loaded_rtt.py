@@ -112,8 +112,10 @@ def plateau_mbps(m: ModeResult) -> float | None:
     shaper counts): the bytes delivered over the second half, over its time
     (measure/engine/rates.py steady_mbps), headers added back. Not a median of window rates: on
     a 2-core machine under load, lumps at the windows' edges lifted that median to 104-108
-    Mbit/s on a 100 Mbit/s lab line; bytes over seconds cannot pass the line."""
-    steady = rates.steady_mbps(m.samples)
+    Mbit/s on a 100 Mbit/s lab line. Bytes over seconds pass the line only by the share of
+    the half a count was read late or early, and are held to it where it is known
+    (rates.mode_steady_mbps)."""
+    steady = rates.mode_steady_mbps(m)
     if steady is None:
         return None
     return ip_rate(steady, mss_of(m))

@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tcpwizard.measure.model import TransferSample
+from tcpwizard.measure.model import ModeResult, TransferSample
 
 # The settled part of a transfer: its second half. A 3-5 s test on a long path spends a
 # noticeable share of its first half in slow start, which says nothing about the steady rate.
@@ -143,6 +143,17 @@ def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
     if ceiling is not None:
         rates.append(ceiling)
     return min(rates) if rates else None
+
+
+def mode_steady_mbps(m: ModeResult) -> float | None:
+    """steady_mbps of a mode's samples, at most its rate bound where the line rate is known
+    (ModeResult.rate_bound_mbps): bytes over seconds pass the line by the share of the
+    interval a count was read late or early (102.4 Mbit/s at the IP layer over a 0.9 s half
+    on a 100 Mbit/s lab line, the half's first count read while deliveries lagged)."""
+    steady = steady_mbps(m.samples)
+    if steady is None or m.rate_bound_mbps is None:
+        return steady
+    return min(steady, m.rate_bound_mbps)
 
 
 def settled_start(

@@ -156,6 +156,8 @@ def mode_json(m: ModeResult, idle_ms: float | None = None) -> dict[str, Any]:
         "latency_under_load": latency_json(m, idle_ms),
         # The rate held once up to speed, IP layer (a policer's rate when one is named).
         "rate_plateau_mbps": _round(plateau_mbps(m)) if m.error is None else None,
+        # The most payload the line carries, where its rate is known (advice/guard.py).
+        "rate_bound_mbps": _round(m.rate_bound_mbps),
         "sender_load": None if m.sender_load is None else load_json(m.sender_load),
         "receiver_load": None if m.receiver_load is None else load_json(m.receiver_load),
     }

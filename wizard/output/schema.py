@@ -230,6 +230,7 @@ MODE = obj(
         "forced": BOOL,
         "notes": arr(STR),
         "error": nullable(STR),
+        "rate_bound_mbps": nullable(NUM),
         "latency_under_load": nullable(
             obj(
                 {
