@@ -172,7 +172,8 @@ def guard_mode(m: ModeResult, limit: float | None) -> ModeResult:
         return m
     samples = tuple(_guard_sample(s, limit) for s in m.samples)
     notes = m.notes
-    for what, value in (("measured", m.throughput_mbps), ("settled", steady_mbps(m.samples))):
+    settled = steady_mbps(m.samples, m.write_s)
+    for what, value in (("measured", m.throughput_mbps), ("settled", settled)):
         if value is not None and value > limit:
             notes = (
                 *notes,

@@ -141,6 +141,9 @@ class ModeResult:
     # settled rate from delivered bytes is at most it (a count read while deliveries lagged
     # lifts a rate over its interval by the lag's share of it).
     rate_bound_mbps: float | None = None
+    # When the sender stopped writing, seconds since the transfer began (None: not reported).
+    # What it delivered after is the drain of its buffer, not its steady state.
+    write_s: float | None = None
 
     @classmethod
     def failed(cls, mode: Mode, direction: Direction, streams: int, error: str) -> ModeResult:
@@ -162,3 +165,5 @@ class TransferResult:
     streams: int = 1
     peer_congestion_control: str = ""
     local_congestion_control: str = ""
+    # Both directions ran at the same time: each one's ACKs queued behind the other's data.
+    at_once: bool = False

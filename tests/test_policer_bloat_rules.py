@@ -292,6 +292,30 @@ def test_one_bdp_queue_is_healthy() -> None:
     assert d.verdict.limiting_factor == "path-capacity"
 
 
+def _both_at_once(bdps: float) -> Evidence:
+    """Both directions full at the same time, each way's RTT at idle + `bdps` BDPs: each
+    one's ACKs wait behind the other's data."""
+    ev = bloated(bdps=bdps)
+    up = ev.transfer.modes[0]  # type: ignore[union-attr]
+    down = dataclasses.replace(up, direction="down")
+    return dataclasses.replace(ev, transfer=TransferResult((up, down), "both", at_once=True))
+
+
+def test_both_ways_at_once_two_classic_queues_are_no_bloat() -> None:
+    # Each way's own queue at most one BDP (the classic buffer): the RTT holds both, 1.9 BDPs.
+    d = diagnose(_both_at_once(1.9))
+    assert d.verdict.limiting_factor == "path-capacity"
+    # The same RTT from one way alone is its own queue: bloated.
+    one_way = diagnose(bloated(bdps=1.9))
+    assert one_way.verdict.limiting_factor == "bufferbloat"
+
+
+def test_both_ways_at_once_a_deep_queue_is_still_bloat() -> None:
+    v = diagnose(_both_at_once(5.0)).verdict
+    assert v.limiting_factor == "bufferbloat"
+    assert any("both directions ran at once" in e for e in v.evidence)
+
+
 def test_bloat_beside_another_verdict_is_a_finding() -> None:
     """A receiver-window limit with a bloated queue (RTT far above idle): the window is the
     verdict, the bloat a line in the evidence."""

@@ -218,6 +218,20 @@ def test_no_goodput_above_the_line_times_the_payload_share(
     assert m.throughput_mbps == min(mbps, limit)
 
 
+def test_the_drain_after_the_sender_stopped_writing_is_not_the_steady_rate() -> None:
+    # 80 Mbit/s for 1.6 s; the writer stops at 1.6 s and the last flight's losses slow the
+    # drain to 20 Mbit/s for 0.2 s.
+    per = round(80e6 / 8 * 0.1)
+    counts = [per * (i + 1) for i in range(16)] + [16 * per + per // 4 * k for k in (1, 2)]
+    m = ModeResult("autotune", "up", 1, counts[-1], 1.8, 70.0, 0, 0, tuple(_series(counts)))
+    assert (rates.mode_steady_mbps(m) or 0.0) < 70.0
+    stopped = dataclasses.replace(m, write_s=1.6)
+    assert rates.mode_steady_mbps(stopped) == pytest.approx(80.0, rel=1e-3)
+    # A stop between two counts keeps the count interpolated there.
+    cut = rates.until(rates.counts_of(m.samples), 1.65)
+    assert cut[-1] == rates.Count(1.65, 16 * per + per // 8)
+
+
 def test_a_half_that_began_on_a_late_count_is_held_to_the_line() -> None:
     # 96.5 Mbit/s of payload (a 100 Mbit/s line) for 1.8 s in 100 ms counts; the half's first
     # count read 20 ms of deliveries late: its bytes over its seconds pass the line by 2 %.

@@ -12,12 +12,14 @@ interface no faster than the path), the queue is its qdisc and the command is gi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from tcpwizard.advice.evidence import (
     Candidate,
     Direction,
     Evidence,
+    directions,
     probe_capacity,
     rtt_ms,
     sender_cc,
@@ -68,6 +70,32 @@ def bbr_own_queue_ms(idle_ms: float, rate_mbps: float, mss: int) -> float:
     segments = BBR_TSO_GOALS * max(BBR_MIN_TSO_SEGMENTS, goal // mss) + BBR_PROBE_SEGMENTS
     wire_ms = (mss + IP_TCP_HEADERS) * 8 / (rate_mbps * 1e3)
     return (BBR_CWND_GAIN - 1) * idle_ms + segments * wire_ms
+
+
+# Both ways at once (`check --quick` with serve): a direction's round trip holds its own
+# data's queue and, under its ACKs, the other direction's. A healthy other way queues at most
+# the classic buffer, one BDP (above), or, sent by BBR, its own design's queue.
+CLASSIC_BUFFER_BDPS = 1.0
+
+
+def ack_side_queue_ms(ev: Evidence, d: Direction, idle_ms: float) -> float:
+    """The most queueing a healthy other direction put under this direction's ACKs: 0
+    unless both directions ran at the same time."""
+    if ev.transfer is None or not ev.transfer.at_once:
+        return 0.0
+    other = next((o for o in directions(ev) if o.name != d.name and o.current), None)
+    if other is None or other.current is None:
+        return 0.0
+    plateau = plateau_mbps(other.current)
+    if model_based(sender_cc(other)) and plateau is not None:
+        return bbr_own_queue_ms(idle_ms, plateau, mss_of(other.current))
+    return CLASSIC_BUFFER_BDPS * idle_ms
+
+
+def _own_queue(ev: Evidence, d: Direction, rtt: LoadedRtt) -> LoadedRtt:
+    """The RTT under load less what a healthy other direction queued under the ACKs."""
+    extra = ack_side_queue_ms(ev, d, rtt.idle_ms)
+    return dataclasses.replace(rtt, median_ms=max(rtt.idle_ms, rtt.median_ms - extra))
 
 
 def _bbrs_own(d: Direction, rtt: LoadedRtt) -> bool:
@@ -140,9 +168,22 @@ def _line(rtt: LoadedRtt) -> str:
     )
 
 
+def _ack_side_line(rtt: LoadedRtt, own: LoadedRtt) -> tuple[str, ...]:
+    if own.median_ms >= rtt.median_ms:
+        return ()
+    return (
+        f"both directions ran at once: up to {rtt.median_ms - own.median_ms:.0f} ms of it is "
+        "the other way's data ahead of the ACKs; the rest, "
+        f"{own.queue_bdps:.1f} bandwidth-delay products, is this way's own queue",
+    )
+
+
 def rule(ev: Evidence, d: Direction) -> Candidate | None:
     rtt = _rtt(ev, d)
-    if rtt is None or not bloated(rtt) or _bbrs_own(d, rtt):
+    if rtt is None:
+        return None
+    own = _own_queue(ev, d, rtt)
+    if not bloated(own) or _bbrs_own(d, own):
         return None
     here = _queue_here(ev, d)
     host: HostRole = d.sender_role if here else "path"
@@ -158,7 +199,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         f"{60_000 / rtt.idle_ms:.0f} to {rtt.rpm:.0f} round trips per minute). An AQM "
         "(fq_codel, cake) at the bottleneck or a smaller buffer keeps the rate and ends the "
         "delay.",
-        (_line(rtt),),
+        (_line(rtt), *_ack_side_line(rtt, own)),
         fixes=aqm_fixes(ev, d, here),
     )
 

@@ -107,15 +107,33 @@ def sample_rates(
     return window_rates(counts, window_s(rtt, sample_interval_s(counts)))
 
 
-def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
+def until(counts: Sequence[Count], end_s: float | None) -> list[Count]:
+    """The counts up to `end_s`, the last one interpolated there (all of them when None or
+    past the last)."""
+    if end_s is None or end_s >= counts[-1].t_s:
+        return list(counts)
+    kept = [c for c in counts if c.t_s <= end_s]
+    a, b = kept[-1], counts[len(kept)]
+    if end_s > a.t_s:
+        kept.append(
+            Count(end_s, round(a.bytes + (b.bytes - a.bytes) * (end_s - a.t_s) / (b.t_s - a.t_s)))
+        )
+    return kept
+
+
+def steady_mbps(samples: Sequence[TransferSample], end_s: float | None = None) -> float | None:
     """The rate once up to speed: the bytes delivered over the settled part (the second
     half of the samples), over its time (from a receiver's count, the least lifted of a
     few starts: below); None with fewer than MIN_STEADY_RATES samples there. One interval
     of many round trips: a lump counted late moves it by the lump's share of the whole
     half, not by a factor of two. Not the median of round-trip window
     rates: on a path shared with two other TCP flows (100 Mbit/s x 20 ms, lab) that median
-    read 6 % under the receiver's count, the windows' rates being skewed by the sawtooth."""
-    counts = counts_of(samples)
+    read 6 % under the receiver's count, the windows' rates being skewed by the sawtooth.
+    `end_s`: when the sender stopped writing; what it delivered after is its buffer's
+    drain, which a loss in the last flight slows to a crawl (38.8 then 18.9 Mbit/s on a
+    100 Mbit/s lab line, BBR recovering its last round trip with nothing new to send),
+    not the steady state."""
+    counts = until(counts_of(samples), end_s)
     settled = _settled(samples, counts)
     if settled is None:
         return None
@@ -146,11 +164,12 @@ def steady_mbps(samples: Sequence[TransferSample]) -> float | None:
 
 
 def mode_steady_mbps(m: ModeResult) -> float | None:
-    """steady_mbps of a mode's samples, at most its rate bound where the line rate is known
-    (ModeResult.rate_bound_mbps): bytes over seconds pass the line by the share of the
-    interval a count was read late or early (102.4 Mbit/s at the IP layer over a 0.9 s half
-    on a 100 Mbit/s lab line, the half's first count read while deliveries lagged)."""
-    steady = steady_mbps(m.samples)
+    """steady_mbps of a mode's samples up to when its sender stopped writing, at most its
+    rate bound where the line rate is known (ModeResult.rate_bound_mbps): bytes over
+    seconds pass the line by the share of the interval a count was read late or early
+    (102.4 Mbit/s at the IP layer over a 0.9 s half on a 100 Mbit/s lab line, the half's
+    first count read while deliveries lagged)."""
+    steady = steady_mbps(m.samples, m.write_s)
     if steady is None or m.rate_bound_mbps is None:
         return steady
     return min(steady, m.rate_bound_mbps)

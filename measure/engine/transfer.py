@@ -389,6 +389,7 @@ def merge(
         notes=tuple(notes),
         sender_load=sender.host_load if sender is not None else None,
         receiver_load=receiver.host_load if receiver is not None else None,
+        write_s=sender.write_s if sender is not None else None,
     )
 
 

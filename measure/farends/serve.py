@@ -256,6 +256,7 @@ class ServeFar:
             up,
             modes=(*up.modes, *down_modes),
             direction="both",
+            at_once=True,
             peer_congestion_control=up.peer_congestion_control
             or (got[0].peer_congestion_control if got else ""),
         )

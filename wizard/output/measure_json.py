@@ -158,6 +158,7 @@ def mode_json(m: ModeResult, idle_ms: float | None = None) -> dict[str, Any]:
         "rate_plateau_mbps": _round(plateau_mbps(m)) if m.error is None else None,
         # The most payload the line carries, where its rate is known (advice/guard.py).
         "rate_bound_mbps": _round(m.rate_bound_mbps),
+        "write_s": _round(m.write_s, 4),
         "sender_load": None if m.sender_load is None else load_json(m.sender_load),
         "receiver_load": None if m.receiver_load is None else load_json(m.receiver_load),
     }
@@ -194,4 +195,5 @@ def transfer_json(result: TransferResult, idle_ms: float | None = None) -> dict[
             "local": result.local_congestion_control,
             "peer": result.peer_congestion_control,
         },
+        "at_once": result.at_once,
     }

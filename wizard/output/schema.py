@@ -231,6 +231,7 @@ MODE = obj(
         "notes": arr(STR),
         "error": nullable(STR),
         "rate_bound_mbps": nullable(NUM),
+        "write_s": nullable(NUM),
         "latency_under_load": nullable(
             obj(
                 {
@@ -255,6 +256,7 @@ TRANSFER = obj(
         "modes": arr(MODE),
         "streams": INT,
         "congestion_control": obj({"local": STR, "peer": STR}),
+        "at_once": BOOL,
     }
 )
 # What every verdict says: the conns and capture documents carry only this much of it.
