@@ -50,12 +50,16 @@ SOME_STALLS = 0.05
 WSCALE_KEY = "net.ipv4.tcp_window_scaling"
 
 # --- captures
-# Neither of the next two is derived or measured across a bench yet: both date from the
-# capture judge's first version (the lab's reader and iperf3 captures: zero windows for most
-# of a stalled reader's transfer, none in a healthy one; idle shares near 0 when iperf3 sends).
-# The kernel-side twin of the idle test is evidence.BUSY_SHARE (idle above one half).
-ZERO_SHARE = 0.05  # of the transfer's time with a zero window: the reader is the limit
-IDLE_SHARE = 0.3  # of the time with nothing in flight and the window open
+# Of the transfer's time with a zero window: the reader is the limit. A zero window stops
+# the sender outright, so stops for a share z hold the rate to (1 - z) of what the path gave
+# the rest of the time: past 1 - HEALTHY_SHARE they alone keep it under the healthy share,
+# the same margin every window rule allows (the lab's stalled reader: zero windows for most
+# of its transfer; a healthy one: none).
+ZERO_SHARE = 1 - HEALTHY_SHARE
+# Of the time with nothing in flight and the window open: the application, not TCP, set the
+# rate. The wire's twin of evidence.BUSY_SHARE (data in flight less than half the time): one
+# figure for the kernel's view and the wire's (iperf3 captures: idle shares near 0).
+IDLE_SHARE = 1 - BUSY_SHARE
 # Loss episodes in the second half that make losses ongoing: one may still be the ramp's
 # overshoot on a long path (advice/loss_episodes.py), a second is not.
 LATE_EPISODES = 2
