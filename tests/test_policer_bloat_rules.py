@@ -9,8 +9,10 @@ import dataclasses
 import pytest
 
 from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.advice.evidence import directions
 from tcpwizard.advice.loss_episodes import settled_loss
 from tcpwizard.advice.ramp import still_ramping
+from tcpwizard.advice.rules import bufferbloat
 from tcpwizard.advice.rules.policer import BUCKET_MAX_S, bucket_s
 from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
@@ -314,6 +316,25 @@ def test_both_ways_at_once_a_deep_queue_is_still_bloat() -> None:
     v = diagnose(_both_at_once(5.0)).verdict
     assert v.limiting_factor == "bufferbloat"
     assert any("both directions ran at once" in e for e in v.evidence)
+
+
+def _shared_path(bdps: float) -> Evidence:
+    """bloated(), with the upload's available bandwidth measured mostly taken by others."""
+    ev = bloated(bdps=bdps)
+    assert ev.path is not None
+    taken = AvailBandwidth(10e6, 8e6, 12e6, 50e6, 1.2, 10, 4, 10_000)
+    return dataclasses.replace(ev, path=dataclasses.replace(ev.path, available=taken))
+
+
+def test_a_queue_others_keep_full_is_bloat_only_past_the_buffer_one_flow_would_bloat() -> None:
+    # Others hold the buffer full: a 1.9 BDP reading is the buffer itself, under the 2.33
+    # BDPs at which one Reno flow's median queue would reach 1.5.
+    assert bufferbloat.rule(bloated(bdps=1.9), directions(bloated(bdps=1.9))[0]) is not None
+    shared = _shared_path(1.9)
+    assert bufferbloat.rule(shared, directions(shared)[0]) is None
+    deep = _shared_path(3.0)
+    assert bufferbloat.rule(deep, directions(deep)[0]) is not None
+    assert pytest.approx(7 / 3) == bufferbloat.SHARED_BLOAT_BDPS
 
 
 def test_bloat_beside_another_verdict_is_a_finding() -> None:

@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from tcpwizard.advice.evidence import (
+    CROSS_FREE_SHARE,
     Candidate,
     Direction,
     Evidence,
@@ -38,6 +39,12 @@ from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
 # shows ~5.7). The half-BDP margin over the classic buffer's worst case covers the smoothed
 # RTT's lag.
 BLOAT_BDPS = 1.5
+# A queue others keep full (the path measured shared) reads as the buffer itself, not as
+# one flow's sawtooth through it: that buffer is bloated where one loss-based flow's median
+# queue would pass BLOAT_BDPS, (3B - 1)/4 >= BLOAT_BDPS, so B >= (4 BLOAT_BDPS + 1)/3 = 2.33
+# BDPs (three Reno flows through a 1.6 BDP buffer at 307 ms held it full: 472 ms under load,
+# read `bufferbloat`, scenario matrix 20261208.7).
+SHARED_BLOAT_BDPS = (4 * BLOAT_BDPS + 1) / 3
 # Below this much queueing delay no interactive use notices (a 100 Hz frame, 10 ms) and a
 # short path's BDP multiple is only its timer noise.
 BLOAT_MIN_MS = 10.0
@@ -106,8 +113,15 @@ def _bbrs_own(d: Direction, rtt: LoadedRtt) -> bool:
     return plateau is not None and rtt.queue_ms <= bbr_own_queue_ms(rtt.idle_ms, plateau, mss_of(m))
 
 
-def bloated(rtt: LoadedRtt | None) -> bool:
-    return rtt is not None and rtt.queue_bdps >= BLOAT_BDPS and rtt.queue_ms >= BLOAT_MIN_MS
+def bloated(rtt: LoadedRtt | None, bdps: float = BLOAT_BDPS) -> bool:
+    return rtt is not None and rtt.queue_bdps >= bdps and rtt.queue_ms >= BLOAT_MIN_MS
+
+
+def _shared(ev: Evidence, d: Direction) -> bool:
+    """Others' traffic shares this direction's bottleneck: the available bandwidth (measured
+    upload only) mostly taken before the transfer."""
+    av = ev.path.available if ev.path else None
+    return av is not None and d.name == "up" and av.loaded and av.free_share <= CROSS_FREE_SHARE
 
 
 def _rtt(ev: Evidence, d: Direction) -> LoadedRtt | None:
@@ -183,7 +197,9 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     if rtt is None:
         return None
     own = _own_queue(ev, d, rtt)
-    if not bloated(own) or _bbrs_own(d, own):
+    if not bloated(own, SHARED_BLOAT_BDPS if _shared(ev, d) else BLOAT_BDPS):
+        return None
+    if _bbrs_own(d, own):
         return None
     here = _queue_here(ev, d)
     host: HostRole = d.sender_role if here else "path"
