@@ -121,7 +121,7 @@ def _shared(ev: Evidence, d: Direction) -> bool:
     """Others' traffic shares this direction's bottleneck: the available bandwidth (measured
     upload only) mostly taken before the transfer."""
     av = ev.path.available if ev.path else None
-    return av is not None and d.name == "up" and av.loaded and av.free_share <= CROSS_FREE_SHARE
+    return av is not None and d.name == "up" and av.loaded > 0 and av.free_share <= CROSS_FREE_SHARE
 
 
 def _rtt(ev: Evidence, d: Direction) -> LoadedRtt | None:
