@@ -30,12 +30,12 @@ from typing import Any
 
 from benchmarks import buffer_maxima
 from tcpwizard.lab.app_lab import (
-    cpu_quota,
     payload,
     sftp_batch,
     ssh_argv,
     sshd_serving,
 )
+from tcpwizard.lab.hostload import cpu_quota
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import LabError, stop
 from tcpwizard.lab.serving import check_pcap, iperf3_serving, run_tcpwizard
@@ -43,8 +43,8 @@ from tcpwizard.lab.spec import LabSpec, Side
 from tcpwizard.lab.tools import capturing
 from tcpwizard.units import parse_duration, parse_rate
 
-# The reader's CPU: 1 ms in every 100 ms (the smallest CFS quota at the default period),
-# reading 1 KB at a time so the system calls, not the copy, cost the time: ~40 Mbit/s here,
+# The reader's CPU: 1 ms in every 250 ms (the kernel's smallest quota, over a period that
+# makes its stalls long), reading 1 KB at a time so the system calls, not the copy, cost the time: ~40 Mbit/s here,
 # far below every rate of the grid, whatever the machine's memory bandwidth.
 READER_QUOTA_US, READER_PERIOD_US, READER_BLOCK = 1000, 250_000, "1K"
 TRANSFER_S = 11  # long enough for slow start at 250 ms and both conns runs
@@ -157,7 +157,7 @@ def _reader(lab: Lab, near: bool, out: Outcome, t: Timing) -> None:
         )
         try:
             reader = client.pid if near else server.pid
-            with cpu_quota([reader], READER_QUOTA_US, READER_PERIOD_US):
+            with cpu_quota(reader, READER_QUOTA_US / READER_PERIOD_US, period_us=READER_PERIOD_US):
                 time.sleep(t.warmup_s)
                 _views_during(lab, 5201, out)
                 client.wait(timeout=t.transfer_s + 60)

@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,41 +162,3 @@ def payload(size: int) -> Iterator[str]:
         with open(path, "wb") as f:
             f.truncate(size)
         yield path
-
-
-# ---------------------------------------------------------------------------- cgroups
-
-
-@contextlib.contextmanager
-def cpu_quota(pids: list[int], quota_us: int, period_us: int) -> Iterator[str]:
-    """Hold `pids` to `quota_us` of CPU time per `period_us` (a CFS bandwidth limit in a
-    cgroup of their own); they go back to the root group and the cgroup is removed after."""
-    name = f"tcpwizard-lab-{uuid.uuid4().hex[:8]}"
-    if (CGROUP_V1_CPU / "cpu.cfs_quota_us").exists():
-        group = CGROUP_V1_CPU / name
-        group.mkdir()
-        root_procs = CGROUP_V1_CPU / "cgroup.procs"
-        (group / "cpu.cfs_period_us").write_text(str(period_us))
-        (group / "cpu.cfs_quota_us").write_text(str(quota_us))
-    elif (CGROUP_V2 / "cgroup.controllers").exists():
-        group = CGROUP_V2 / name
-        group.mkdir()
-        root_procs = CGROUP_V2 / "cgroup.procs"
-        (group / "cpu.max").write_text(f"{quota_us} {period_us}")
-    else:
-        raise RuntimeError("no cgroup CPU controller mounted")
-    try:
-        for pid in pids:
-            (group / "cgroup.procs").write_text(str(pid))
-        yield str(group)
-    finally:
-        with contextlib.suppress(OSError):
-            for left in (group / "cgroup.procs").read_text().split():
-                with contextlib.suppress(OSError):
-                    root_procs.write_text(left)
-        for _ in range(50):  # bounded: the kernel frees the group once it is empty
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.02)

@@ -14,9 +14,9 @@
 from __future__ import annotations
 
 import contextlib
-import os
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tcpwizard.lab.lab import Lab
@@ -54,13 +54,19 @@ def quota_us(share: float, period_us: int = QUOTA_PERIOD_US) -> int:
 
 
 @contextlib.contextmanager
-def cpu_quota(pid: int, share: float, root: str = CGROUP_ROOT) -> Iterator[Path]:
-    """Move `pid` (all its threads) into a new cgroup limited to `share` of one core;
-    moved back and removed afterwards."""
+def cpu_quota(
+    pids: int | Sequence[int],
+    share: float,
+    root: str = CGROUP_ROOT,
+    period_us: int = QUOTA_PERIOD_US,
+) -> Iterator[Path]:
+    """Move `pids` (all their threads) into a new cgroup limited to `share` of one core per
+    `period_us` (a CFS bandwidth limit: a short period spreads the stalls, a long one makes
+    them long); moved back and removed afterwards."""
     if not 0 < share <= 1:
         raise LabError(f"cpu share {share}: use a fraction of one core, 0-1")
     name = f"tcpwizard-lab-{uuid.uuid4().hex[:8]}"
-    quota = quota_us(share)
+    quota = quota_us(share, period_us)
     v2 = _v2_root(root)
     if v2 is not None:
         parent = v2
@@ -70,7 +76,7 @@ def cpu_quota(pid: int, share: float, root: str = CGROUP_ROOT) -> Iterator[Path]
         group = parent / name
         group.mkdir()
         try:
-            (group / "cpu.max").write_text(f"{quota} {QUOTA_PERIOD_US}")
+            (group / "cpu.max").write_text(f"{quota} {period_us}")
         except OSError as exc:
             group.rmdir()
             raise LabError(f"cgroup v2 cpu.max: {exc}") from None
@@ -81,10 +87,11 @@ def cpu_quota(pid: int, share: float, root: str = CGROUP_ROOT) -> Iterator[Path]
         parent = v1
         group = parent / name
         group.mkdir()
-        (group / "cpu.cfs_period_us").write_text(str(QUOTA_PERIOD_US))
+        (group / "cpu.cfs_period_us").write_text(str(period_us))
         (group / "cpu.cfs_quota_us").write_text(str(quota))
     try:
-        (group / "cgroup.procs").write_text(str(pid))
+        for pid in [pids] if isinstance(pids, int) else pids:
+            (group / "cgroup.procs").write_text(str(pid))
         yield group
     finally:
         # Back to the parent, then the empty group can go.
@@ -92,8 +99,12 @@ def cpu_quota(pid: int, share: float, root: str = CGROUP_ROOT) -> Iterator[Path]
             for line in (group / "cgroup.procs").read_text().split():
                 with contextlib.suppress(OSError):
                     (parent / "cgroup.procs").write_text(line)
-        with contextlib.suppress(OSError):
-            os.rmdir(group)
+        for _ in range(50):  # bounded: the kernel frees the group once it is empty
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.02)
 
 
 def set_txqueuelen(lab: Lab, side: Side, packets: int) -> None:
