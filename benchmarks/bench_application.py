@@ -44,8 +44,9 @@ from tcpwizard.lab.tools import capturing
 from tcpwizard.units import parse_duration, parse_rate
 
 # The reader's CPU: 1 ms in every 250 ms (the kernel's smallest quota, over a period that
-# makes its stalls long), reading 1 KB at a time so the system calls, not the copy, cost the time: ~40 Mbit/s here,
-# far below every rate of the grid, whatever the machine's memory bandwidth.
+# makes its stalls long), reading 1 KB at a time so the system calls, not the copy, cost
+# the time: ~40 Mbit/s here, far below every rate of the grid, whatever the machine's
+# memory bandwidth.
 READER_QUOTA_US, READER_PERIOD_US, READER_BLOCK = 1000, 250_000, "1K"
 TRANSFER_S = 11  # long enough for slow start at 250 ms and both conns runs
 WARMUP_S = 4.0  # past slow start: 2 MB at 250 ms takes ~9 round trips
