@@ -423,11 +423,9 @@ def _delivered_while_sending(
     if write_s is None or write_s <= 0:
         return None
     counts = rates.counts_of(samples)
-    for a, b in itertools.pairwise(counts):
-        if a.t_s <= write_s <= b.t_s and b.t_s > a.t_s:
-            got = a.bytes + (b.bytes - a.bytes) * (write_s - a.t_s) / (b.t_s - a.t_s)
-            return got * 8 / write_s / 1e6
-    return None
+    if write_s > counts[-1].t_s:
+        return None
+    return rates.until(counts, write_s)[-1].bytes * 8 / write_s / 1e6
 
 
 def live_rate(live: rates.LiveRate, s: datapath.SideSample) -> float:
