@@ -115,3 +115,10 @@ def test_a_reader_starved_in_another_transfer_outranks_the_window_counter() -> N
     to explain the window, the counter is what a starved reader trips (read
     `receiver-window` at the peer when the starvation of another transfer ranked below it)."""
     assert _verdict("20261207.59") == ("host-cpu", "peer")
+
+
+def test_a_buffer_others_keep_full_is_no_bloat_below_what_one_flow_would_bloat() -> None:
+    """Two Reno flows and a Reno upload through a 1.6 BDP buffer at 307 ms: the available
+    bandwidth measured 96.5 of 122 Mbit/s taken and the RTT under load stood the buffer's
+    whole depth above idle (read `bufferbloat` 0.96 before)."""
+    assert _verdict("20261208.7") == ("cross-traffic", None)
