@@ -143,29 +143,3 @@ def test_bbr_rounds_over_its_startup_queue_do_not_hold() -> None:
     assert stop is not None and queued_until + 2 * 0.1 < stop <= queued_until + 8 * rtt
     # Loss-based senders keep a standing queue by design: no such test for them.
     assert SteadyStop().for_congestion_control("cubic").drained_share is None
-
-
-def test_beside_the_other_way_a_drained_transfer_may_carry_its_queue() -> None:
-    """Both ways at once: the other way's data keeps up to 1 BDP ahead of this transfer's
-    ACKs, so a drained BBR transfer's smoothed RTT stands near 2 x the path's. Alone, those
-    rounds would never hold and the transfer would run to its cap."""
-    rtt = 0.05
-    rounds = [(10.0 * 2**i, rtt) for i in range(4)] + [(96.0, 0.095)] * 20
-
-    def stop_at(cfg: SteadyStop) -> float | None:
-        det = SteadyDetector(cfg, start=0.0)
-        delivered, t = 0.0, 0.0
-        for rate, srtt in rounds:
-            t += 0.1
-            delivered += rate * MBIT / 8 * 0.1
-            if det.feed(t, int(delivered), rtt, srtt):
-                return t
-        return None
-
-    assert stop_at(SteadyStop()) is None
-    beside = SteadyStop().beside(other_way=True)
-    assert beside.drained_share == pytest.approx(2.25)
-    assert stop_at(beside) is not None
-    assert SteadyStop().beside(other_way=False) == SteadyStop()
-    # A loss-based sender has no drain test, beside the other way or not.
-    assert beside.for_congestion_control("cubic").drained_share is None

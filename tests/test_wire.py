@@ -50,14 +50,6 @@ def start(**changes: Any) -> TransferStart:
 def test_start_round_trips_through_the_line_codec() -> None:
     msg = start()
     assert TransferStart.from_wire(decode(encode(msg.to_wire()))) == msg
-    beside = start(beside_other_way=True)
-    assert TransferStart.from_wire(decode(encode(beside.to_wire()))) == beside
-
-
-def test_a_start_from_a_client_that_predates_beside_other_way_reads_false() -> None:
-    wire = start(beside_other_way=True).to_wire()
-    del wire["beside_other_way"]
-    assert TransferStart.from_wire(wire).beside_other_way is False
 
 
 @pytest.mark.parametrize(

@@ -29,10 +29,6 @@ from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS
 from tcpwizard.measure.engine.rates import RATE_BAND
 
 INITIAL_WINDOW_SEGMENTS = 10  # RFC 6928, Linux's default
-# What the other direction's data may keep queued ahead of a transfer's ACKs when both run at
-# once, in path RTTs: BBR's cwnd gain of 2 leaves up to 1 BDP standing (tcp_bbr.c), and the
-# classic one-BDP buffer holds as much for a loss-based sender.
-OTHER_WAY_QUEUE_BDPS = 1.0
 
 
 def slow_start_rounds(window_bytes: float, mss: int = DEFAULT_MSS) -> int:
@@ -70,15 +66,6 @@ class SteadyStop:
     # test (loss-based senders keep a standing queue by design and run the fixed length).
     drained_share: float | None = 1.25
     rtt_noise_s: float = QUEUE_FREE_NOISE_MS / 1e3
-
-    def beside(self, other_way: bool) -> SteadyStop:
-        """The rule for a transfer that runs while the other direction's does: its ACKs
-        queue behind the other way's data, which a model-based sender there keeps standing
-        up to (cwnd gain - 1) = 1 BDP by design (the classic one-BDP buffer for a loss-based
-        one), so the smoothed RTT of a drained transfer may stand that much higher."""
-        if not other_way or self.drained_share is None:
-            return self
-        return replace(self, drained_share=self.drained_share + OTHER_WAY_QUEUE_BDPS)
 
     def for_congestion_control(self, cc: str) -> SteadyStop:
         """The rule for a sender running `cc` (model-based BBR: as configured)."""

@@ -162,7 +162,6 @@ def run_mode(
             sample_interval_s=options.sample_interval_s,
             stall_timeout_s=stall,
             until_steady=options.until_steady and total_s is not None,
-            beside_other_way=options.beside_other_way,
         )
         opening = Opening(ctrl, wanted(plan, options.streams))
     except (PeerUnavailable, ProtocolError) as exc:
@@ -263,9 +262,7 @@ def _run_local(
             stall_timeout=options.stall_timeout_s,
             stop=stop,
             on_sample=on_sample,
-            steady=SteadyStop().beside(options.beside_other_way)
-            if options.until_steady and nbytes is None
-            else None,
+            steady=SteadyStop() if options.until_steady and nbytes is None else None,
         )
     else:
         local = datapath.run_receiver(

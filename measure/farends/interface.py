@@ -101,9 +101,6 @@ class TransferOptions:
     # With direction "both": both ways at the same time (as iperf3 --bidir), on two control
     # connections; each way's ACKs then queue behind the other way's data. `check --quick`.
     at_once: bool = False
-    # This transfer runs while the other way's does (one half of `at_once`): the other way's
-    # data queues ahead of its ACKs, which the steady stop's drain test allows for.
-    beside_other_way: bool = False
 
     def directions(self) -> tuple[Direction, ...]:
         return ("up", "down") if self.direction == "both" else (self.direction,)

@@ -214,12 +214,10 @@ class ServeFar:
     def _both_at_once(self, options: TransferOptions, hooks: TransferHooks) -> TransferResult:
         """The way back on a second control connection of its own, in a thread, while the
         way there runs on the check's connection; the modes in the order a series gives."""
-        there = replace(
-            options, direction="up", reverse_modes=None, at_once=False, beside_other_way=True
-        )
+        there = replace(options, direction="up", reverse_modes=None, at_once=False)
         back = replace(
             options, direction="down", modes=options.modes_for("down"), reverse_modes=None,
-            at_once=False, beside_other_way=True,
+            at_once=False,
         )  # fmt: skip
         got: list[TransferResult] = []
         failed: list[str] = []

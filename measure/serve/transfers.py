@@ -144,9 +144,7 @@ class TransferService:
                     sample_interval=interval,
                     stall_timeout=stall,
                     max_seconds=self.limits.max_duration_s,
-                    steady=SteadyStop().beside(start.beside_other_way)
-                    if until_steady and nbytes is None
-                    else None,
+                    steady=SteadyStop() if until_steady and nbytes is None else None,
                 )
             else:
                 report = datapath.run_receiver(

@@ -39,9 +39,6 @@ class TransferStart:
     sample_interval_s: float = DEFAULT_INTERVAL_S
     stall_timeout_s: float = DEFAULT_STALL_S
     until_steady: bool = False  # end the send once the rate is steady (optional field)
-    # The other direction runs at the same time (optional field): its data queues ahead of
-    # this transfer's ACKs, which the steady stop's drain test allows for.
-    beside_other_way: bool = False
 
     TYPE = "transfer_start"
 
@@ -58,7 +55,6 @@ class TransferStart:
             "sample_interval_s": self.sample_interval_s,
             "stall_timeout_s": self.stall_timeout_s,
             "until_steady": self.until_steady,
-            "beside_other_way": self.beside_other_way,
         }
 
     @classmethod
@@ -102,7 +98,6 @@ class TransferStart:
             sample_interval_s=min(MAX_INTERVAL_S, max(MIN_INTERVAL_S, interval or 0.1)),
             stall_timeout_s=min(MAX_STALL_S, max(MIN_STALL_S, stall or DEFAULT_STALL_S)),
             until_steady=typed_field(msg, w, "until_steady", bool, required=False) or False,
-            beside_other_way=typed_field(msg, w, "beside_other_way", bool, required=False) or False,
         )
 
 
