@@ -135,6 +135,22 @@ def test_later_collapses_stay_in_the_settled_rate() -> None:
     assert steady is not None and abs(steady - sum(saw[half:]) / (len(saw) - half)) < 1.0
 
 
+def test_a_first_collapse_long_after_the_pipe_filled_is_the_steady_state() -> None:
+    # 100 Mbit/s x 50 ms, both ways at once: the pipe full at 0.6 s and no collapse then;
+    # the first one 12 round trips later is BBR's own through a one-BDP queue, and the half
+    # keeps it with the rest of the swings.
+    swings = [4.0, 15.0, 37.0, 63.0, 94.0, 97.0, 95.0, 96.0, 93.0, 96.0, 95.0, 94.0, 72.0,
+              100.0, 98.0, 55.0, 53.0, 90.0, 95.0, 96.0]  # fmt: skip
+    series = _series(_counts_at(swings), rtt_us=50_000)
+    half = len(swings) // 2
+    steady = rates.steady_mbps(series)
+    assert steady is not None and abs(steady - sum(swings[half:]) / (len(swings) - half)) < 1.0
+    assert rates.settled_from_s(series) == half * 0.1
+    # The same collapse right after the pipe filled is slow start's overshoot: cut.
+    early = [4.0, 15.0, 37.0, 63.0, 94.0, 97.0, 95.0, 60.0, 55.0, *[95.0] * 11]
+    assert (rates.settled_from_s(_series(_counts_at(early), rtt_us=50_000)) or 0.0) > 1.0
+
+
 def test_a_repair_at_the_very_end_leaves_the_half() -> None:
     # Back for fewer than MIN_STEADY_RATES samples: too little to be the settled part.
     late = [*RAMP, 4800.0, 4800.0, 4800.0, 4800.0, 4800.0, 2000.0, 4800.0, 4800.0]

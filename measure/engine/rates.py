@@ -30,6 +30,13 @@ MIN_STEADY_RATES = 3  # samples in the settled part: fewer, and it is one or two
 # A rate within this factor of the best so far holds; below it, it collapsed; above it, it
 # grew (BBR's full-pipe band, 25 %; measure/engine/steady.py ends a transfer on it).
 RATE_BAND = 1.25
+# Round trips after the first round that did not grow in which slow start's overshoot still
+# collapses the rate: BBR's full-pipe test (3 rounds without growth, then the queue its
+# startup built overflows) and the round that detects the losses. A first collapse later is
+# the steady state's own (BBR v1 through a one-BDP queue both ways at once: 10-14 round trips
+# after its pipe filled, read as the repair, left a settled part of 3 samples inside the next
+# dip, `congestion` on a healthy path; at 5 Gbit/s x 50 ms the overshoot's collapse came 4).
+OVERSHOOT_ROUNDS = 4
 
 
 @dataclass(frozen=True)
@@ -199,7 +206,8 @@ def _settled(
     start = int(n * SETTLED_FROM)  # counts[0] is the origin: counts[start] ends the first half
     if n - start < MIN_STEADY_RATES:
         return None
-    repair = repair_end(counts, window_s(path_rtt_s(samples), sample_interval_s(counts)))
+    rtt = path_rtt_s(samples)
+    repair = repair_end(counts, window_s(rtt, sample_interval_s(counts)), rtt)
     if repair is None or repair[0] <= start or n - repair[0] < MIN_STEADY_RATES:
         return start, None
     return repair
@@ -212,19 +220,30 @@ def settled_from_s(samples: Sequence[TransferSample]) -> float | None:
     return None if start is None else counts[start].t_s
 
 
-def repair_end(counts: Sequence[Count], window: float) -> tuple[int, float] | None:
+def repair_end(
+    counts: Sequence[Count], window: float, rtt_s: float | None = None
+) -> tuple[int, float] | None:
     """(the index of the count where the rate is back after its first collapse, the best
     round-trip rate before that collapse), None without one. A collapse is a round trip's
     rate below the best so far by more than RATE_BAND. The first one after the pipe filled is
-    slow start's overshoot being repaired: the queue it overflowed, the losses sent again.
-    Later collapses are the sender's own steady state (a loss-based sawtooth, BBR's probing
-    through a shallow queue) and stay in the rate."""
+    slow start's overshoot being repaired (the queue it overflowed, the losses sent again)
+    when it begins within OVERSHOOT_ROUNDS round trips of the first round that did not grow
+    (each seen up to a window late). Later collapses are the sender's own steady state (a loss-based
+    sawtooth, BBR's probing through a shallow queue) and stay in the rate."""
     index = {c.t_s: i for i, c in enumerate(counts)}
+    # Both the first flat round and the collapse are seen on the sampling grid through
+    # window rates, each up to a window after it happened.
+    reach = OVERSHOOT_ROUNDS * (rtt_s or window) + 2 * window
     best = 0.0
+    full_t: float | None = None
     collapsed = False
     for t, rate in window_rates(counts, window):
         if not collapsed:
             collapsed = rate * RATE_BAND < best
+            if collapsed and full_t is not None and t - full_t > reach:
+                return None  # a collapse of the steady state, not slow start's
+            if full_t is None and best > 0 and rate <= best * RATE_BAND:
+                full_t = t
             best = max(best, rate)
         elif rate * RATE_BAND >= best:
             return index[t], best
