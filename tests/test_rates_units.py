@@ -234,18 +234,30 @@ def test_no_goodput_above_the_line_times_the_payload_share(
     assert m.throughput_mbps == min(mbps, limit)
 
 
-def test_the_drain_after_the_sender_stopped_writing_is_not_the_steady_rate() -> None:
-    # 80 Mbit/s for 1.6 s; the writer stops at 1.6 s and the last flight's losses slow the
-    # drain to 20 Mbit/s for 0.2 s.
+def test_a_drain_slowed_by_its_last_flights_losses_is_not_the_steady_rate() -> None:
+    # 80 Mbit/s for 1.6 s; the writer stops at 1.55 s and the last flight's losses slow the
+    # drain to 20 Mbit/s for 0.2 s: the settled part ends before it.
     per = round(80e6 / 8 * 0.1)
     counts = [per * (i + 1) for i in range(16)] + [16 * per + per // 4 * k for k in (1, 2)]
     m = ModeResult("autotune", "up", 1, counts[-1], 1.8, 70.0, 0, 0, tuple(_series(counts)))
     assert (rates.mode_steady_mbps(m) or 0.0) < 70.0
-    stopped = dataclasses.replace(m, write_s=1.6)
+    stopped = dataclasses.replace(m, write_s=1.55)
+    assert rates.drain_end(stopped.samples, stopped.write_s) == pytest.approx(1.6)
     assert rates.mode_steady_mbps(stopped) == pytest.approx(80.0, rel=1e-3)
     # A stop between two counts keeps the count interpolated there.
     cut = rates.until(rates.counts_of(m.samples), 1.65)
     assert cut[-1] == rates.Count(1.65, 16 * per + per // 8)
+
+
+def test_a_drain_at_the_paths_rate_stays_in_the_steady_rate() -> None:
+    # What the send buffer held goes out at the path's rate after the writer stopped: the
+    # settled part keeps it (a 5 Gbit/s lab line's last 0.2 s at 4.8 Gbit/s).
+    per = round(80e6 / 8 * 0.1)
+    counts = [per * (i + 1) for i in range(18)]
+    m = ModeResult("autotune", "up", 1, counts[-1], 1.8, 80.0, 0, 0, tuple(_series(counts)))
+    stopped = dataclasses.replace(m, write_s=1.55)
+    assert rates.drain_end(stopped.samples, stopped.write_s) is None
+    assert rates.mode_steady_mbps(stopped) == rates.mode_steady_mbps(m)
 
 
 def test_a_half_that_began_on_a_late_count_is_held_to_the_line() -> None:
