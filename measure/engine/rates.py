@@ -136,10 +136,7 @@ def steady_mbps(samples: Sequence[TransferSample], end_s: float | None = None) -
     half, not by a factor of two. Not the median of round-trip window
     rates: on a path shared with two other TCP flows (100 Mbit/s x 20 ms, lab) that median
     read 6 % under the receiver's count, the windows' rates being skewed by the sawtooth.
-    `end_s`: when the sender stopped writing; what it delivered after is its buffer's
-    drain, which a loss in the last flight slows to a crawl (38.8 then 18.9 Mbit/s on a
-    100 Mbit/s lab line, BBR recovering its last round trip with nothing new to send),
-    not the steady state."""
+    `end_s`: where the settled part ends (drain_end), None for the last count."""
     counts = until(counts_of(samples), end_s)
     settled = _settled(samples, counts)
     if settled is None:
@@ -248,8 +245,8 @@ def repair_end(
     rate below the best so far by more than RATE_BAND. The first one after the pipe filled is
     slow start's overshoot being repaired (the queue it overflowed, the losses sent again)
     when it begins within OVERSHOOT_ROUNDS round trips of the first round that did not grow
-    (each seen up to a window late). Later collapses are the sender's own steady state (a loss-based
-    sawtooth, BBR's probing through a shallow queue) and stay in the rate."""
+    (each seen up to a window late). Later collapses are the sender's own steady state (a
+    loss-based sawtooth, BBR's probing through a shallow queue) and stay in the rate."""
     index = {c.t_s: i for i, c in enumerate(counts)}
     # Both the first flat round and the collapse are seen on the sampling grid through
     # window rates, each up to a window after it happened.
