@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from textual.pilot import Pilot
@@ -56,6 +56,14 @@ def _app(
 
 async def _finished(pilot: Pilot[Any]) -> None:
     await pilot.app.workers.wait_for_complete()
+    # The worker ends once the pipeline posted its last message; on a loaded machine the
+    # app may still hold progress messages then (a snapshot caught the log mid-check).
+    # Bounded: 5 s at most.
+    app = cast(TcpWizardApp, pilot.app)
+    for _ in range(100):
+        if not app.state.running:
+            break
+        await pilot.pause(0.05)
     await pilot.pause()
 
 
