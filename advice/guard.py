@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice.model import Verdict
-from tcpwizard.measure.engine.rates import IP_TCP_HEADERS, steady_mbps
+from tcpwizard.measure.engine.rates import IP_TCP_HEADERS, mode_steady_mbps
 from tcpwizard.measure.model import (
     CapacityEstimate,
     ModeResult,
@@ -172,7 +172,8 @@ def guard_mode(m: ModeResult, limit: float | None) -> ModeResult:
         return m
     samples = tuple(_guard_sample(s, limit) for s in m.samples)
     notes = m.notes
-    settled = steady_mbps(m.samples, m.write_s)
+    # The settled rate as every rule reads it, before the bound is set on the mode.
+    settled = mode_steady_mbps(dataclasses.replace(m, rate_bound_mbps=None))
     for what, value in (("measured", m.throughput_mbps), ("settled", settled)):
         if value is not None and value > limit:
             notes = (
