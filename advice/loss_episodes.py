@@ -98,6 +98,15 @@ def settled_loss(m: ModeResult, rtt_ms: float) -> float | None:
     return (retrans1 - retrans0) * mss_of(m) / (delivered1 - delivered0)
 
 
+def loss_share(m: ModeResult, rtt_ms: float) -> float:
+    """The share of bytes lost that held the rate: after the ramp's overshoot where the
+    samples show it (settled_loss), else over the whole transfer."""
+    settled = settled_loss(m, rtt_ms)
+    if settled is not None:
+        return settled
+    return m.retransmits * mss_of(m) / m.bytes if m.bytes > 0 else 0.0
+
+
 def settled_losses(m: ModeResult, rtt_ms: float) -> list[tuple[int, float]]:
     """The losses once the rate had settled (_settled_from), interval by interval: the
     segments retransmitted in it and the highest smoothed RTT (ms) of it and the interval

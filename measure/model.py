@@ -45,6 +45,16 @@ class CapacityEstimate:
 
 
 @dataclass(frozen=True)
+class IdleLoss:
+    """Round-trip probes sent and lost with the path idle (paced, small: no queue, no bucket
+    runs dry on them)."""
+
+    sent: int
+    lost: int
+    method: str  # the RTT probe's: "udp-echo", "tcp-connect", "icmp"
+
+
+@dataclass(frozen=True)
 class PathEstimate:
     rtt: RttStats
     capacity: CapacityEstimate | None
@@ -57,6 +67,9 @@ class PathEstimate:
     notes: tuple[str, ...] = ()  # what was skipped or fell back, and why
     # What cross traffic leaves of the upload capacity (measure/probes/availbw.py), when asked.
     available: AvailBandwidth | None = None
+    # More round-trip probes at idle after the transfers, when their losses needed telling
+    # apart from random loss (advice/idle_loss.py).
+    idle_loss: IdleLoss | None = None
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_causes import RENO, check_run, isolated_env, ping_run
+from benchmarks.bench_causes import RENO, check_run, isolated_env, json_report, ping_run
 from tcpwizard.lab import Lab
-from tcpwizard.lab.serving import check_pcap, iperf3_serving, serving
+from tcpwizard.lab.serving import check_pcap, iperf3_serving, serving, tcpwizard_argv
 from tcpwizard.lab.spec import HopSpec, LabSpec
 from tcpwizard.lab.tools import capturing
 from tests.lab_fixtures import LabFactory
@@ -53,6 +53,33 @@ def test_policer_is_named_on_the_path_with_its_rate(lab_factory: LabFactory) -> 
     assert len(named) >= 2, runs
     rates = [float(r["plateau_mbps"]) for r in named if r["plateau_mbps"]]  # type: ignore[arg-type]
     assert sum(abs(x / 20.0 - 1) <= 0.10 for x in rates) >= 2, rates
+
+
+# A bucket of a third of a slow line under Reno: a window of a handful of segments, a tenth
+# of them lost near the loss bound of that share, so the transfer alone reads like random
+# loss; the idle probes the check sends after it lose none (advice/idle_follow_up.py).
+SMALL_BUCKET = LabSpec.symmetric(
+    9e6, 0.030, queue_bytes=round(1.5 * 9e6 * 0.030 / 8), policer_bps=3e6,
+    sysctls_a=RENO, sysctls_b=RENO,
+)  # fmt: skip
+
+
+def test_a_small_bucket_is_told_from_random_loss_by_idle_probes(lab_factory: LabFactory) -> None:
+    lab = lab_factory(SMALL_BUCKET)
+    argv = tcpwizard_argv("check", lab.addr_b, "--json", "--direction", "up", "--modes", "autotune")
+
+    def run(env: dict[str, str]) -> dict[str, Any]:
+        doc = json_report(lab, argv, env)
+        v = doc["verdict"]
+        return {"verdict": (v["limiting_factor"], v["host_to_fix"]), **doc["path"]}
+
+    with tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp, serving(lab, "b"):
+        env = isolated_env(tmp)
+        runs = until_decided(lambda: run(env), lambda r: r["verdict"] == ("policer", "path"), TRIES)
+    named = [r for r in runs if r["verdict"] == ("policer", "path")]
+    assert len(named) >= 2, [(r["verdict"], r.get("idle_loss")) for r in runs]
+    # Named because the follow-up's probes came back: random loss would have dropped some.
+    assert all(r["idle_loss"]["sent"] > 20 and r["idle_loss"]["lost"] == 0 for r in named), runs
 
 
 def test_policer_on_a_router_is_named(lab_factory: LabFactory) -> None:

@@ -155,6 +155,12 @@ def test_every_far_end_keeps_the_contract(name: str) -> None:
             if not a.reflector:
                 with pytest.raises(PeerUnavailable):
                     far.available(1e9, 1e-3)
+                with pytest.raises(PeerUnavailable):
+                    far.idle_echo(5)
+            else:
+                # Loopback loses nothing: every probe sent comes back.
+                idle = far.idle_echo(5)
+                assert (idle.sent, idle.lost, idle.method) == (5, 0, "udp-echo")
 
             if not a.transfers:
                 with pytest.raises(PeerUnavailable):

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from benchmarks.report_evidence import evidence
-from tcpwizard.advice.diagnose import diagnose
+from tcpwizard.advice import idle_follow_up
+from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.advice.model import Verdict
 from tcpwizard.advice.window_law import lossy_window_share, round_trip_hit
+from tcpwizard.measure.model import IdleLoss
 
 CASES = Path(__file__).parent / "data" / "matrix-cases"
 
@@ -122,3 +126,51 @@ def test_a_buffer_others_keep_full_is_no_bloat_below_what_one_flow_would_bloat()
     bandwidth measured 96.5 of 122 Mbit/s taken and the RTT under load stood the buffer's
     whole depth above idle (read `bufferbloat` 0.96 before)."""
     assert _verdict("20261208.7") == ("cross-traffic", None)
+
+
+def _evidence(scenario: str) -> Evidence:
+    return evidence(json.loads(gzip.decompress((CASES / f"{scenario}.json.gz").read_bytes())))
+
+
+@pytest.mark.parametrize(
+    ("scenario", "what"),
+    [
+        # The 20 idle probes lost none where random loss at the transfer's 20.8 % loses 4.2:
+        # odds under 1 % (read `cross-traffic` at 0.76 before).
+        ("20261207.151", "BBR up, Reno down through a 1.1 Mbit/s bucket, 6.3 Mbit/s x 44 ms"),
+        # 20.6 % lost by the download, 0 of 20 idle probes (read `congestion` on both hosts).
+        ("20261207.23", "CUBIC up, Reno down through a 1.4 Mbit/s bucket, 6.8 Mbit/s x 11 ms"),
+    ],
+)
+def test_idle_probes_that_lost_nothing_rule_random_loss_out(scenario: str, what: str) -> None:
+    assert _verdict(scenario) == ("policer", "path"), what
+
+
+def test_a_loss_the_idle_probes_cannot_yet_judge_asks_for_more_of_them() -> None:
+    """Reno through a 3.1 Mbit/s bucket on an 8.9 Mbit/s x 29 ms line, 9.3 % of the
+    download's segments lost near its loss bound: the RTT probe's 20 (none lost) leave
+    random loss at 9.3 % with odds of 14 %; the check sends 48 more (0.907^68 < 1 %)."""
+    ev = _evidence("20261207.110")
+    assert diagnose(ev).verdict.limiting_factor == "congestion"
+    count, why = idle_follow_up.wanted(ev.path, ev.transfer)
+    assert count == 48 and "download" in why
+    path = ev.path
+    assert path is not None
+
+    def judged(lost: int) -> Verdict:
+        more = IdleLoss(count, lost, "udp-echo")
+        return diagnose(replace(ev, path=replace(path, idle_loss=more))).verdict
+
+    silent = judged(0)
+    assert (silent.limiting_factor, silent.host_to_fix) == ("policer", "path")
+    assert any("round-trip probes at idle lost 0" in line for line in silent.evidence)
+    # Random loss at the transfer's share would drop ~6 of 68: a few lost keep it open.
+    assert judged(5).limiting_factor == "congestion"
+
+
+@pytest.mark.parametrize("scenario", ["20261203.80", "20261201.135", "20261208.7"])
+def test_no_more_idle_probes_where_they_could_not_change_the_verdict(scenario: str) -> None:
+    """Reno at random loss (its rate at the loss bound, the policer test fails on its
+    own terms), a bucket the policer test finds already, a path others share."""
+    ev = _evidence(scenario)
+    assert idle_follow_up.wanted(ev.path, ev.transfer) == (0, "")

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
-from tcpwizard.advice import guard
+from tcpwizard.advice import guard, idle_follow_up
 from tcpwizard.advice.diagnose import Diagnosis, Evidence, diagnose
 from tcpwizard.advice.handshake_findings import handshake_findings, unaudited_peer_fixes
 from tcpwizard.advice.path_advice import PathAdvice, path_advice
@@ -357,6 +357,27 @@ def _stage_available(run: _Run, stage: StageFn, why: str = "") -> None:
     run.path = dataclasses.replace(run.path, available=av)
 
 
+def _stage_idle_loss(run: _Run, stage: StageFn) -> None:
+    """More round-trip probes at idle where the transfers' losses need telling apart from
+    random loss (advice/idle_follow_up.py); `--quick` leaves it open with a note."""
+    count, why = idle_follow_up.wanted(run.path, run.transfer)
+    if not count or run.path is None:
+        return
+    if run.req.quick:
+        run.notes.append(
+            f"{why} ({count} more round-trip probes would tell; --quick leaves it open)"
+        )
+        return
+    stage("probe", f"{count} more round-trip probes at idle: {why}")
+    try:
+        more = run.far.idle_echo(count)
+    except (OSError, PeerUnavailable) as exc:
+        run.notes.append(f"{why} (no more round-trip probes: {exc})")
+        return
+    run.notes.append(f"{more.sent} more round-trip probes at idle lost {more.lost}: {why}")
+    run.path = dataclasses.replace(run.path, idle_loss=more)
+
+
 def _stage_transfer(
     run: _Run, stage: StageFn, emit: EventFn, cancel: threading.Event | None
 ) -> None:
@@ -536,6 +557,7 @@ def run_check(
                 run.notes.append(f"{why} (--quick leaves it open: add --avail)")
             else:
                 _stage_available(run, stage, why)
+        _stage_idle_loss(run, stage)
     finally:
         run.far.close()  # a far end swapped in mid-run (a fallback) closes the same way
         if run.far is not far:

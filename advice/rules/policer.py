@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tcpwizard.advice import idle_loss
 from tcpwizard.advice.evidence import (
     CHRONO_SHARE,
     CROSS_FREE_SHARE,
@@ -39,6 +40,7 @@ from tcpwizard.advice.evidence import (
 from tcpwizard.advice.loss_episodes import (
     episodes,
     late_retransmits,
+    loss_share,
     settled_loss,
     settled_losses,
     settled_mbps,
@@ -65,7 +67,7 @@ from tcpwizard.measure.engine.loaded_rtt import (
     plateau_mbps,
 )
 from tcpwizard.measure.engine.rates import IP_TCP_HEADERS, ip_rate
-from tcpwizard.measure.model import ModeResult
+from tcpwizard.measure.model import IdleLoss, ModeResult
 from tcpwizard.measure.observe.capture import FlowDirection
 from tcpwizard.measure.observe.conns import ConnObservation
 from tcpwizard.measure.probes.dispersion import LOSSY, main_train_bytes
@@ -119,6 +121,8 @@ class Policing:
     bound_mbps: float | None  # Mathis bound at that loss (loss-based senders)
     model_based: bool = False  # the sender runs BBR
     loss_settled: bool = False  # `loss` counts only what came after the ramp's overshoot
+    # The idle probes that ruled out random loss at `loss` (None: the loss bound did)
+    idle: IdleLoss | None = None
 
     def lines(self) -> tuple[str, ...]:
         out = [
@@ -146,7 +150,14 @@ class Policing:
                 "the sender runs BBR, which keeps its rate through random loss: a plateau this "
                 "far below the line with no queue is a policer's rate"
             )
-        if self.bound_mbps is not None:
+        if self.idle is not None:
+            out.append(
+                f"{self.idle.sent} round-trip probes at idle lost {self.idle.lost}, where random "
+                f"loss at {self.loss:.1%} loses about {self.idle.sent * self.loss:.0f} (odds "
+                f"under {idle_loss.RANDOM_LOSS_ALPHA:.0%}): the segments were lost only above "
+                "a rate"
+            )
+        elif self.bound_mbps is not None:
             out.append(
                 f"Mathis bound at that loss {format_mbps(self.bound_mbps)}: the sender runs far "
                 "above it, so the losses came in bursts, not at random"
@@ -186,7 +197,11 @@ def no_queue_ms(idle_ms: float) -> float:
 
 
 def policing(
-    m: ModeResult | None, idle_ms: float | None, line_mbps: float | None, cc: str
+    m: ModeResult | None,
+    idle_ms: float | None,
+    line_mbps: float | None,
+    cc: str,
+    idle: IdleLoss | None = None,
 ) -> Policing | None:
     """The policer's evidence on one transfer `m`, or None when it does not hold. Without a
     probe (line_mbps None: a live connection, a capture) the plateau is judged against the
@@ -217,8 +232,9 @@ def policing(
         return None  # the plateau is the line's rate: a bottleneck, not a policer
     mss = mss_of(m)
     settled = settled_loss(m, rtt.idle_ms)
-    loss = m.retransmits * mss / m.bytes if settled is None else settled
+    loss = loss_share(m, rtt.idle_ms)
     bound = None
+    ruled_out: IdleLoss | None = None
     if cc in LOSS_BASED:
         # The bound of the loss that held the plateau: what was lost after the ramp's
         # overshoot. Slow start's one burst overflows any queue and says nothing of the
@@ -231,7 +247,9 @@ def policing(
         bound = mathis_mbps(mss, rtt.idle_ms, loss, cc)
         near_bound = bound is None or settled_mbps(m) <= BOUND_LIFT * bound
         if near_bound and not _burst_episodes(m, rtt.idle_ms, loss):
-            return None  # random loss explains the rate: the congestion rule speaks
+            if not idle_loss.rules_out_random(idle, loss):
+                return None  # random loss explains the rate: the congestion rule speaks
+            ruled_out = idle  # random loss would have dropped the idle probes too
     if not (_drained(m, plateau) or _late_losses(m)):
         # One burst in slow start and a flat rate with no loss after it is the ramp's
         # overshoot; a policer shows its bucket draining (a faster start) or keeps dropping.
@@ -257,7 +275,15 @@ def policing(
     if not bursty and not model_based(cc) and not _below_any_sawtooth(plateau, line, cc):
         return None
     return Policing(
-        plateau, line_mbps, rtt, loss, pattern, bound, model_based(cc), settled is not None
+        plateau,
+        line_mbps,
+        rtt,
+        loss,
+        pattern,
+        bound,
+        model_based(cc),
+        settled is not None,
+        ruled_out,
     )
 
 
@@ -545,7 +571,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         return None
     if _every_stream_queued(ev, d):
         return None  # others' queue: the cross-traffic rule speaks
-    found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc)
+    found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc, idle_loss.of_path(ev.path))
     if found is None or _windows_explain(ev, d, found) or _passed_by_another(d, found):
         return None
     # Imported here: advice/sawtooth.py reads the capacity view, which imports this package.

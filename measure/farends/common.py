@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tcpwizard.checks.facts import HostFacts
-from tcpwizard.measure.model import PathEstimate
+from tcpwizard.measure.model import IdleLoss, PathEstimate
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.probes.probe import Progress as ProbeProgress
 from tcpwizard.measure.probes.probe import probe
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from tcpwizard.measure.probes.availbw import AvailBandwidth
 
 NO_AVAILABLE = "the available bandwidth needs tcpwizard serve's reflector"
+NO_IDLE_ECHO = "more round-trip probes need tcpwizard serve's reflector"
 
 
 class Unaudited:
@@ -40,6 +41,9 @@ class Unaudited:
 
     def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
         raise PeerUnavailable(NO_AVAILABLE)
+
+    def idle_echo(self, count: int) -> IdleLoss:
+        raise PeerUnavailable(NO_IDLE_ECHO)
 
     def silent(self) -> str | None:
         """A server of another program answers or fails on its own terms: no sign of its

@@ -23,6 +23,7 @@ from tcpwizard.checks.facts import HostFacts
 from tcpwizard.measure.engine import datapath
 from tcpwizard.measure.model import (
     Direction,
+    IdleLoss,
     Mode,
     ModeResult,
     PathEstimate,
@@ -198,6 +199,11 @@ class FarEnd(Protocol):
     def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
         """What cross traffic leaves free of `capacity_bps` (needs `abilities.reflector`);
         raises PeerUnavailable (or OSError) when it cannot be measured."""
+        ...
+
+    def idle_echo(self, count: int) -> IdleLoss:
+        """`count` more round-trip probes with the path idle, paced as the RTT probe's
+        (needs `abilities.reflector`); raises PeerUnavailable (or OSError) when it cannot."""
         ...
 
     def missing(self) -> tuple[str, ...]:

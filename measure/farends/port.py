@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tcpwizard.checks.facts import HostFacts
-from tcpwizard.measure.farends.common import NO_AVAILABLE, port_probe
+from tcpwizard.measure.farends.common import NO_AVAILABLE, NO_IDLE_ECHO, port_probe
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
     Abilities,
@@ -15,7 +15,7 @@ from tcpwizard.measure.farends.interface import (
     TransferHooks,
     TransferOptions,
 )
-from tcpwizard.measure.model import PathEstimate, TransferResult
+from tcpwizard.measure.model import IdleLoss, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts, handshake_with
 from tcpwizard.measure.probes.probe import Progress as ProbeProgress
 from tcpwizard.measure.wire.protocol import PeerUnavailable
@@ -50,6 +50,9 @@ class PortFar:
 
     def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
         raise PeerUnavailable(NO_AVAILABLE)
+
+    def idle_echo(self, count: int) -> IdleLoss:
+        raise PeerUnavailable(NO_IDLE_ECHO)
 
     def handshake(self) -> HandshakeFacts | None:
         return self._handshake

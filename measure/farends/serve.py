@@ -21,7 +21,7 @@ from tcpwizard.measure.farends.interface import (
     TransferHooks,
     TransferOptions,
 )
-from tcpwizard.measure.model import ModeResult, PathEstimate, TransferResult
+from tcpwizard.measure.model import IdleLoss, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.probes.probe import Progress as ProbeProgress
 from tcpwizard.measure.probes.probe import probe
@@ -270,6 +270,18 @@ class ServeFar:
                 return measure_available(client, udp, capacity_bps, rtt_s)
             finally:
                 udp.close()
+
+    def idle_echo(self, count: int) -> IdleLoss:
+        from tcpwizard.measure.probes import rtt
+
+        with self.control(AVAIL_TIMEOUT_S) as client:
+            udp = client.udp_socket()
+            try:
+                stats = rtt.udp_echo(udp, client.udp_token, count=count)
+            finally:
+                udp.close()
+        got = stats.samples if stats is not None else 0
+        return IdleLoss(count, count - got, "udp-echo")
 
     def missing(self) -> tuple[str, ...]:
         return ()

@@ -61,6 +61,17 @@ def path_json(est: PathEstimate) -> dict[str, Any]:
         "duration_s": round(est.duration_s, 3),
         "notes": list(est.notes),
         **({} if est.available is None else {"available": available_json(est)}),
+        **(
+            {}
+            if est.idle_loss is None
+            else {
+                "idle_loss": {
+                    "sent": est.idle_loss.sent,
+                    "lost": est.idle_loss.lost,
+                    "method": est.idle_loss.method,
+                }
+            }
+        ),
     }
 
 

@@ -168,8 +168,10 @@ PATH = obj(
                 "note": STR,
             }
         ),
+        # more round-trip probes at idle after the transfers (advice/idle_loss.py)
+        "idle_loss": obj({"sent": INT, "lost": INT, "method": STR}),
     },
-    optional=("available",),
+    optional=("available", "idle_loss"),
 )
 TCP_INFO = obj({k: INT for k in TCP_INFO_FIELDS})
 SAMPLE = obj(

@@ -1,0 +1,50 @@
+"""When `check` sends more round-trip probes after the transfers, and how many.
+
+A loss-based sender that held a plateau below the line with no queue, near the loss bound
+of the share it lost, is read two ways: random loss at that share holds it there (the
+congestion rule), or a token bucket drops what exceeds its rate (the policer rule).
+Random loss would drop the idle probes too (advice/idle_loss.py). When the RTT probe's
+own count cannot yet tell, and a bounded number more could turn the policer test, the
+check sends them: evidence before a verdict, not a guess between two causes.
+"""
+
+from __future__ import annotations
+
+from tcpwizard.advice import idle_loss
+from tcpwizard.advice.evidence import pick_current
+from tcpwizard.advice.loss_episodes import loss_share
+from tcpwizard.advice.rules.policer import policing
+from tcpwizard.advice.window_law import LOSS_BASED
+from tcpwizard.measure.model import IdleLoss, PathEstimate, TransferResult
+from tcpwizard.units import format_mbps
+
+
+def wanted(path: PathEstimate | None, transfer: TransferResult | None) -> tuple[int, str]:
+    """How many more idle probes could decide between random loss and a policer, and why
+    ((0, "") when none could change the verdict)."""
+    if path is None or path.capacity is None or transfer is None:
+        return 0, ""
+    idle = idle_loss.of_path(path)
+    base = idle or IdleLoss(0, 0, path.rtt.method)
+    best: tuple[int, str] = (0, "")
+    for direction in ("up", "down"):
+        m = pick_current([x for x in transfer.modes if x.direction == direction and not x.error])
+        if m is None or m.retransmits <= 0 or m.congestion_control not in LOSS_BASED:
+            continue
+        cap = path.capacity_down if direction == "down" and path.capacity_down else path.capacity
+        p = loss_share(m, path.rtt.min)
+        n = idle_loss.probes_to_decide(p)
+        if n <= best[0] or idle_loss.rules_out_random(idle, p):
+            continue
+        cc = m.congestion_control
+        if policing(m, path.rtt.min, cap.mbps, cc, idle) is not None:
+            continue  # the policer test holds already
+        silent = IdleLoss(base.sent + n, base.lost, base.method)
+        if policing(m, path.rtt.min, cap.mbps, cc, silent) is None:
+            continue  # no count of probes turns it: something else decides
+        best = (
+            n,
+            f"the {direction}load lost {p:.1%} of its segments below the "
+            f"{format_mbps(cap.mbps)} the probe saw: at random, or only above a rate?",
+        )
+    return best

@@ -1,0 +1,58 @@
+"""The idle probes' test of random loss (advice/idle_loss.py): the binomial tail, the
+count that decides, and the RTT probe's summary read back as counts."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tcpwizard.advice import idle_loss
+from tcpwizard.measure.model import IdleLoss, PathEstimate, RttStats
+
+
+def _rtt(samples: int, loss_pct: float) -> RttStats:
+    return RttStats(10.0, 10.0, 10.0, 10.0, 0.0, 10.0, loss_pct, 0.0, samples, "udp-echo")
+
+
+def test_the_tail_is_the_binomial_one() -> None:
+    assert idle_loss.tail(20, 0, 0.1) == pytest.approx(0.9**20)
+    assert idle_loss.tail(10, 1, 0.2) == pytest.approx(0.8**10 + 10 * 0.2 * 0.8**9)
+    assert idle_loss.tail(5, 5, 0.3) == pytest.approx(1.0)
+    assert idle_loss.tail(5, 0, 0.0) == 1.0
+
+
+def test_twenty_silent_probes_rule_out_only_heavy_random_loss() -> None:
+    twenty = IdleLoss(20, 0, "udp-echo")
+    assert idle_loss.rules_out_random(twenty, 0.25)  # 0.75^20 = 0.3 %
+    assert not idle_loss.rules_out_random(twenty, 0.093)  # 0.907^20 = 14 %
+    assert not idle_loss.rules_out_random(None, 0.5)
+    # A few lost where random loss at p would lose about as many: not ruled out.
+    assert not idle_loss.rules_out_random(IdleLoss(100, 9, "udp-echo"), 0.1)
+
+
+def test_the_count_that_decides() -> None:
+    assert idle_loss.probes_to_decide(0.093) == 48  # 0.907^47 = 1.01 %, 0.907^48 = 0.92 %
+    # Random loss at 1 % needs 459 silent probes: past the follow-up's cap, so none.
+    assert idle_loss.probes_to_decide(0.01) == 0
+    assert idle_loss.probes_to_decide(0.0) == 0
+
+
+@given(st.floats(min_value=0.023, max_value=0.99))
+def test_the_count_that_decides_is_the_least_that_does(p: float) -> None:
+    n = idle_loss.probes_to_decide(p)
+    assert 0 < n <= idle_loss.MAX_FOLLOW_UP
+    assert idle_loss.rules_out_random(IdleLoss(n, 0, "udp-echo"), p)
+    assert n == 1 or not idle_loss.rules_out_random(IdleLoss(n - 1, 0, "udp-echo"), p)
+
+
+def test_the_rtt_probe_and_a_follow_up_add_up() -> None:
+    assert idle_loss.from_rtt(_rtt(19, 5.0)) == IdleLoss(20, 1, "udp-echo")
+    assert idle_loss.from_rtt(_rtt(20, 0.0)) == IdleLoss(20, 0, "udp-echo")
+    path = PathEstimate(_rtt(19, 5.0), None, None, 1.0, "192.0.2.1", 5301)
+    assert idle_loss.of_path(path) == IdleLoss(20, 1, "udp-echo")
+    more = PathEstimate(
+        _rtt(19, 5.0), None, None, 1.0, "192.0.2.1", 5301, idle_loss=IdleLoss(48, 2, "udp-echo")
+    )
+    assert idle_loss.of_path(more) == IdleLoss(68, 3, "udp-echo")
+    assert idle_loss.of_path(None) is None
