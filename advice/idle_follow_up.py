@@ -33,9 +33,9 @@ def wanted(path: PathEstimate | None, transfer: TransferResult | None) -> tuple[
             continue
         cap = path.capacity_down if direction == "down" and path.capacity_down else path.capacity
         p = loss_share(m, path.rtt.min)
-        n = idle_loss.probes_to_decide(p)
-        if n <= best[0] or idle_loss.rules_out_random(idle, p):
-            continue
+        n = idle_loss.probes_to_decide(p, idle)
+        if not n or n <= best[0]:
+            continue  # decided already, or no count within the cap decides
         cc = m.congestion_control
         if policing(m, path.rtt.min, cap.mbps, cc, idle) is not None:
             continue  # the policer test holds already

@@ -64,14 +64,13 @@ def rules_out_random(idle: IdleLoss | None, p: float) -> bool:
     return idle is not None and idle.sent > 0 and tail(idle.sent, idle.lost, p) < RANDOM_LOSS_ALPHA
 
 
-def probes_to_decide(p: float) -> int:
-    """Probes, none lost, that rule out random loss at `p` (0: none can, within the cap)."""
+def probes_to_decide(p: float, have: IdleLoss | None = None) -> int | None:
+    """More probes, none lost, that rule out random loss at `p` beside those sent already
+    (0: those rule it out; None: no count within MAX_FOLLOW_UP can)."""
     if p <= 0.0 or p >= 1.0:
-        return 0
-    n = max(1, math.floor(math.log(RANDOM_LOSS_ALPHA) / math.log(1.0 - p)))
-    # The logarithms round: step to the least count whose silence decides.
-    while tail(n, 0, p) >= RANDOM_LOSS_ALPHA:
-        n += 1
-    while n > 1 and tail(n - 1, 0, p) < RANDOM_LOSS_ALPHA:
-        n -= 1
-    return n if n <= MAX_FOLLOW_UP else 0
+        return None
+    sent, lost = (have.sent, have.lost) if have is not None else (0, 0)
+    for more in range(MAX_FOLLOW_UP + 1):
+        if tail(sent + more, lost, p) < RANDOM_LOSS_ALPHA:
+            return more
+    return None

@@ -79,7 +79,7 @@ def test_a_small_bucket_is_told_from_random_loss_by_idle_probes(lab_factory: Lab
     named = [r for r in runs if r["verdict"] == ("policer", "path")]
     assert len(named) >= 2, [(r["verdict"], r.get("idle_loss")) for r in runs]
     # Named because the follow-up's probes came back: random loss would have dropped some.
-    assert all(r["idle_loss"]["sent"] > 20 and r["idle_loss"]["lost"] == 0 for r in named), runs
+    assert all(r["idle_loss"]["sent"] > 0 and r["idle_loss"]["lost"] == 0 for r in named), runs
 
 
 def test_policer_on_a_router_is_named(lab_factory: LabFactory) -> None:

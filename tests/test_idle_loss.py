@@ -33,17 +33,33 @@ def test_twenty_silent_probes_rule_out_only_heavy_random_loss() -> None:
 
 def test_the_count_that_decides() -> None:
     assert idle_loss.probes_to_decide(0.093) == 48  # 0.907^47 = 1.01 %, 0.907^48 = 0.92 %
-    # Random loss at 1 % needs 459 silent probes: past the follow-up's cap, so none.
-    assert idle_loss.probes_to_decide(0.01) == 0
-    assert idle_loss.probes_to_decide(0.0) == 0
+    # Beside the RTT probe's 20, none lost, 28 more; one of them lost asks for more still.
+    assert idle_loss.probes_to_decide(0.093, IdleLoss(20, 0, "udp-echo")) == 28
+    assert idle_loss.probes_to_decide(0.093, IdleLoss(20, 1, "udp-echo")) > 28
+    assert idle_loss.probes_to_decide(0.3, IdleLoss(20, 0, "udp-echo")) == 0  # 0.7^20
+    # Random loss at 1 % needs 459 silent probes: past the follow-up's cap, so none can.
+    assert idle_loss.probes_to_decide(0.01) is None
+    assert idle_loss.probes_to_decide(0.0) is None
 
 
-@given(st.floats(min_value=0.023, max_value=0.99))
-def test_the_count_that_decides_is_the_least_that_does(p: float) -> None:
-    n = idle_loss.probes_to_decide(p)
-    assert 0 < n <= idle_loss.MAX_FOLLOW_UP
-    assert idle_loss.rules_out_random(IdleLoss(n, 0, "udp-echo"), p)
-    assert n == 1 or not idle_loss.rules_out_random(IdleLoss(n - 1, 0, "udp-echo"), p)
+@given(
+    st.floats(min_value=0.023, max_value=0.99),
+    st.integers(min_value=0, max_value=50),
+    st.integers(min_value=0, max_value=3),
+)
+def test_the_count_that_decides_is_the_least_that_does(p: float, sent: int, lost: int) -> None:
+    have = IdleLoss(sent, min(lost, sent), "udp-echo")
+    n = idle_loss.probes_to_decide(p, have)
+
+    def silent(more: int) -> IdleLoss:
+        return IdleLoss(have.sent + more, have.lost, "udp-echo")
+
+    if n is None:  # none can within the cap
+        assert not idle_loss.rules_out_random(silent(idle_loss.MAX_FOLLOW_UP), p)
+        return
+    assert 0 <= n <= idle_loss.MAX_FOLLOW_UP
+    assert idle_loss.rules_out_random(silent(n), p)
+    assert n == 0 or not idle_loss.rules_out_random(silent(n - 1), p)
 
 
 def test_the_rtt_probe_and_a_follow_up_add_up() -> None:

@@ -149,11 +149,11 @@ def test_idle_probes_that_lost_nothing_rule_random_loss_out(scenario: str, what:
 def test_a_loss_the_idle_probes_cannot_yet_judge_asks_for_more_of_them() -> None:
     """Reno through a 3.1 Mbit/s bucket on an 8.9 Mbit/s x 29 ms line, 9.3 % of the
     download's segments lost near its loss bound: the RTT probe's 20 (none lost) leave
-    random loss at 9.3 % with odds of 14 %; the check sends 48 more (0.907^68 < 1 %)."""
+    random loss at 9.3 % with odds of 14 %; the check sends 28 more (0.907^48 < 1 %)."""
     ev = _evidence("20261207.110")
     assert diagnose(ev).verdict.limiting_factor == "congestion"
     count, why = idle_follow_up.wanted(ev.path, ev.transfer)
-    assert count == 48 and "download" in why
+    assert count == 28 and "download" in why
     path = ev.path
     assert path is not None
 
