@@ -14,16 +14,11 @@ one-way loss.
 
 from __future__ import annotations
 
-import math
-
+from tcpwizard.measure import stats
 from tcpwizard.measure.model import IdleLoss, PathEstimate, RttStats
 
-# The odds below which the probes' silence rules random loss at p out: one in a hundred,
-# the same order as the other statistical tests the rules make (advice/rules/policer.py's
-# Poisson burst test, 1 in 1,000, on many more events); at 1 % a path with random loss at
-# exactly the transfer's rate is taken for rate-dependent loss once in a hundred checks,
-# and only where the other tests of a policer (a plateau below the line, no queue) held too.
-RANDOM_LOSS_ALPHA = 0.01
+# The odds below which the probes' silence rules random loss at p out (measure/stats.py).
+RANDOM_LOSS_ALPHA = stats.SIGNIFICANCE
 # A follow-up probe never sends more than this (10 ms apart: 2 s at most): enough to rule
 # out random loss down to 2.3 % (ln 0.01 / ln(1 - 0.023) = 198).
 MAX_FOLLOW_UP = 200
@@ -50,18 +45,20 @@ def of_path(path: PathEstimate | None) -> IdleLoss | None:
     return IdleLoss(first.sent + more.sent, first.lost + more.lost, first.method)
 
 
-def tail(sent: int, lost: int, p: float) -> float:
-    """P(X <= lost) for X ~ Binomial(sent, p)."""
-    if p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 1.0 if lost >= sent else 0.0
-    return min(1.0, sum(math.comb(sent, k) * p**k * (1 - p) ** (sent - k) for k in range(lost + 1)))
+def random_share(path: PathEstimate | None) -> float:
+    """The share of idle probes lost: random loss's rate on the path, at most (each probe
+    crosses it there and back)."""
+    idle = of_path(path)
+    return idle.lost / idle.sent if idle is not None and idle.sent > 0 else 0.0
 
 
 def rules_out_random(idle: IdleLoss | None, p: float) -> bool:
     """The idle probes lost too few for random loss at `p` (the transfer's share lost)."""
-    return idle is not None and idle.sent > 0 and tail(idle.sent, idle.lost, p) < RANDOM_LOSS_ALPHA
+    return (
+        idle is not None
+        and idle.sent > 0
+        and stats.binomial_at_most(idle.sent, idle.lost, p) < RANDOM_LOSS_ALPHA
+    )
 
 
 def probes_to_decide(p: float, have: IdleLoss | None = None) -> int | None:
@@ -71,6 +68,6 @@ def probes_to_decide(p: float, have: IdleLoss | None = None) -> int | None:
         return None
     sent, lost = (have.sent, have.lost) if have is not None else (0, 0)
     for more in range(MAX_FOLLOW_UP + 1):
-        if tail(sent + more, lost, p) < RANDOM_LOSS_ALPHA:
+        if stats.binomial_at_most(sent + more, lost, p) < RANDOM_LOSS_ALPHA:
             return more
     return None

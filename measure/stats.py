@@ -8,6 +8,28 @@ from collections.abc import Sequence
 
 from tcpwizard.measure.model import RttStats
 
+# The odds below which a count of losses is taken as not random at a given loss rate: one
+# in a hundred. Where it decides (advice/idle_loss.py, measure/probes/availbw.py), a path
+# with random loss at exactly the rate tested is misread once in a hundred tests, and only
+# where the other evidence of that reading held too.
+SIGNIFICANCE = 0.01
+
+
+def binomial_at_most(n: int, k: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p)."""
+    if k < 0:
+        return 0.0
+    if p <= 0.0 or k >= n:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1)))
+
+
+def binomial_at_least(n: int, k: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return max(0.0, 1.0 - binomial_at_most(n, k - 1, p))
+
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Linear interpolation between closest ranks (numpy's default), q in 0..100."""

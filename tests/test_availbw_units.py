@@ -203,3 +203,22 @@ def test_windows_below_the_least_that_was_free_are_the_limit_not_the_leftover(
     peer = audit(**{"net.ipv4.tcp_rmem": f"4096 65536 {rmem_max}"})
     ev = Evidence(audit(), peer, p, transfer_of(mode(52.0, rwnd=0.3)))
     assert diagnose(ev).verdict.limiting_factor == factor
+
+
+def test_random_loss_is_no_overflow() -> None:
+    """A lossy link drops a stream's packets at its own rate, whatever the queue: streams
+    that lost what the idle probes' share explains rose no queue (5 % random loss each way
+    read `cross-traffic` once in three checks before); one that lost far more still did."""
+    cap = 9e6
+    # Six streams with flat delays, 6-9 % of 60-80 packets lost: random loss at 8 % (the
+    # idle probes' share) explains them; with no idle loss known they count as overflows.
+    streams = [
+        StreamResult(rate, 0.0, lost / n, rate * (1 - lost / n), n)
+        for rate, lost, n in ((4.5e6, 4, 60), (5.4e6, 5, 70), (6.3e6, 7, 80)) * 2
+    ]
+    assert estimate(streams, cap, random_loss=0.08)[3] == 0
+    assert estimate(streams, cap, random_loss=0.08)[0] == cap
+    assert estimate(streams, cap)[3] == len(streams)
+    # 40 % lost where random loss drops 8 %: an overflow, whatever the random share.
+    assert StreamResult(8e6, 0.0, 0.4, 4.8e6, 80).overflowed(0.08)
+    assert not StreamResult(8e6, 0.0, 0.04, 7.7e6, 80).overflowed(0.0)  # under MAX_LOSS

@@ -1,4 +1,4 @@
-"""The idle probes' test of random loss (advice/idle_loss.py): the binomial tail, the
+"""The idle probes' test of random loss (advice/idle_loss.py): the binomial tails, the
 count that decides, and the RTT probe's summary read back as counts."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tcpwizard.advice import idle_loss
+from tcpwizard.measure import stats
 from tcpwizard.measure.model import IdleLoss, PathEstimate, RttStats
 
 
@@ -15,11 +16,13 @@ def _rtt(samples: int, loss_pct: float) -> RttStats:
     return RttStats(10.0, 10.0, 10.0, 10.0, 0.0, 10.0, loss_pct, 0.0, samples, "udp-echo")
 
 
-def test_the_tail_is_the_binomial_one() -> None:
-    assert idle_loss.tail(20, 0, 0.1) == pytest.approx(0.9**20)
-    assert idle_loss.tail(10, 1, 0.2) == pytest.approx(0.8**10 + 10 * 0.2 * 0.8**9)
-    assert idle_loss.tail(5, 5, 0.3) == pytest.approx(1.0)
-    assert idle_loss.tail(5, 0, 0.0) == 1.0
+def test_the_tails_are_the_binomial_ones() -> None:
+    assert stats.binomial_at_most(20, 0, 0.1) == pytest.approx(0.9**20)
+    assert stats.binomial_at_most(10, 1, 0.2) == pytest.approx(0.8**10 + 10 * 0.2 * 0.8**9)
+    assert stats.binomial_at_most(5, 5, 0.3) == 1.0
+    assert stats.binomial_at_most(5, 0, 0.0) == 1.0
+    assert stats.binomial_at_least(10, 2, 0.2) == pytest.approx(1 - 0.8**10 - 10 * 0.2 * 0.8**9)
+    assert stats.binomial_at_least(10, 0, 0.2) == 1.0
 
 
 def test_twenty_silent_probes_rule_out_only_heavy_random_loss() -> None:
@@ -35,7 +38,7 @@ def test_the_count_that_decides() -> None:
     assert idle_loss.probes_to_decide(0.093) == 48  # 0.907^47 = 1.01 %, 0.907^48 = 0.92 %
     # Beside the RTT probe's 20, none lost, 28 more; one of them lost asks for more still.
     assert idle_loss.probes_to_decide(0.093, IdleLoss(20, 0, "udp-echo")) == 28
-    assert idle_loss.probes_to_decide(0.093, IdleLoss(20, 1, "udp-echo")) > 28
+    assert (idle_loss.probes_to_decide(0.093, IdleLoss(20, 1, "udp-echo")) or 0) > 28
     assert idle_loss.probes_to_decide(0.3, IdleLoss(20, 0, "udp-echo")) == 0  # 0.7^20
     # Random loss at 1 % needs 459 silent probes: past the follow-up's cap, so none can.
     assert idle_loss.probes_to_decide(0.01) is None
@@ -72,3 +75,5 @@ def test_the_rtt_probe_and_a_follow_up_add_up() -> None:
     )
     assert idle_loss.of_path(more) == IdleLoss(68, 3, "udp-echo")
     assert idle_loss.of_path(None) is None
+    assert idle_loss.random_share(more) == pytest.approx(3 / 68)
+    assert idle_loss.random_share(None) == 0.0

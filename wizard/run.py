@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
-from tcpwizard.advice import guard, idle_follow_up
+from tcpwizard.advice import guard, idle_follow_up, idle_loss
 from tcpwizard.advice.diagnose import Diagnosis, Evidence, diagnose
 from tcpwizard.advice.handshake_findings import handshake_findings, unaudited_peer_fixes
 from tcpwizard.advice.path_advice import PathAdvice, path_advice
@@ -348,7 +348,9 @@ def _stage_available(run: _Run, stage: StageFn, why: str = "") -> None:
     if why:
         run.notes.append(f"available bandwidth measured: {why}")
     try:
-        av = run.far.available(cap.mbps * 1e6, run.path.rtt.min / 1e3)
+        av = run.far.available(
+            cap.mbps * 1e6, run.path.rtt.min / 1e3, idle_loss.random_share(run.path)
+        )
     except (OSError, PeerUnavailable) as exc:
         run.notes.append(f"available bandwidth not measured: {exc}")
         return

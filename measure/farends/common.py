@@ -39,7 +39,9 @@ class Unaudited:
     def close(self) -> None:
         """Nothing stays open between its stages."""
 
-    def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
+    def available(
+        self, capacity_bps: float, rtt_s: float, random_loss: float = 0.0
+    ) -> AvailBandwidth:
         raise PeerUnavailable(NO_AVAILABLE)
 
     def idle_echo(self, count: int) -> IdleLoss:

@@ -196,8 +196,11 @@ class FarEnd(Protocol):
         the far end itself failed (see its `absent`)."""
         ...
 
-    def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
-        """What cross traffic leaves free of `capacity_bps` (needs `abilities.reflector`);
+    def available(
+        self, capacity_bps: float, rtt_s: float, random_loss: float = 0.0
+    ) -> AvailBandwidth:
+        """What cross traffic leaves free of `capacity_bps` (needs `abilities.reflector`),
+        its streams' losses judged against `random_loss` (the idle probes' share lost);
         raises PeerUnavailable (or OSError) when it cannot be measured."""
         ...
 

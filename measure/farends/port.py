@@ -48,7 +48,9 @@ class PortFar:
     def close(self) -> None:
         """Nothing stays open between its stages."""
 
-    def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
+    def available(
+        self, capacity_bps: float, rtt_s: float, random_loss: float = 0.0
+    ) -> AvailBandwidth:
         raise PeerUnavailable(NO_AVAILABLE)
 
     def idle_echo(self, count: int) -> IdleLoss:

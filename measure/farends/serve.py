@@ -261,13 +261,15 @@ class ServeFar:
             or (got[0].peer_congestion_control if got else ""),
         )
 
-    def available(self, capacity_bps: float, rtt_s: float) -> AvailBandwidth:
+    def available(
+        self, capacity_bps: float, rtt_s: float, random_loss: float = 0.0
+    ) -> AvailBandwidth:
         from tcpwizard.measure.probes.availbw import measure_available
 
         with self.control(AVAIL_TIMEOUT_S) as client:
             udp = client.udp_socket()
             try:
-                return measure_available(client, udp, capacity_bps, rtt_s)
+                return measure_available(client, udp, capacity_bps, rtt_s, random_loss=random_loss)
             finally:
                 udp.close()
 

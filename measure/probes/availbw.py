@@ -26,6 +26,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from tcpwizard.measure import stats
 from tcpwizard.measure.probes import capacity, dispersion
 from tcpwizard.measure.wire import udp
 from tcpwizard.measure.wire.control import ControlClient
@@ -76,6 +77,20 @@ class StreamResult:
     slope: float  # growth of the one-way delay, seconds per second of sending
     loss: float
     out_bps: float = 0.0  # as it arrived (first to last arrival of what arrived)
+    packets: int = 0  # sent (0: unknown, its loss share is taken as it is)
+
+    def overflowed(self, random_loss: float) -> bool:
+        """It lost more than MAX_LOSS, and more than random loss at `random_loss` (the
+        idle probes' share lost) drops of its packets bar odds under stats.SIGNIFICANCE: a
+        queue overflowed. A lossy link drops a stream's packets at its own rate, whatever
+        the queue (5 % random loss each way: half the streams past MAX_LOSS, the path read
+        as shared)."""
+        if self.loss <= MAX_LOSS:
+            return False
+        if random_loss <= 0.0 or self.packets <= 0:
+            return True
+        lost = round(self.loss * self.packets)
+        return stats.binomial_at_least(self.packets, lost, random_loss) < stats.SIGNIFICANCE
 
 
 def theil_sen(points: list[tuple[float, float]]) -> float:
@@ -112,23 +127,26 @@ def stream_result(
         )
     rx_span = (rx[idx[-1]] - rx[idx[0]]) / 1e9
     out = (len(idx) - 1) * wire * 8 / rx_span if rx_span > 0 else 0.0
-    return StreamResult(rate, theil_sen(points), 1 - len(idx) / count, out)
+    return StreamResult(rate, theil_sen(points), 1 - len(idx) / count, out, count)
 
 
-def _estimate(r: StreamResult, capacity_bps: float) -> float:
+def _estimate(r: StreamResult, capacity_bps: float, random_loss: float) -> float:
     """A from one loaded stream: R - C s from the delay slope; from a lossy one the rate
     response, R + C - R C / R_out (FIFO drops share out like the queue does)."""
-    if r.loss > MAX_LOSS and r.out_bps > 0:
+    if r.overflowed(random_loss) and r.out_bps > 0:
         return r.rate_bps + capacity_bps - r.rate_bps * capacity_bps / r.out_bps
     return r.rate_bps - capacity_bps * r.slope
 
 
-def estimate(results: list[StreamResult], capacity_bps: float) -> tuple[float, float, float, int]:
-    """(estimate, low, high, loaded streams) from the streams' rates and slopes."""
+def estimate(
+    results: list[StreamResult], capacity_bps: float, random_loss: float = 0.0
+) -> tuple[float, float, float, int]:
+    """(estimate, low, high, loaded streams) from the streams' rates and slopes;
+    `random_loss`: the share the path drops at random (StreamResult.overflowed)."""
     # A stream that lost many packets overflowed the queue: it rose, whatever its slope
     # says (a full queue stops growing); its estimate comes from how fast it arrived.
     good = [r for r in results if r.loss <= MAX_LOSS or r.out_bps > 0]
-    rising = [r for r in good if r.slope > SLOPE_NOISE or r.loss > MAX_LOSS]
+    rising = [r for r in good if r.slope > SLOPE_NOISE or r.overflowed(random_loss)]
     # A queue that builds at rate R builds at every faster rate: a rising stream counts only
     # when more than half of the streams at its rate or faster rose too (else a busy host
     # delayed it).
@@ -143,7 +161,9 @@ def estimate(results: list[StreamResult], capacity_bps: float) -> tuple[float, f
         # No stream (or a single one) built a queue, up to the fastest one sent: nothing
         # takes the capacity.
         return capacity_bps, min(floor, capacity_bps), capacity_bps, 0
-    values = sorted(min(capacity_bps, max(0.0, _estimate(r, capacity_bps))) for r in loaded)
+    values = sorted(
+        min(capacity_bps, max(0.0, _estimate(r, capacity_bps, random_loss))) for r in loaded
+    )
     mid = statistics.median(values)
     q = max(1, len(values) // 4)
     low, high = (
@@ -177,9 +197,11 @@ def measure_available(
     rtt_s: float,
     budget_s: float = 2.0,
     mtu: int = 1500,
+    random_loss: float = 0.0,
 ) -> AvailBandwidth:
     """Streams at a ladder of rates up to capacity_bps toward serve, within about
-    budget_s: the available bandwidth, its range and how many streams loaded the path."""
+    budget_s: the available bandwidth, its range and how many streams loaded the path
+    (`random_loss`: the share of idle probes lost, estimate's)."""
     start = time.monotonic()
     size = udp.udp_payload_size(client.family, mtu)
     wire = udp.wire_bytes(client.family, size)
@@ -212,7 +234,7 @@ def measure_available(
     if not results:
         return AvailBandwidth(0.0, 0.0, capacity_bps, capacity_bps, time.monotonic() - start,
                               0, 0, packets, "no stream arrived (UDP blocked?)")  # fmt: skip
-    est, low, high, loaded = estimate(results, capacity_bps)
+    est, low, high, loaded = estimate(results, capacity_bps, random_loss)
     return AvailBandwidth(
         estimate_bps=est,
         low_bps=low,
