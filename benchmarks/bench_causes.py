@@ -55,12 +55,14 @@ class Case:
     policer_bps: float | None = None
     queue_bdps: float | None = None
     sysctls: tuple[tuple[str, str], ...] = ()
+    loss: float = 0.0  # random, each way
 
     def spec(self) -> LabSpec:
         queue = round(self.queue_bdps * self.rate_bps * self.rtt_s / 8) if self.queue_bdps else None
         return LabSpec.symmetric(
             self.rate_bps,
             self.rtt_s,
+            loss=self.loss,
             queue_bytes=queue,
             sysctls_a=self.sysctls,
             sysctls_b=self.sysctls,
@@ -95,7 +97,18 @@ CASES = (
             lambda r: f"8 BDP drop-tail queue at {r / 1e6:.0f} Mbit/s, Reno",
         )
     ),
-)
+    # Two readings of one transfer: Reno with a handful of segments a window, a tenth of
+    # them lost, near the loss bound of that share; a bucket drops them only above its
+    # rate, random loss drops the idle probes too (advice/idle_loss.py).
+    Case(
+        "small-bucket-9m-30ms", "policed at 3 of 9 Mbit/s, Reno", 9e6, 0.030, "policer", "path",
+        policer_bps=3e6, queue_bdps=1.5, sysctls=RENO,
+    ),
+    Case(
+        "random-loss-9m-30ms", "5 % random loss each way at 9 Mbit/s, Reno", 9e6, 0.030,
+        "congestion", "local", queue_bdps=1.5, sysctls=RENO, loss=0.05,
+    ),
+)  # fmt: skip
 
 
 def isolated_env(tmp: str) -> dict[str, str]:

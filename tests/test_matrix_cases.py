@@ -174,3 +174,12 @@ def test_no_more_idle_probes_where_they_could_not_change_the_verdict(scenario: s
     own terms), a bucket the policer test finds already, a path others share."""
     ev = _evidence(scenario)
     assert idle_follow_up.wanted(ev.path, ev.transfer) == (0, "")
+
+
+def test_random_loss_with_a_handful_of_segments_is_no_shared_path() -> None:
+    """Reno at 5 % random loss each way on a 9 Mbit/s x 29 ms lab line (no other traffic),
+    4 segments a window: its smoothed RTT 9.6 ms above idle, the samples' mean deviation as
+    large (a delayed ACK now and then, not a queue that stands), and the available bandwidth
+    measured free: `congestion`, not `cross-traffic` (read 4 times in 6 before)."""
+    ev = _evidence("lab-random-loss-5pct")
+    assert diagnose(ev).verdict.limiting_factor == "congestion"
