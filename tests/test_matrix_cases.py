@@ -182,4 +182,7 @@ def test_random_loss_with_a_handful_of_segments_is_no_shared_path() -> None:
     large (a delayed ACK now and then, not a queue that stands), and the available bandwidth
     measured free: `congestion`, not `cross-traffic` (read 4 times in 6 before)."""
     ev = _evidence("lab-random-loss-5pct")
-    assert diagnose(ev).verdict.limiting_factor == "congestion"
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "congestion"
+    # The RTT probe lost 1 of its 20: said beside the loss bound, as random loss would.
+    assert any("1 of 20 round-trip probes at idle were lost too" in e for e in v.evidence)

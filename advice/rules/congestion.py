@@ -4,6 +4,7 @@ sender's congestion control at the loss measured), with parallel streams as a wo
 
 from __future__ import annotations
 
+from tcpwizard.advice import idle_loss
 from tcpwizard.advice.capacity_view import capacity as _capacity
 from tcpwizard.advice.capacity_view import steady_mbps
 from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence, sender_cc
@@ -96,6 +97,13 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         # below the path.
         confidence = min(confidence, FULL_SHARE_LOSS_CONFIDENCE)
         evidence.append(full)
+    idle = idle_loss.of_path(ev.path)
+    if idle is not None and idle.lost > 0 and not idle_loss.rules_out_random(idle, loss):
+        # What a bucket or a full queue would have spared: the idle probes met the loss too.
+        evidence.append(
+            f"{idle.lost} of {idle.sent} round-trip probes at idle were lost too: the path "
+            "drops packets whatever the rate (random loss, a faulty or noisy link)"
+        )
     if cc:
         evidence.append(f"sender's congestion control: {cc}")
     streams = _streams_work_around(ev, d, bound, cc)
