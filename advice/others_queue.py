@@ -12,7 +12,14 @@ from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.rules import policer
-from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS, loaded_rtt, mss_of, srtts_ms
+from tcpwizard.measure.engine.loaded_rtt import (
+    QUEUE_FREE_NOISE_MS,
+    delayed_ack_ms,
+    loaded_rtt,
+    mss_of,
+    srtts_ms,
+    window_segments,
+)
 from tcpwizard.measure.engine.rates import ip_rate
 from tcpwizard.measure.model import ModeResult
 from tcpwizard.units import format_mbps as _fmt
@@ -33,7 +40,7 @@ def others_queue(ev: Evidence, d: _Direction) -> str | None:
         return None
     if (sndbuf or 0.0) >= CHRONO_SHARE or ceiling_mbps(cur, idle) is not None:
         return None
-    window = _window_segments(cur)
+    window = window_segments(cur)
     if window is not None and window < DELAYED_ACK_SEGMENTS:
         # A window this small waits on the receiver's delayed ACK, and its RTT samples
         # carry that wait: they show no queue (a policed Reno flow with 2 segments in
@@ -48,7 +55,7 @@ def others_queue(ev: Evidence, d: _Direction) -> str | None:
         cur, ip_rate(rate, mss_of(cur)), cap, cur.congestion_control
     )
     own = _own_queue_ms(cur, cap, idle) + standing_noise_ms(idle) + spacing
-    if lr is None or lr.queue_ms <= own + _delayed_ack_ms(cur, window, lr.queue_ms):
+    if lr is None or lr.queue_ms <= own + delayed_ack_ms(cur, window, lr.queue_ms):
         return None
     end = _end_queue_ms(cur, idle)
     if end is not None and end <= own:
@@ -76,32 +83,6 @@ def standing_noise_ms(idle_ms: float) -> float:
 DELAYED_ACK_SEGMENTS = 4
 
 
-# Linux's delayed-ACK timer at its floor (TCP_ATO_MIN, 40 ms; RFC 1122 allows up to 500):
-# a segment with no second one behind it waits that long for its ACK.
-DELACK_MS = 40.0
-# The samples' mean deviation against their mean excess over idle, at and above which the
-# excess came now and then rather than standing: samples raised by D in a share f of them
-# deviate 2f(1-f)D on average against a mean excess of fD, a ratio of 2(1-f): 1 or more
-# when at most every second round waits on a delayed ACK, near 0 for a queue that stands.
-# Half is f = 3/4. (Reno at 5 % random loss with 4-5 segments a window, 9 Mbit/s x 29 ms:
-# 0.80-1.11, read `cross-traffic`; queues others kept in the scenario matrix: 0.00-0.44.)
-NOW_AND_THEN = 0.5
-
-
-def _delayed_ack_ms(m: ModeResult, window: int | None, excess_ms: float) -> float:
-    """What the receiver's delayed ACKs add to a small window's mean RTT (TCP_INFO's
-    smoothed RTT): with W segments a round and an ACK per two, an odd one waits DELACK_MS
-    for its ACK, one sample in about W/2: up to DELACK_MS / (W + 1) on the mean. Counted
-    only when the samples' mean deviation says the excess came now and then (NOW_AND_THEN);
-    a queue others keep raises every sample alike."""
-    if window is None or window <= 0 or excess_ms <= 0:
-        return 0.0
-    half = [s.tcp_info.rttvar_us / 1e3 for s in m.samples[len(m.samples) // 2 :] if s.tcp_info]
-    if not half or sorted(half)[len(half) // 2] < NOW_AND_THEN * excess_ms:
-        return 0.0
-    return DELACK_MS / (window + 1)
-
-
 def _end_queue_ms(m: ModeResult, idle_ms: float) -> float | None:
     """The median smoothed RTT of the transfer's last quarter above idle (TCP_INFO); None
     with fewer than two samples there. The last quarter because a transfer ends only once
@@ -112,17 +93,11 @@ def _end_queue_ms(m: ModeResult, idle_ms: float) -> float | None:
     return last[len(last) // 2] - idle_ms if len(last) >= 2 else None
 
 
-def _window_segments(m: ModeResult) -> int | None:
-    """The congestion window over the second half (median, segments; TCP_INFO)."""
-    cwnds = sorted(s.tcp_info.snd_cwnd for s in m.samples[len(m.samples) // 2 :] if s.tcp_info)
-    return cwnds[len(cwnds) // 2] if cwnds else None
-
-
 def _own_queue_ms(m: ModeResult, cap_mbps: float, idle_ms: float) -> float:
     """The most queue this flow's own window keeps at a bottleneck of cap_mbps: what of its
     congestion window (the second half's median, TCP_INFO) the path's BDP does not hold.
     A window sent unpaced beyond the BDP waits in the queue whatever the average rate."""
-    segments = _window_segments(m)
+    segments = window_segments(m)
     if segments is None or cap_mbps <= 0:
         return 0.0
     mss = mss_of(m)

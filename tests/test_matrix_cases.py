@@ -186,3 +186,18 @@ def test_random_loss_with_a_handful_of_segments_is_no_shared_path() -> None:
     assert v.limiting_factor == "congestion"
     # The RTT probe lost 1 of its 20: said beside the loss bound, as random loss would.
     assert any("1 of 20 round-trip probes at idle were lost too" in e for e in v.evidence)
+
+
+def test_a_small_windows_delayed_acks_are_no_queue_before_a_bucket() -> None:
+    """Reno through a 1.9 Mbit/s bucket on a 5.1 Mbit/s x 16 ms line, 4 segments a window:
+    its RTT 7 ms above idle, the samples' deviation 4.4 ms (a delayed ACK now and then), read
+    as a queue and `cross-traffic`. Without it the losses are judged: random loss at 11 %
+    with the RTT probe's 20 back is not yet ruled out, 18 more silent probes would."""
+    ev = _evidence("20261204.189")
+    assert diagnose(ev).verdict.limiting_factor == "congestion"
+    count, _why = idle_follow_up.wanted(ev.path, ev.transfer)
+    path = ev.path
+    assert path is not None and count == 18
+    silent = replace(path, idle_loss=IdleLoss(count, 0, "udp-echo"))
+    v = diagnose(replace(ev, path=silent)).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tcpwizard.advice import guard
 from tcpwizard.advice.model import Verdict, WizardGap
 from tcpwizard.lab.ratecheck import over_line, rate_fields
+from tcpwizard.measure.engine import loaded_rtt as loaded_rtt_mod
 from tcpwizard.measure.engine import rates
 from tcpwizard.measure.engine.loaded_rtt import plateau_mbps
 from tcpwizard.measure.model import (
@@ -345,3 +346,24 @@ def test_a_transfer_faster_than_the_nic_refutes_its_speed() -> None:
     q = guard.guard_path(_path(95.0, 95.0, 95.0), b, None)
     assert q is not None and q.capacity is not None and q.capacity.mbps == 10.0
     assert dataclasses.replace(b, interface_mbps=None).capacity_max() is None
+
+
+def _rtt_samples(srtt_ms: float, rttvar_ms: float, cwnd: int, n: int = 8) -> ModeResult:
+    info = TcpInfoSample(
+        rtt_us=round(srtt_ms * 1e3), rttvar_us=round(rttvar_ms * 1e3), snd_cwnd=cwnd,
+        total_retrans=0, delivery_rate_bps=0, busy_time_us=0, rwnd_limited_us=0,
+        sndbuf_limited_us=0, snd_mss=1448,
+    )  # fmt: skip
+    samples = tuple(TransferSample(0.1 * i, 1.0, 0, 0, tcp_info=info) for i in range(n))
+    return ModeResult("autotune", "up", 1, 1, 1.0, 1.0, 0, 0, samples)
+
+
+def test_delayed_acks_are_allowed_only_when_the_samples_rose_now_and_then() -> None:
+    """A 4-segment window waits on a delayed ACK about once in two samples: up to 40 / 5
+    ms on the mean, allowed where the samples' mean deviation is at least half the excess;
+    a queue that stands raises every sample alike (small deviation): nothing allowed."""
+    now_and_then = _rtt_samples(37.0, 7.0, 4)
+    assert loaded_rtt_mod.delayed_ack_ms(now_and_then, 4, 7.0) == pytest.approx(8.0)
+    standing = _rtt_samples(37.0, 1.0, 4)
+    assert loaded_rtt_mod.delayed_ack_ms(standing, 4, 7.0) == 0.0
+    assert loaded_rtt_mod.window_segments(now_and_then) == 4

@@ -61,10 +61,12 @@ from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.engine.loaded_rtt import (
     LoadedRtt,
     LossPattern,
+    delayed_ack_ms,
     loaded_rtt,
     loss_pattern,
     mss_of,
     plateau_mbps,
+    window_segments,
 )
 from tcpwizard.measure.engine.rates import IP_TCP_HEADERS, ip_rate
 from tcpwizard.measure.model import IdleLoss, ModeResult
@@ -220,7 +222,11 @@ def policing(
     if rtt is None or plateau is None or plateau <= 0:
         return None
     spacing = segment_spacing_ms(m, plateau, line_mbps, cc)
-    allowed = no_queue_ms(rtt.idle_ms) + spacing
+    # A window of a handful of segments waits on the receiver's delayed ACK now and then:
+    # its samples carry that wait with no queue at all (Reno through a 1.9 Mbit/s bucket, 4
+    # segments a window over 16 ms: 7.0 ms above idle, the samples' deviation 4.4 ms).
+    waits = delayed_ack_ms(m, window_segments(m), rtt.queue_ms)
+    allowed = no_queue_ms(rtt.idle_ms) + spacing + waits
     if rtt.queue_ms > allowed or _queue_at_losses(m, rtt.idle_ms, allowed, model_based(cc)):
         return None  # a queue: a shaper, a full bottleneck buffer, cross traffic
     if still_ramping(m) and not _regrowing(m, rtt.idle_ms, cc):

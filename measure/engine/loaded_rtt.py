@@ -189,3 +189,35 @@ def peak_mbps(series: Sequence[tuple[float, int]], window_s: float = 0.25) -> fl
         if j < i and t - series[j][0] >= window_s:
             best = max(best, (b - series[j][1]) * 8 / (t - series[j][0]) / 1e6)
     return best
+
+
+def window_segments(m: ModeResult) -> int | None:
+    """The congestion window over the second half (median, segments; TCP_INFO)."""
+    cwnds = sorted(s.tcp_info.snd_cwnd for s in m.samples[len(m.samples) // 2 :] if s.tcp_info)
+    return cwnds[len(cwnds) // 2] if cwnds else None
+
+
+# Linux's delayed-ACK timer at its floor (TCP_ATO_MIN, 40 ms; RFC 1122 allows up to 500):
+# a segment with no second one behind it waits that long for its ACK.
+DELACK_MS = 40.0
+# The samples' mean deviation against their mean excess over idle, at and above which the
+# excess came now and then rather than standing: samples raised by D in a share f of them
+# deviate 2f(1-f)D on average against a mean excess of fD, a ratio of 2(1-f): 1 or more
+# when at most every second round waits on a delayed ACK, near 0 for a queue that stands.
+# Half is f = 3/4. (Reno at 5 % random loss with 4-5 segments a window, 9 Mbit/s x 29 ms:
+# 0.80-1.11, read `cross-traffic`; queues others kept in the scenario matrix: 0.00-0.44.)
+NOW_AND_THEN = 0.5
+
+
+def delayed_ack_ms(m: ModeResult, window: int | None, excess_ms: float) -> float:
+    """What the receiver's delayed ACKs add to a small window's mean RTT (TCP_INFO's
+    smoothed RTT): with W segments a round and an ACK per two, an odd one waits DELACK_MS
+    for its ACK, one sample in about W/2: up to DELACK_MS / (W + 1) on the mean. Counted
+    only when the samples' mean deviation says the excess came now and then (NOW_AND_THEN);
+    a queue others keep raises every sample alike."""
+    if window is None or window <= 0 or excess_ms <= 0:
+        return 0.0
+    half = [s.tcp_info.rttvar_us / 1e3 for s in m.samples[len(m.samples) // 2 :] if s.tcp_info]
+    if not half or sorted(half)[len(half) // 2] < NOW_AND_THEN * excess_ms:
+        return 0.0
+    return DELACK_MS / (window + 1)
