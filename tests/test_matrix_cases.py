@@ -47,6 +47,12 @@ def _verdict(scenario: str) -> tuple[str, str | None]:
         # 18 segments a loss episode where random loss at its 1.8 % puts 1, at 2.8 x the
         # loss bound (read `congestion` on both hosts).
         ("20261204.102", "Reno through a 33.7 Mbit/s bucket on a 130 Mbit/s x 8.8 ms line"),
+        # CUBIC up at 35 Mbit/s, under its backoff's sawtooth, BBR down at the bucket's 56:
+        # one bucket, both ways (read `cross-traffic` from the upload's probe streams).
+        ("20261209.35", "CUBIC up, BBR down through a 56 Mbit/s bucket, 509 Mbit/s x 57 ms"),
+        # Reno down with 4-5 segments a window: its RTT raised by delayed ACKs now and then,
+        # read as a queue before (`cross-traffic`).
+        ("20261209.25", "BBR up, Reno down through a 1.5 Mbit/s bucket, 11.5 Mbit/s x 6.7 ms"),
     ],
 )
 def test_a_policed_path_stays_the_policer(scenario: str, what: str) -> None:

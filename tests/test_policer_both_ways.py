@@ -56,10 +56,19 @@ def test_without_the_law_the_slower_way_reads_congestion_on_this_host(
 
 
 def test_the_other_way_well_below_the_plateau_keeps_its_own_verdict() -> None:
-    """Half the policed rate is not the bucket's rate: its loss is its own."""
-    v = diagnose(two_ways(9.0)).verdict
+    """Under the least a Reno sawtooth runs at beneath the bucket (half its rate, less the
+    plateau's spread: 0.425 of it) is not the bucket's rate: its loss is its own."""
+    v = diagnose(two_ways(6.0)).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local")
     assert not any("the same plateau" in e for e in v.evidence)
+
+
+def test_a_loss_based_way_down_its_sawtooth_is_the_same_bucket() -> None:
+    """Reno cut to half its window at each overflow runs between half the bucket's rate and
+    the rate: at 0.47 of it, still the same bucket (the rule read it as its own before)."""
+    v = diagnose(two_ways(9.0)).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+    assert any("the same plateau" in e for e in v.evidence)
 
 
 def _shared_reading(ev: Evidence) -> Evidence:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from tcpwizard.advice.evidence import Candidate, Direction, Evidence, probe_capacity, sender_cc
 from tcpwizard.advice.rules.policer import POLICED_SHARE, pacing_fixes
+from tcpwizard.advice.window_law import LOSS_BASED, backoff
 from tcpwizard.measure.engine.loaded_rtt import plateau_mbps
 from tcpwizard.units import format_mbps
 
@@ -29,6 +30,12 @@ from tcpwizard.units import format_mbps
 # matrix 20261201.45). Others' traffic that left exactly the bucket's rate the other way
 # would be a coincidence; one bucket is the one cause.
 SAME_BUCKET_READS = ("congestion", "cross-traffic")
+
+
+def _sawtooth_floor(cc: str) -> float:
+    """The least share of a bucket's rate a sender runs at under it: a loss-based one its
+    backoff (window_law.backoff), a paced one the rate itself."""
+    return backoff(cc) if cc in LOSS_BASED else 1.0
 
 
 def same_bucket(
@@ -50,8 +57,13 @@ def same_bucket(
         if c.factor != "policer" or c.direction == best.direction or policed_way is None:
             continue
         policed = plateau_mbps(policed_way.current) if policed_way.current else None
-        # Within a plateau's own spread either side (POLICED_SHARE, the rule's margin).
-        if policed and POLICED_SHARE * policed <= rate <= policed / POLICED_SHARE:
+        # Within a plateau's own spread either side (POLICED_SHARE, the rule's margin), and
+        # below it a loss-based sender's sawtooth under the bucket's rate: cut to its
+        # backoff at each overflow, it runs between that share of the rate and the rate
+        # (CUBIC under a 56 Mbit/s bucket held 35, BBR the other way 56: read
+        # `cross-traffic`, scenario matrix 20261209.35).
+        floor = POLICED_SHARE * _sawtooth_floor(sender_cc(lossy))
+        if policed and floor * policed <= rate <= policed / POLICED_SHARE:
             return Candidate(
                 c.direction,
                 c.factor,
