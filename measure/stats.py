@@ -16,14 +16,21 @@ SIGNIFICANCE = 0.01
 
 
 def binomial_at_most(n: int, k: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p)."""
+    """P(X <= k) for X ~ Binomial(n, p); each term in logarithms, so that thousands of
+    trials (a stream of 2,000 packets) neither overflow a float nor lose it to underflow."""
     if k < 0:
         return 0.0
     if p <= 0.0 or k >= n:
         return 1.0
     if p >= 1.0:
         return 0.0
-    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1)))
+    log_p, log_q = math.log(p), math.log1p(-p)
+    head = math.lgamma(n + 1)
+    total = math.fsum(
+        math.exp(head - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
+        for i in range(k + 1)
+    )
+    return min(1.0, total)
 
 
 def binomial_at_least(n: int, k: int, p: float) -> float:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from tcpwizard.advice import idle_loss
 from tcpwizard.measure import stats
 from tcpwizard.measure.model import IdleLoss, PathEstimate, RttStats
+from tcpwizard.measure.probes.availbw import StreamResult
 
 
 def _rtt(samples: int, loss_pct: float) -> RttStats:
@@ -77,3 +78,19 @@ def test_the_rtt_probe_and_a_follow_up_add_up() -> None:
     assert idle_loss.of_path(None) is None
     assert idle_loss.random_share(more) == pytest.approx(3 / 68)
     assert idle_loss.random_share(None) == 0.0
+
+
+@given(
+    st.integers(min_value=1, max_value=5000),
+    st.floats(min_value=0.0, max_value=1.0),
+    st.floats(min_value=1e-6, max_value=1 - 1e-6),
+)
+def test_the_tails_hold_for_thousands_of_trials(n: int, share: float, p: float) -> None:
+    """A stream of 2,000 packets that lost a thousand (the available-bandwidth probe at 1
+    Gbit/s) once overflowed a float here."""
+    k = round(share * n)
+    low, high = stats.binomial_at_most(n, k, p), stats.binomial_at_least(n, k, p)
+    assert 0.0 <= low <= 1.0 and 0.0 <= high <= 1.0
+    # P(X <= k) + P(X >= k + 1) = 1
+    assert low + stats.binomial_at_least(n, k + 1, p) == pytest.approx(1.0, abs=1e-9)
+    assert StreamResult(1e9, 0.0, share, 5e8, n).overflowed(p) in (True, False)
