@@ -19,8 +19,10 @@ from tcpwizard.measure.model import IdleLoss, PathEstimate, RttStats
 
 # The odds below which the probes' silence rules random loss at p out (measure/stats.py).
 RANDOM_LOSS_ALPHA = stats.SIGNIFICANCE
-# A follow-up probe never sends more than this (10 ms apart: 2 s at most): enough to rule
-# out random loss down to 2.3 % (ln 0.01 / ln(1 - 0.023) = 198).
+# A follow-up probe never sends more than this: 10 ms apart (the RTT probe's pacing), 2 s at
+# most, the same budget as the available-bandwidth measurement check sends unasked
+# (measure/probes/availbw.py); enough to rule out random loss down to 2.3 %
+# (ln 0.01 / ln(1 - 0.023) = 198).
 MAX_FOLLOW_UP = 200
 
 
