@@ -5,13 +5,18 @@ hosts and by `check --pcap` on a capture taken in host a during the same transfe
   quota (1 ms per 100 ms, 1 KB reads): a reader that does not read, at the far end;
 - reader-near: the same with `iperf3 -R`, the reading client in a under the quota;
 - scp, sftp: Debian's OpenSSH (sshd in b, keys made for the run) uploads a sparse file from a
-  on a path whose bandwidth-delay product exceeds SSH's 2 MB channel window.
+  on a path whose bandwidth-delay product exceeds SSH's 2 MB channel window;
+- healthy: the same iperf3 upload with no quota and iperf3's own 128 KB writes: nothing but
+  the path holds it, the baseline the reader scenarios' capture shares are read against.
 
     python -m benchmarks application [--runs 3] [--rates 200M,300M]
-        [--rtts 150ms,250ms] [--scenarios reader-far,reader-near,scp,sftp]
+        [--rtts 150ms,250ms] [--scenarios reader-far,reader-near,scp,sftp,healthy]
 
 Each run prints one line; the table at the end counts, per scenario and view, the runs whose
-verdict and host were both right.
+verdict and host were both right. A second table gives, per scenario, the range of the
+capture's reader shares (the share of the data acknowledged with the receiver's right edge
+still, and under ACKs it held back; advice/observation.py STILL_SHARE and HELD_SHARE are
+read against it).
 """
 
 from __future__ import annotations
@@ -54,23 +59,26 @@ CONNS_INTERVAL = "1.5s"
 SSH_SETUP_RTTS = 12
 # Room for 300 Mbit/s x 250 ms (9.4 MB) in both directions.
 BIG_BUFFERS = buffer_maxima(33554432, 33554432)
-SCENARIOS = ("reader-far", "reader-near", "scp", "sftp")
+SCENARIOS = ("reader-far", "reader-near", "scp", "sftp", "healthy")
 VIEWS = ("conns a", "conns b", "pcap a")
 
 
-def _application_at(*hosts: str) -> dict[str, tuple[str, str]]:
+def _application_at(*hosts: str) -> dict[str, tuple[str, str | None]]:
     """Every view names the application, each with its host (in the order of VIEWS)."""
     return {view: ("application", host) for view, host in zip(VIEWS, hosts, strict=True)}
 
 
 # What each view must say: (limiting factor, host) for conns in a, conns in b, the capture.
-EXPECTED: dict[str, dict[str, tuple[str, str]]] = {
+EXPECTED: dict[str, dict[str, tuple[str, str | None]]] = {
     "reader-far": _application_at("peer", "local", "peer"),
     "reader-near": _application_at("local", "peer", "local"),
     "scp": _application_at("both", "both", "both"),
     "sftp": _application_at("both", "both", "both"),
+    "healthy": {view: ("path-capacity", None) for view in VIEWS},
 }
-PORTS = {"reader-far": 5201, "reader-near": 5201, "scp": 22, "sftp": 22}
+PORTS = {"reader-far": 5201, "reader-near": 5201, "scp": 22, "sftp": 22, "healthy": 5201}
+# The capture's figures a reader leaves (measure/observe/capture.py), kept per run.
+READER_SHARES = ("edge_still_share", "held_ack_share", "window_full_share")
 
 
 @dataclass(frozen=True)
@@ -150,15 +158,24 @@ def _views_during(lab: Lab, port: int, out: Outcome) -> None:
         }
 
 
-def _reader(lab: Lab, near: bool, out: Outcome, t: Timing) -> None:
+def _reader(lab: Lab, near: bool | None, out: Outcome, t: Timing) -> None:
+    """iperf3 a -> b (b -> a with `near`), its reader under the quota; None: no quota, and
+    iperf3's own block size (the healthy baseline)."""
     with iperf3_serving(lab, "b") as server:
-        argv = ["iperf3", "-c", lab.addr_b, "-t", str(t.transfer_s), "-l", READER_BLOCK, "-J"]
+        argv = ["iperf3", "-c", lab.addr_b, "-t", str(t.transfer_s), "-J"]
+        if near is not None:
+            argv += ["-l", READER_BLOCK]
         client = lab.popen(
             "a", [*argv, *(["-R"] if near else [])], stdout=subprocess.PIPE, text=True
         )
         try:
             reader = client.pid if near else server.pid
-            with cpu_quota(reader, READER_QUOTA_US / READER_PERIOD_US, period_us=READER_PERIOD_US):
+            quota = (
+                cpu_quota(reader, READER_QUOTA_US / READER_PERIOD_US, period_us=READER_PERIOD_US)
+                if near is not None
+                else contextlib.nullcontext()
+            )
+            with quota:
                 time.sleep(t.warmup_s)
                 _views_during(lab, 5201, out)
                 client.wait(timeout=t.transfer_s + 60)
@@ -202,8 +219,9 @@ def run_once(
         cap = capturing(lab, path) if "pcap a" in views else contextlib.nullcontext()
         try:
             with cap:
-                if scenario in ("reader-far", "reader-near"):
-                    _reader(lab, scenario == "reader-near", out, timing)
+                if scenario in ("reader-far", "reader-near", "healthy"):
+                    near = None if scenario == "healthy" else scenario == "reader-near"
+                    _reader(lab, near, out, timing)
                 else:
                     _ssh(lab, scenario, out, timing)
         except (LabError, RuntimeError, OSError, subprocess.SubprocessError) as exc:
@@ -218,7 +236,13 @@ def run_once(
                 out.mbps["pcap a"] = d["flow"]["steady_mbps"]
                 out.evidence["pcap a"] = {
                     k: d["flow"][k]
-                    for k in ("zero_windows", "window_p50", "max_window", "inflight_p50")
+                    for k in (
+                        "zero_windows",
+                        "window_p50",
+                        "max_window",
+                        "inflight_p50",
+                        *READER_SHARES,
+                    )
                 }
             else:
                 out.views["pcap a"] = (None, None)
@@ -272,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
                                 f.write(json.dumps(o.__dict__) + "\n")
     print()
     print(table(outcomes))
+    print()
+    print(shares_table(outcomes))
     return 0
 
 
@@ -281,9 +307,29 @@ def table(outcomes: list[Outcome]) -> str:
         mine = [o for o in outcomes if o.scenario == scenario]
         for view, want in EXPECTED[scenario].items():
             ok = sum(o.right(view) for o in mine)
-            lines.append(f"| {scenario} | {view} | {want[0]}, {want[1]} | {ok} / {len(mine)} |")
+            lines.append(
+                f"| {scenario} | {view} | {want[0]}, {want[1] or '-'} | {ok} / {len(mine)} |"
+            )
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def shares_table(outcomes: list[Outcome]) -> str:
+    """Per scenario, the range (min-max over its runs) of each reader share the capture saw."""
+    head = " | ".join(READER_SHARES)
+    lines = [f"| scenario | captures | {head} |", "|---|---:|" + "---|" * len(READER_SHARES)]
+    for scenario in dict.fromkeys(o.scenario for o in outcomes):
+        seen = [
+            o.evidence["pcap a"]
+            for o in outcomes
+            if o.scenario == scenario and "pcap a" in o.evidence
+        ]
+        cells = []
+        for k in READER_SHARES:
+            got = [float(e[k]) for e in seen if e.get(k) is not None]
+            cells.append(f"{min(got):.2f}-{max(got):.2f}" if got else "-")
+        lines.append(f"| {scenario} | {len(seen)} | {' | '.join(cells)} |")
+    return "\n".join(lines)
