@@ -134,6 +134,16 @@ def test_a_buffer_others_keep_full_is_no_bloat_below_what_one_flow_would_bloat()
     assert _verdict("20261208.7") == ("cross-traffic", None)
 
 
+def test_a_bloated_buffer_others_keep_full_is_a_finding_beside_the_sharing() -> None:
+    """Two Reno flows through a 4.3 BDP buffer at 2 Gbit/s x 158 ms: the buffer is bloated
+    (3.4 BDPs standing), but this transfer moved 7 Mbit/s with none of the path free; the
+    sharing holds the rate and the bloat stands beside it (read `bufferbloat` 0.96 before)."""
+    doc = json.loads(gzip.decompress((CASES / "20261228.20.json.gz").read_bytes()))
+    v = diagnose(evidence(doc)).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("cross-traffic", None)
+    assert any(e.startswith("also, up: bufferbloat") for e in v.evidence)
+
+
 def _evidence(scenario: str) -> Evidence:
     return evidence(json.loads(gzip.decompress((CASES / f"{scenario}.json.gz").read_bytes())))
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from tcpwizard.advice.evidence import (
     CROSS_FREE_SHARE,
+    HEALTHY_SHARE,
     Candidate,
     Direction,
     Evidence,
@@ -52,6 +53,15 @@ BLOAT_MIN_MS = 10.0
 # bottleneck's (headers and the probe's error: 10 %).
 OWN_LINK_SHARE = 1.1
 AQM_TARGET = "fq_codel"
+# A queue this transfer did not fill: it ran below the path's healthy share while others'
+# traffic held the bottleneck (the path measured shared, or others' queue standing). The
+# sharing holds the rate and the bloat is a finding beside it (the module's rule), so its
+# confidence stays under the least the sharing is named with (cross_traffic.py
+# CROSS_SHARED_CONFIDENCE, 0.5), where congestion's losses on a full share stand too
+# (congestion.py FULL_SHARE_LOSS_CONFIDENCE): two Reno flows through a 4.3 BDP buffer at
+# 2 Gbit/s x 158 ms left this transfer 7 Mbit/s and read `bufferbloat` at 0.8 (scenario
+# matrix 20261228.20).
+BESIDE_SHARING = 0.45
 
 
 # Linux BBR (v1) holds its window at cwnd_gain 2 x the BDP plus a quantization budget:
@@ -122,6 +132,21 @@ def _shared(ev: Evidence, d: Direction) -> bool:
     upload only) mostly taken before the transfer."""
     av = ev.path.available if ev.path else None
     return av is not None and d.name == "up" and av.loaded > 0 and av.free_share <= CROSS_FREE_SHARE
+
+
+def _others_hold_the_rate(ev: Evidence, d: Direction) -> bool:
+    """This transfer ran below the healthy share of the path while others' traffic shared
+    its bottleneck: the queue is theirs, and so is the limit."""
+    # Here, not at the top: the capacity view reads a rule module (host_drops), so it and
+    # the helpers built on it load after this package.
+    from tcpwizard.advice.capacity_view import capacity as _capacity
+    from tcpwizard.advice.capacity_view import steady_mbps
+    from tcpwizard.advice.others_queue import others_queue
+
+    cur, cap = d.current, _capacity(ev, d)
+    if cur is None or cap is None or steady_mbps(cur) >= HEALTHY_SHARE * cap:
+        return False
+    return _shared(ev, d) or others_queue(ev, d) is not None
 
 
 def _rtt(ev: Evidence, d: Direction) -> LoadedRtt | None:
@@ -207,7 +232,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     return Candidate(
         d.name,
         "bufferbloat",
-        0.8,
+        BESIDE_SHARING if _others_hold_the_rate(ev, d) else 0.8,
         host,
         f"{d.name}: the bottleneck's queue is bloated: under load every round trip waits "
         f"{rtt.queue_ms:.0f} ms in {where}, so interactive traffic beside a transfer crawls "
