@@ -347,6 +347,32 @@ def test_a_serve_that_answered_and_then_went_silent_is_named_starved() -> None:
     assert after.verdict.limiting_factor != "host-cpu"
 
 
+def test_a_far_end_silent_before_any_transfer_began_is_named_starved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """serve answered its hello, then its control connection was dropped and the new one's
+    hello went unanswered (a CPU quota holds it): the far end keeps that as its silence, and
+    a check that could start no transfer at all names the far end's CPU, not `unknown`
+    (scenario matrix 20261228.78: serve at 0.5 % of a core)."""
+    with serve_process() as (_proc, port):
+        far = ServeFar.reach("127.0.0.1", port, None, "far")
+        assert isinstance(far, ServeFar)
+        far.close()
+        why = "port 1 at far accepted the connection but no hello came within 10 s"
+
+        def unanswered(*_a: object, **_k: object) -> ControlClient:
+            raise PeerSilent(why)
+
+        monkeypatch.setattr("tcpwizard.measure.farends.serve.ControlClient", unanswered)
+        with pytest.raises(PeerSilent), far.control(0.3):
+            pass
+        assert far.silent() == why
+    ev = Evidence(audit(), None, path(4.1, 1259.0), None, peer_silent=why)
+    d = diagnose(ev)
+    assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("host-cpu", "peer")
+    assert d.verdict.confidence == host_cpu.SILENT_CONFIDENCE
+
+
 def test_a_data_thread_that_ended_before_stop_still_counts() -> None:
     """A transfer's threads end before the sampler stops: their CPU time stays in the
     process's share and in the busiest thread (read from the real /proc of this process)."""

@@ -273,10 +273,13 @@ def silent_far_end(ev: Evidence) -> Candidate | None:
     them in time after answering before: its process does not get to run (a CPU quota, a
     saturated host; a stopped process looks the same). One line of evidence, no load
     measured: the rules' one-line band (advice/calibration.py)."""
-    if ev.measured or ev.peer_silent is None or ev.transfer is None:
+    if ev.measured or ev.peer_silent is None:
         return None
-    if not any(m.error for m in ev.transfer.modes):
+    if ev.transfer is not None and not any(m.error for m in ev.transfer.modes):
         return None
+    # No transfer at all is the same silence, earlier: its request went unanswered before
+    # a mode began (serve at 0.5 % of a core answered its hello, then neither the settings
+    # request nor the transfer's: `unknown`, scenario matrix 20261228.78).
     return Candidate(
         "up",
         "host-cpu",

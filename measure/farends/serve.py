@@ -145,7 +145,13 @@ class ServeFar:
             if c is not None:
                 c.close()
             self._control = None
-            c = ControlClient(self.address, self.port, self.secret, timeout)
+            try:
+                c = ControlClient(self.address, self.port, self.secret, timeout)
+            except PeerSilent as exc:
+                # serve answered its hello before; a new connection's hello went unanswered
+                # while its kernel took ours: the same starved process as a request unanswered.
+                self._silent = self._silent or str(exc)
+                raise
             self._control = c
         c.timeout = timeout
         try:
