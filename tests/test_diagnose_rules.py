@@ -539,6 +539,17 @@ def test_a_loss_recoverys_burst_at_the_end_is_not_a_ramp() -> None:
     assert _still_ramping(ramp)
 
 
+def test_a_climb_its_drain_hides_is_still_a_ramp() -> None:
+    """A rate still climbing when the writer stopped, then its drain's collapse: the
+    collapse is read out (as the settled rate reads it), and the climb before it remains."""
+    climb = [5.0, 28, 33, 71, 110, 112, 123, 143, 148, 158, 172, 202]
+    drained = samples([*climb, 48, 25, 0], dt=0.1, buf=1 << 20)
+    m = dataclasses.replace(mode(103.0), samples=drained, write_s=1.2)
+    assert _still_ramping(m)
+    # Without the writer's stop the collapse is the transfer's own: no climb in its last quarter.
+    assert not _still_ramping(dataclasses.replace(m, write_s=None))
+
+
 def test_a_window_held_below_a_buffer_that_allows_the_path_is_not_the_buffer() -> None:
     """The sender waited for the receiver's window 85 % of the time, but the receiver's 32 MB
     tcp_rmem allows the 100 Mbit/s x 50 ms path many times over: data left unread held the
