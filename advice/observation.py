@@ -68,11 +68,16 @@ LATE_EPISODES = 2
 # moves with nearly every ACK (healthy 100 Mbit/s x 50 ms lab captures, taken at the sender
 # and at the receiver: 0.00); a reader that runs now and then leaves the edge still between
 # its reads (all of it in between). Half is the midpoint of the two: most of the data then
-# waited for the reader. Not yet measured across the reader bench.
+# waited for the reader. Measured across the reader bench (benchmarks/bench_application.py,
+# docs/bench-application.md, 2026-11-28: 16 captures at 200 Mbit/s x 150 and 250 ms): 0.00 in
+# every one, readers under a quota included; those the held ACKs below name. This sign is
+# for a reader whose kernel ACKs promptly yet frees nothing, which that bench does not make.
 STILL_SHARE = 0.5
 # Of the bytes acknowledged, the share under ACKs the receiver held back
 # (measure/observe/capture.py HELD_SPAN_S): healthy lab captures 0.00, a reader under a CPU quota
-# 0.88-0.94; half is the midpoint, most of the data then waited for the reader.
+# 0.88-0.94; half is the midpoint, most of the data then waited for the reader. The reader
+# bench again (2026-11-28, 200 Mbit/s x 150 and 250 ms): healthy iperf3 0.00 (6 captures),
+# scp 0.00 (4), readers under a quota 0.80-0.93 (10).
 HELD_SHARE = 0.5
 
 
@@ -153,7 +158,7 @@ def _conn_sender(obs: ConnObservation, sysctls: Mapping[str, str] | None) -> Obs
     busy = max(obs.busy, 1e-9)
     stalled = obs.rwnd_limited / busy
     full = window_mbps > 0 and rate >= WINDOW_FULL * window_mbps and stalled >= SOME_STALLS
-    held = stalled >= CHRONO_SHARE or full
+    held = (stalled >= CHRONO_SHARE or full) and not _window_to_spare(obs, rate)
     unused = window_mbps > 0 and rate < 0.5 * window_mbps
     closing = obs.snd_wnd_min < 0.5 * obs.snd_wnd_max
     stall: ReaderSign | None = None
@@ -206,6 +211,18 @@ def _conn_sender(obs: ConnObservation, sysctls: Mapping[str, str] | None) -> Obs
         rcvbuf=obs.rcvbuf,
         sndbuf=obs.sndbuf,
     )
+
+
+def _window_to_spare(obs: ConnObservation, rate_mbps: float) -> bool:
+    """The smallest window the peer offered carried, at the path's idle RTT, more than the
+    rate with the healthy margin to spare (the window law, advice/evidence.py HEALTHY_SHARE):
+    the sender met that window only while a queue or a loss recovery stretched its round
+    trip, and a larger one would not have raised the rate. (A healthy iperf3 upload at 200
+    Mbit/s x 250 ms met a 20 MB window, 3.4 x the BDP, in its recovery: `receiver-window`
+    at the peer in 2 of 2 runs, docs/bench-application.md.)"""
+    if obs.min_rtt_ms <= 0 or obs.snd_wnd_min <= 0:
+        return False
+    return HEALTHY_SHARE * window_limit_mbps(obs.snd_wnd_min, obs.min_rtt_ms) > rate_mbps
 
 
 def _scaling_missing(obs: ConnObservation, sysctls: Mapping[str, str] | None) -> HostRole | None:

@@ -8,6 +8,7 @@ import dataclasses
 import io
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 
 import pytest
 
@@ -28,6 +29,20 @@ SCHEMA_FILE = schema_path("conns")
 def _factor(o: ConnObservation) -> tuple[str | None, str | None]:
     v = judge(o, SYSCTLS).verdict
     return (v.limiting_factor, v.host_to_fix) if v else (None, None)
+
+
+def test_a_window_with_room_to_spare_at_the_idle_rtt_did_not_hold_the_sender() -> None:
+    """A healthy upload at 189 Mbit/s x 250 ms met the peer's 20 MB window (6.7 x what the
+    rate needs at the idle RTT) while its recovery stretched the round trip: the window did
+    not hold it. The same stalls against a window the rate fills at the idle RTT did."""
+    roomy = obs(
+        rwnd_limited=0.3, send_mbps=189.0, rtt_ms=320.0, min_rtt_ms=250.0,
+        snd_wnd_max=20_971_520, snd_wnd_min=20_971_520,
+    )  # fmt: skip
+    assert _factor(roomy)[0] != "receiver-window"
+    # 6 MB at 250 ms carries 192 Mbit/s: under 189 / 0.85, the window held it.
+    tight = replace(roomy, snd_wnd_max=6_000_000, snd_wnd_min=6_000_000)
+    assert _factor(tight) == ("receiver-window", "peer")
 
 
 def test_idle_connection_has_no_verdict() -> None:
