@@ -69,7 +69,7 @@ LATE_EPISODES = 2
 # and at the receiver: 0.00); a reader that runs now and then leaves the edge still between
 # its reads (all of it in between). Half is the midpoint of the two: most of the data then
 # waited for the reader. Measured across the reader bench (benchmarks/bench_application.py,
-# docs/bench-application.md, 2026-11-28: 16 captures at 200 Mbit/s x 150 and 250 ms): 0.00 in
+# docs/bench-application.md, 2026-11-28: 20 captures at 200 Mbit/s x 150 and 250 ms): 0.00 in
 # every one, readers under a quota included; those the held ACKs below name. This sign is
 # for a reader whose kernel ACKs promptly yet frees nothing, which that bench does not make.
 STILL_SHARE = 0.5

@@ -313,10 +313,6 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def shares_table(outcomes: list[Outcome]) -> str:
     """Per scenario, the range (min-max over its runs) of each reader share the capture saw."""
     head = " | ".join(READER_SHARES)
@@ -333,3 +329,7 @@ def shares_table(outcomes: list[Outcome]) -> str:
             cells.append(f"{min(got):.2f}-{max(got):.2f}" if got else "-")
         lines.append(f"| {scenario} | {len(seen)} | {' | '.join(cells)} |")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
