@@ -76,7 +76,6 @@ EXPECTED: dict[str, dict[str, tuple[str, str | None]]] = {
     "sftp": _application_at("both", "both", "both"),
     "healthy": {view: ("path-capacity", None) for view in VIEWS},
 }
-PORTS = {"reader-far": 5201, "reader-near": 5201, "scp": 22, "sftp": 22, "healthy": 5201}
 # The capture's figures a reader leaves (measure/observe/capture.py), kept per run.
 READER_SHARES = ("edge_still_share", "held_ack_share", "window_full_share")
 

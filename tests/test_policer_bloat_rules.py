@@ -13,6 +13,7 @@ from tcpwizard.advice.evidence import directions
 from tcpwizard.advice.loss_episodes import settled_loss
 from tcpwizard.advice.ramp import still_ramping
 from tcpwizard.advice.rules import bufferbloat
+from tcpwizard.advice.rules.cross_traffic import CROSS_SHARED_CONFIDENCE
 from tcpwizard.advice.rules.policer import BUCKET_MAX_S, bucket_s
 from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
@@ -781,3 +782,9 @@ def test_reno_climbing_back_after_cuts_with_no_loss_before_the_end_is_policed() 
     t = transfer(goodputs, rtts, retrans, "reno")
     d = diagnose(Evidence(audit("reno"), audit("reno"), path(14.0, 100), t))
     assert (d.verdict.limiting_factor, d.verdict.host_to_fix) == ("policer", "path")
+
+
+def test_bloat_beside_the_sharing_ranks_under_every_sharing_verdict() -> None:
+    """The bloat others built stands beside the sharing: its confidence under the least
+    `cross-traffic` is named with, whatever either rule's constants become."""
+    assert bufferbloat.BESIDE_SHARING < CROSS_SHARED_CONFIDENCE
