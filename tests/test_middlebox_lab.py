@@ -48,6 +48,8 @@ def test_check_names_the_device_that_strips_window_scaling(lab_factory: LabFacto
             # The fix is the device's: never a sysctl or a buffer on either host.
             if v["limiting_factor"] == "middlebox":
                 assert [(f["host"], f["kind"]) for f in doc["fixes"]] == [("path", "other")]
+            if verdicts.count(("middlebox", "path")) >= NEEDED:
+                break
     assert verdicts.count(("middlebox", "path")) >= NEEDED, verdicts
 
 
