@@ -178,3 +178,21 @@ def test_megabits_at_interpolates_the_samples() -> None:
     assert pts == [(0.0, 0.0), (1.0, 10.0), (2.0, 40.0)]
     assert megabits_at(pts, 1.5) == pytest.approx(25.0)
     assert megabits_at(pts, 5.0) == 40.0  # past the end: all of it
+
+
+def test_drs_targets_on_a_lossy_path_set_memory_beside_autotunes() -> None:
+    from benchmarks.bench_drs_targets import Pair, path_key, render_path
+
+    bdp = 1_250_000
+    run = Pair(
+        8.0,
+        "up",
+        _run("autotune", 85.0, 8.1, 1700, 16 * MB, 16 * MB),
+        _run("drs", 82.0, 8.1, 90, int(3.9 * bdp), int(3.9 * bdp)),
+    )
+    text = render_path(100e6, 0.1, [run], loss=0.002)
+    assert "### 100 ms x 100 Mbit/s, 0.2 % random loss each way" in text
+    assert "peak <= 3 BDP" not in text  # a clean path's target
+    assert f"DRS peak at most {3.9 * bdp / (16 * MB):.2f} of autotune's" in text
+    assert path_key(100e6, 0.1, 0.002) == "100ms x 100Mbit/s at 0.2 % loss"
+    assert path_key(100e6, 0.1) == "100ms x 100Mbit/s"

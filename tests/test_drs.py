@@ -543,3 +543,74 @@ def test_arrivals_are_segments_unless_the_kernel_counted_super_packets_as_one() 
     )
     assert counted(None, 12345) == 12345
     assert counted(info(rcv_mss=1448), 777) == 777
+
+
+def _settled_run(rx: DrsReceiver, bw: float, ooo_every: int | None, intervals: int) -> int:
+    """Ticks at `bw` after startup; segments arrive out of order in every `ooo_every`-th
+    interval (None: never). Returns the last request."""
+    rx.startup = False
+    now, total, ooo = 0.0, 0, 0
+    for i in range(intervals):
+        now += rx.interval_s
+        total += int(bw / 8 * rx.interval_s)
+        if ooo_every is not None and i % ooo_every == 0:
+            ooo += 3
+        rx.tick(now, total, ooo)
+    return rx.request
+
+
+def test_recurring_repairs_add_a_repairs_arrivals_to_the_window() -> None:
+    """Random loss: a hole in nearly every interval holds the data behind it in the buffer
+    for a repair (an RTT and RACK's quarter), on top of the bytes in flight. The buffer
+    carries both, in the kernel's window share: 2 + 1.25 / 0.6 BDP of memory."""
+    cfg = DrsConfig(max_request=64 << 20)
+    rtt, bw = 0.05, 100 * MBIT
+    bdp = bw / 8 * rtt
+    lossy = DrsReceiver(cfg, 0.0)
+    lossy.on_rtt(rtt, 0.0)
+    request = _settled_run(lossy, bw, 1, 12)
+    assert lossy.repairing
+    want = (cfg.headroom + cfg.repair_rtts / cfg.window_share) * bdp / 2  # the kernel doubles
+    assert request == pytest.approx(want, rel=0.02)
+    clean = DrsReceiver(cfg, 0.0)
+    clean.on_rtt(rtt, 0.0)
+    assert _settled_run(clean, bw, None, 12) == pytest.approx(bdp, rel=0.02)
+    assert not clean.repairing
+
+
+def test_loss_that_does_not_recur_keeps_2_bdp() -> None:
+    """BBR's bandwidth probe through a shallow queue loses once every 8 RTTs: a repair in
+    one interval of four (2 RTTs each), 2 of the last 8: not recurring, 2 x BDP stays."""
+    cfg = DrsConfig(max_request=64 << 20)
+    rtt, bw = 0.05, 100 * MBIT
+    rx = DrsReceiver(cfg, 0.0)
+    rx.on_rtt(rtt, 0.0)
+    assert _settled_run(rx, bw, 4, 24) == pytest.approx(bw / 8 * rtt, rel=0.02)
+    assert not rx.repairing
+
+
+def test_a_kernel_without_the_ooo_count_sizes_as_before() -> None:
+    cfg = DrsConfig(max_request=64 << 20)
+    rx = DrsReceiver(cfg, 0.0)
+    rx.on_rtt(0.05, 0.0)
+    rx.startup = False
+    now, total = 0.0, 0
+    for _ in range(12):
+        now += rx.interval_s
+        total += int(100 * MBIT / 8 * rx.interval_s)
+        rx.tick(now, total, None)
+    assert not rx.repairing
+    assert rx.request == pytest.approx(100 * MBIT / 8 * 0.05, rel=0.02)
+
+
+def test_a_stock_starts_slow_start_repairs_are_not_counted() -> None:
+    """A stock start's slow start overshoots the path: its repairs are one episode."""
+    rx = DrsReceiver(DrsConfig(max_request=64 << 20), 0.0)
+    rx.on_rtt(0.05, 0.0)
+    assert rx.startup
+    now, total = 0.0, 0
+    for i in range(6):
+        now += rx.interval_s
+        total += 10_000 * 2**i
+        rx.tick(now, total, 3 * i)
+    assert rx.startup and not rx.repairing
