@@ -38,6 +38,7 @@ from benchmarks.bench_transfer import (
     bench_transfer,
     megabits_at,
 )
+from tcpwizard import argtypes
 from tcpwizard.exitcodes import ExitCode
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.spec import LabSpec
@@ -312,11 +313,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rtt", type=float, action="append", metavar="MS", default=[])
     parser.add_argument("--out", default="results")
     parser.add_argument(
-        "--loss", type=float, default=0.0, metavar="PCT", help="random loss each way, in %%"
+        "--loss",
+        type=argtypes.percent(0.0, 50.0),
+        default=0.0,
+        metavar="PCT",
+        help="random loss each way, in %%",
     )
     args = parser.parse_args(argv)
-    if not 0.0 <= args.loss < 50.0:
-        parser.error("--loss: a percentage from 0 to under 50")
     if os.geteuid() != 0:
         print("bench_drs_targets: the lab needs root", file=sys.stderr)
         return int(ExitCode.NO_PERMISSION)

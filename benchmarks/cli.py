@@ -57,7 +57,8 @@ def _paper(args: argparse.Namespace, ctx: Context) -> int:
 def _drs_targets(args: argparse.Namespace, ctx: Context) -> int:
     from benchmarks.bench_drs_targets import run
 
-    text = run(args.out, 1 if args.quick else 3, _rtts_ms(args), say=ctx.progress)
+    rounds = 1 if args.quick else 3
+    text = run(args.out, rounds, _rtts_ms(args), say=ctx.progress, loss=args.loss / 100.0)
     print(text, file=ctx.stdout)
     ctx.progress(f"wrote {args.out}/bench-drs-targets.md and .json")
     return int(ExitCode.OK)
@@ -146,6 +147,14 @@ def build_parser() -> Parser:
         )
         p.add_argument("--quick", action="store_true", help="a smaller matrix")
         p.add_argument("--out", default="results", help="folder for tables and plots")
+        if name == "drs-targets":
+            p.add_argument(
+                "--loss",
+                type=argtypes.percent(0.0, 50.0),
+                default=0.0,
+                metavar="PCT",
+                help="random loss on the path, each way, e.g. 0.2",
+            )
     for name, (help_text, module) in OWN_PARSER.items():
         p = sub.add_parser(name, help=help_text)
         importlib.import_module(f"benchmarks.{module}").add_arguments(p)

@@ -55,6 +55,9 @@ def test_a_bench_with_its_own_arguments_shows_its_own_help() -> None:
         ([], "the following arguments are required: BENCH"),
         (["gigabit"], "invalid choice: 'gigabit'"),
         (["causes", "--rtt", "-5ms"], "causes: argument --rtt: must be"),
+        (["drs-targets", "--loss", "abc"], "--loss: expected a percentage, not 'abc'"),
+        (["drs-targets", "--loss", "50%"], "--loss: must be from 0 to under 50 %"),
+        (["paper", "--loss", "1"], "unrecognized arguments: --loss 1"),
     ],
 )
 def test_usage_errors(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -113,3 +113,19 @@ def seconds(lo: float, hi: float) -> Callable[[str], float]:
 
     check.__name__ = "seconds"
     return check
+
+
+def percent(lo: float, hi: float) -> Callable[[str], float]:
+    """A percentage from lo to under hi (a trailing % allowed)."""
+
+    def check(text: str) -> float:
+        try:
+            value = float(text.strip().removesuffix("%"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a percentage, not {text!r}") from None
+        if not math.isfinite(value) or not lo <= value < hi:
+            raise argparse.ArgumentTypeError(f"must be from {lo:g} to under {hi:g} %")
+        return value
+
+    check.__name__ = "percent"
+    return check
