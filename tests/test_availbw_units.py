@@ -222,3 +222,37 @@ def test_random_loss_is_no_overflow() -> None:
     # 40 % lost where random loss drops 8 %: an overflow, whatever the random share.
     assert StreamResult(8e6, 0.0, 0.4, 4.8e6, 80).overflowed(0.08)
     assert not StreamResult(8e6, 0.0, 0.04, 7.7e6, 80).overflowed(0.0)  # under MAX_LOSS
+
+
+def held_and_released(rate: float, rise: float, count: int = 2000) -> StreamResult:
+    """Sent at `rate`; a forwarder (or the receiving host) held the packets more and more
+    for the first three quarters of the stream, `rise` s per s, then let them all go: the
+    last quarter arrives at the idle delay. No FIFO queue does that (it drains at most at
+    the line's rate); the lab's delay line at 1.5-2.3 Gbit/s of 1500-byte packets did."""
+    gap = WIRE * 8 / rate
+    tx = {i: round(i * gap * 1e9) for i in range(count)}
+    held = 3 * count // 4
+    rx = {i: round((0.010 + i * gap * (1 + rise if i < held else 1)) * 1e9) for i in tx}
+    r = stream_result(tx, rx, count, WIRE)
+    assert r is not None
+    return r
+
+
+def test_a_stall_is_not_a_queue_growing() -> None:
+    """An idle 2.5 Gbit/s path whose forwarder holds and releases each stream: the fitted
+    slopes rise while the streams arrive hardly stretched; the kinematic test (slope =
+    R / out - 1 within the slope noise) finds no queue growing, nothing is taken."""
+    cap = 2.5e9
+    streams = [held_and_released(share * cap, 0.5) for share in (*LADDER, *LADDER_HIGH)]
+    assert all(r.slope > 0.1 for r in streams)  # each would have read as rising
+    assert not any(r.queue_grew() for r in streams)
+    est, _low, _high, loaded = estimate(streams, cap)
+    assert loaded == 0 and est == cap
+
+
+def test_a_growing_queue_passes_the_kinematic_test() -> None:
+    cap, cross = 200e6, 100e6
+    for share in (0.7, 0.8, 0.9):
+        tx, rx = fluid_stream(share * cap, cap, cross)
+        r = stream_result(tx, rx, len(tx), WIRE)
+        assert r is not None and r.slope > 0.1 and r.queue_grew()
