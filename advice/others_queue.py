@@ -13,7 +13,6 @@ from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.rules import policer
 from tcpwizard.measure.engine.loaded_rtt import (
-    QUEUE_FREE_NOISE_MS,
     delayed_ack_ms,
     loaded_rtt,
     mss_of,
@@ -74,8 +73,8 @@ def others_queue(ev: Evidence, d: _Direction) -> str | None:
 def standing_noise_ms(idle_ms: float) -> float:
     """How far above idle the RTT under load may stand without anyone's queue: the measured
     noise of queue-free flows on short paths (measure/engine/loaded_rtt.py), on longer ones
-    the share of the idle RTT a policed flow's test reads (advice/rules/policer.py)."""
-    return max(QUEUE_FREE_NOISE_MS, policer.NO_QUEUE_SHARE * idle_ms)
+    a share of the idle RTT: the policer's own test of no queue (advice/rules/policer.py)."""
+    return policer.no_queue_ms(idle_ms)
 
 
 # RFC 1122 / RFC 5681: a receiver acknowledges at least every second full segment, else on

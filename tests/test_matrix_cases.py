@@ -224,3 +224,11 @@ def test_a_ramp_its_drain_hid_is_still_a_ramp_not_a_policers_plateau() -> None:
     over 8 round trips, then drained at 48, 25, 0: the climb is no plateau, and the upload's
     small receive buffer at b is the verdict (read `policer` 0.98 before)."""
     assert _verdict("20261228.87") == ("receiver-window", "peer")
+
+
+def test_a_queue_others_keep_is_no_policers_queue_free_plateau() -> None:
+    """Four TCP flows through a 0.42 BDP queue at 3.7 Gbit/s x 2.6 ms kept 0.7 ms standing
+    under this transfer's plateau: more than any queue-free flow stands above idle (0.06-
+    0.41 ms), so others' queue, and no policer's (read `policer` 0.98 before, when the
+    policer's floor was 1 ms and the same 0.7 ms was both)."""
+    assert _verdict("20261228.54") == ("cross-traffic", None)

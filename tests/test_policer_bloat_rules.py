@@ -586,8 +586,8 @@ def test_a_queue_others_keep_standing_is_cross_traffic_not_congestion() -> None:
     assert diagnose(ev(idle + 0.2)).verdict.limiting_factor == "congestion"
     # Three Reno and BBR flows beside it at 4.4 ms kept 0.7 ms standing (matrix 187941889.17,
     # `congestion` before): more than any queue-free transfer on a short path stood above
-    # idle (0.06-0.41 ms, measure/engine/loaded_rtt.py QUEUE_FREE_NOISE_MS), less than the 1 ms
-    # a policer's test allows for timers.
+    # idle (0.06-0.41 ms, measure/engine/loaded_rtt.py QUEUE_FREE_NOISE_MS), the floor the
+    # policer's test of no queue reads too.
     assert diagnose(ev(idle + 0.75)).verdict.limiting_factor == "cross-traffic"
     assert diagnose(ev(idle + 0.4)).verdict.limiting_factor == "congestion"
     # A window of 100 segments (145 KB against a 70 KB BDP) keeps that queue itself.

@@ -59,6 +59,7 @@ from tcpwizard.advice.window_law import (
 )
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.engine.loaded_rtt import (
+    QUEUE_FREE_NOISE_MS,
     LoadedRtt,
     LossPattern,
     delayed_ack_ms,
@@ -82,9 +83,11 @@ POLICED_SHARE = 0.85
 # based sender through a drop-tail buffer of B bytes keeps on average half of it queued, so
 # a buffer of 0.2 BDP (already too small for one flow to fill the path) shows as +10 %; less
 # is the delay line's and the kernel's timer noise (the srtt's 1/8 smoothing of ~0.1 ms
-# jitter), for which NOISE_MS is the floor on short paths.
+# jitter), for which NOISE_MS is the floor on short paths: the RTT noise of queue-free
+# flows, measured (measure/engine/loaded_rtt.py QUEUE_FREE_NOISE_MS), the same floor by which
+# a queue counts as others' (advice/others_queue.py): one reading of one RTT for both.
 NO_QUEUE_SHARE = 0.10
-NOISE_MS = 1.0
+NOISE_MS = QUEUE_FREE_NOISE_MS
 # A loss-based sender this far above the Mathis bound of its own loss rate lost its
 # segments in bursts, not one by one (the congestion rule reads the same bound).
 BOUND_LIFT = 3.0
