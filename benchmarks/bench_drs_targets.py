@@ -323,8 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bench_drs_targets: the lab needs root", file=sys.stderr)
         return int(ExitCode.NO_PERMISSION)
-    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    print(run(args.out, args.rounds, args.rtt, say=say, loss=args.loss / 100.0))
+    loss = args.loss / 100.0
+    print(run(args.out, args.rounds, args.rtt, say=lambda m: print(m, file=sys.stderr), loss=loss))
     return 0
 
 

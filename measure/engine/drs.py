@@ -117,11 +117,12 @@ class DrsConfig:
     # term: 100 Mbit/s x 30 ms, 0.5 % random loss, BBR: DRS 0.35-0.57 of autotune as the
     # buffer shrank to 0.9-1.5 BDP).
     repair_rtts: float = 1.25
-    # Recurring: repairs in at least this many of the last `bw_window` intervals after
-    # startup (2 RTTs each): one more than loss that does not recur gives. One episode (a
-    # burst, the tail of slow start's overshoot) repairs within two intervals; BBR's
-    # bandwidth probe through a shallow queue once in four (every 8 RTTs): 2 of 8. Random
-    # loss of 0.2 % hits most intervals of a few hundred packets.
+    # Recurring: repairs in at least this many of the last `bw_window` intervals counted
+    # (after startup, 2 RTTs each; from a measured BDP's start, startup's too): one more
+    # than loss that does not recur gives. One episode (a burst, the tail of slow start's
+    # overshoot) repairs within two intervals; BBR's bandwidth probe through a shallow
+    # queue once in four (every 8 RTTs): 2 of 8. Random loss of 0.2 % hits most intervals
+    # of a few hundred packets.
     repair_intervals: int = 3
 
 

@@ -92,6 +92,10 @@ class StreamResult:
         lost = round(self.loss * self.packets)
         return stats.binomial_at_least(self.packets, lost, random_loss) < stats.SIGNIFICANCE
 
+    def rose(self) -> bool:
+        """Its one-way delay grew past the noise, as a queue's does."""
+        return self.slope > SLOPE_NOISE and self.queue_grew()
+
     def queue_grew(self) -> bool:
         """Its delay rose as a queue's does: steadily while it was sent. A queue that grows
         through the stream stretches its arrivals by as much as its delays rise, so the
@@ -160,9 +164,7 @@ def estimate(
     # A stream that lost many packets overflowed the queue: it rose, whatever its slope
     # says (a full queue stops growing); its estimate comes from how fast it arrived.
     good = [r for r in results if r.loss <= MAX_LOSS or r.out_bps > 0]
-    rising = [
-        r for r in good if (r.slope > SLOPE_NOISE and r.queue_grew()) or r.overflowed(random_loss)
-    ]
+    rising = [r for r in good if r.rose() or r.overflowed(random_loss)]
     # A queue that builds at rate R builds at every faster rate: a rising stream counts only
     # when more than half of the streams at its rate or faster rose too (else a busy host
     # delayed it).
@@ -233,7 +235,7 @@ def measure_available(
         if time.monotonic() - start > budget_s:
             note = "time budget ended the streams early"
             break
-        rising = sum(1 for r in results if r.slope > SLOPE_NOISE)
+        rising = sum(1 for r in results if r.rose())
         if n == len(LADDER) - 1 and 2 * rising < len(results):
             ladder += LADDER_HIGH  # few loaded the path yet: try closer to the capacity
         rate = share * capacity_bps
