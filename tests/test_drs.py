@@ -614,3 +614,23 @@ def test_a_stock_starts_slow_start_repairs_are_not_counted() -> None:
         total += 10_000 * 2**i
         rx.tick(now, total, 3 * i)
     assert rx.startup and not rx.repairing
+
+
+def test_from_a_measured_bdp_startups_repairs_count() -> None:
+    """From a probe's BDP the window holds slow start near the BDP, so holes in startup are
+    the path's loss: three intervals with out-of-order arrivals size for the repair before
+    startup ends (at 100 ms x 100 Mbit/s with 0.2 % loss the sender was held by the window
+    from 1.1 s while startup lasted to 2.1 s)."""
+    rtt, bdp = 0.1, 100 * MBIT / 8 * 0.1
+    cfg = DrsConfig(max_request=64 << 20)
+    rx = DrsReceiver(cfg, 0.0, initial_request=int(bdp), from_bdp=True)
+    rx.on_rtt(rtt, 0.0)
+    now, total, ooo, bw = 0.0, 0, 0, 20 * MBIT
+    for _ in range(4):
+        now += rx.interval_s
+        total += int(bw / 8 * rx.interval_s)
+        bw *= 1.5  # still growing: startup goes on
+        ooo += 5
+        rx.tick(now, total, ooo)
+    assert rx.startup and rx.repairing
+    assert rx.request > bdp  # past the start's 2 x BDP of memory
