@@ -307,18 +307,22 @@ def run(
     return text
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_drs_targets")
-    parser.add_argument("--rounds", type=int, default=ROUNDS, choices=range(1, 21), metavar="1-20")
-    parser.add_argument("--rtt", type=float, action="append", metavar="MS", default=[])
-    parser.add_argument("--out", default="results")
+def add_loss_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--loss",
         type=argtypes.percent(0.0, 50.0),
         default=0.0,
         metavar="PCT",
-        help="random loss each way, in %%",
+        help="random loss on the path, each way, e.g. 0.2",
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_drs_targets")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, choices=range(1, 21), metavar="1-20")
+    parser.add_argument("--rtt", type=float, action="append", metavar="MS", default=[])
+    parser.add_argument("--out", default="results")
+    add_loss_argument(parser)
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_drs_targets: the lab needs root", file=sys.stderr)

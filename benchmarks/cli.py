@@ -148,13 +148,7 @@ def build_parser() -> Parser:
         p.add_argument("--quick", action="store_true", help="a smaller matrix")
         p.add_argument("--out", default="results", help="folder for tables and plots")
         if name == "drs-targets":
-            p.add_argument(
-                "--loss",
-                type=argtypes.percent(0.0, 50.0),
-                default=0.0,
-                metavar="PCT",
-                help="random loss on the path, each way, e.g. 0.2",
-            )
+            importlib.import_module("benchmarks.bench_drs_targets").add_loss_argument(p)
     for name, (help_text, module) in OWN_PARSER.items():
         p = sub.add_parser(name, help=help_text)
         importlib.import_module(f"benchmarks.{module}").add_arguments(p)
