@@ -53,6 +53,10 @@ BLOAT_MIN_MS = 10.0
 # bottleneck's (headers and the probe's error: 10 %).
 OWN_LINK_SHARE = 1.1
 AQM_TARGET = "fq_codel"
+# The bloat's two lines that agree (a standing queue of at least BLOAT_BDPS of the path's
+# BDP, and a wait of at least BLOAT_MIN_MS): the rules' two-line band (advice/
+# calibration.py TWO_LINES), whose worth the matrix calibrates.
+BLOATED = 0.8
 # A queue this transfer did not fill: it ran below the path's healthy share while others'
 # traffic held the bottleneck (the path measured shared, or others' queue standing). The
 # sharing holds the rate and the bloat is a finding beside it (the module's rule), so its
@@ -232,7 +236,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     return Candidate(
         d.name,
         "bufferbloat",
-        BESIDE_SHARING if _others_hold_the_rate(ev, d) else 0.8,
+        BESIDE_SHARING if _others_hold_the_rate(ev, d) else BLOATED,
         host,
         f"{d.name}: the bottleneck's queue is bloated: under load every round trip waits "
         f"{rtt.queue_ms:.0f} ms in {where}, so interactive traffic beside a transfer crawls "

@@ -269,6 +269,8 @@ class DrsReceiver:
             return self.request  # nothing to size by before the first RTT sample
         bdp = max(self._bws) / 8.0 * rtt
         memory = c.headroom * bdp
+        if self.repairing:
+            memory += c.repair_rtts / c.window_share * bdp
         current = self._memory_of(self.request)
         if self.startup:
             if bandwidth_bps >= c.startup_growth * self._startup_bw:
@@ -282,8 +284,6 @@ class DrsReceiver:
             # inflates lets the queue grow, which inflates the RTT).
             per_rtt = bandwidth_bps / 8.0 * rtt
             memory = max(memory, current)
-            if self.repairing:
-                memory = max(memory, (c.headroom + c.repair_rtts / c.window_share) * bdp)
             held = per_rtt >= c.window_limited_share * c.window_share * current
             if not self.from_bdp:
                 # From a stock buffer: grow the window the way the bytes per RTT grew over
@@ -301,8 +301,6 @@ class DrsReceiver:
                 # bottleneck's queue into it (hundreds of retransmits, a 5x BDP peak).
                 memory = max(memory, c.startup_gain * per_rtt / c.window_share)
         else:
-            if self.repairing:
-                memory += c.repair_rtts / c.window_share * bdp
             memory = max(memory, c.max_shrink * current)
         request = memory / 2.0 if c.kernel_doubles else memory
         return int(min(c.max_request, max(c.min_request, request)))
