@@ -35,6 +35,7 @@ from tcpwizard.advice.window_law import (
     window_limit_mbps,
 )
 from tcpwizard.checks.model import Fix, HostRole
+from tcpwizard.measure.engine.line_filled import GAP_STEP
 from tcpwizard.units import format_mbps as _fmt
 
 # A limit named with less confidence loses to "the hosts allow the capacity" (one value,
@@ -88,7 +89,7 @@ def _gap(
     ]
     if held:
         rate, mode = max(held, key=lambda t: t[0])
-        if rate > 1.1 * current:
+        if rate > GAP_STEP * current:
             return WizardGap(current, rate, True, mode.mode)
     return WizardGap(current, cap, False)
 

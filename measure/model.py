@@ -180,3 +180,5 @@ class TransferResult:
     local_congestion_control: str = ""
     # Both directions ran at the same time: each one's ACKs queued behind the other's data.
     at_once: bool = False
+    # Modes asked for and not run, each with why (measure/engine/line_filled.py).
+    left_out: tuple[str, ...] = ()

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -97,6 +98,22 @@ def test_the_way_back_runs_its_own_modes(server: Server) -> None:
         ("autotune", "down"),
     ]
     assert all(m.error is None and m.throughput_mbps > 0 for m in res.modes)
+
+
+def test_a_way_autotuning_filled_skips_its_tuned_mode(server: Server) -> None:
+    """With the line a sure probe measured (here far below what loopback carries), DRS is
+    left out after autotuning held it, and the result says why; with a line above
+    loopback's rate it runs."""
+    opts = TransferOptions(
+        modes=("autotune", "drs"), direction="both", duration_s=0.4, sample_interval_s=0.05,
+        skip_tuned_at_mbps=1.0,
+    )  # fmt: skip
+    res = run_transfer("127.0.0.1", server.port, opts)
+    assert [(m.mode, m.direction) for m in res.modes] == [("autotune", "up"), ("autotune", "down")]
+    assert [n.split(":")[0] for n in res.left_out] == ["up", "down"], res.left_out
+    ran = run_transfer("127.0.0.1", server.port, replace(opts, skip_tuned_at_mbps=1e9))
+    assert [m.mode for m in ran.modes] == ["autotune", "drs", "autotune", "drs"]
+    assert ran.left_out == ()
 
 
 def test_byte_count_download(server: Server) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tcpwizard.advice import guard, idle_follow_up, idle_loss
+from tcpwizard.advice.capacity_view import PROBE_SURE
 from tcpwizard.advice.diagnose import Diagnosis, Evidence, diagnose
 from tcpwizard.advice.handshake_findings import handshake_findings, unaudited_peer_fixes
 from tcpwizard.advice.path_advice import PathAdvice, path_advice
@@ -390,6 +391,8 @@ def _stage_transfer(
         return
     stage("transfer", f"test transfers with the {run.far.describe()}")
     options = transfer_options(run.req, run.target, run.far)
+    if not run.req.modes:
+        options = dataclasses.replace(options, skip_tuned_at_mbps=sure_capacity(run.path))
     recorder = TransferRecorder(run.address, run.far.port, "--capture") if run.req.capture else None
 
     def progress(p: TransferProgress) -> None:
@@ -413,6 +416,18 @@ def _stage_transfer(
             run.notes.append(f"test transfer failed: {exc}")
     if recorder is not None:
         run.capture = recorder.result()
+    if run.transfer is not None:
+        run.notes.extend(run.transfer.left_out)
+
+
+def sure_capacity(path: PathEstimate | None) -> float | None:
+    """The capacity (Mbit/s, IP layer) a probe through the far end's reflector measured
+    sure enough to stand against a slower transfer (advice/capacity_view.py): what
+    autotuning must reach before a tuned mode is left out as unable to show more."""
+    cap = path.capacity if path is not None and path.peer else None
+    if cap is None or cap.confidence < PROBE_SURE or cap.limited_by is not None:
+        return None
+    return cap.mbps
 
 
 # A peerless capacity estimate below this confidence does not size a static buffer.

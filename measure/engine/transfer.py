@@ -23,6 +23,7 @@ from typing import Any
 from tcpwizard.checks.window import MAX_RECOMMENDED_BUFFER
 from tcpwizard.measure.engine import buffers, datapath, rates
 from tcpwizard.measure.engine.attach import Opening, wanted
+from tcpwizard.measure.engine.line_filled import TunedSkip
 from tcpwizard.measure.engine.steady import SteadyStop
 from tcpwizard.measure.farends.interface import (
     NO_HOOKS,
@@ -84,18 +85,22 @@ def run_transfer(
     ctrl = control if control is not None else ControlClient(host, port, secret, timeout)
     results: list[ModeResult] = []
     peer_cc = ""
+    skip = TunedSkip(options.skip_tuned_at_mbps)
     try:
         broken: str | None = None
         for direction in options.directions():
             for mode in options.modes_for(direction):
                 if hooks.cancel is not None and hooks.cancel.is_set():
                     break  # cancelled: the modes not yet started are left out
+                if skip.skip(mode, direction):
+                    continue
                 if broken is not None:
                     results.append(ModeResult.failed(mode, direction, options.streams, broken))
                     continue
                 out = run_mode(ctrl, mode, direction, options, hooks)
                 peer_cc = peer_cc or out.peer_congestion_control
                 results.append(out.result)
+                skip.saw(out.result)
                 if not out.control_ok:
                     # serve closes the control connection after an error: nothing more
                     # can run on it, and a hung peer must not cost one timeout per mode.
@@ -103,11 +108,15 @@ def run_transfer(
     finally:
         if own:
             ctrl.close()
-    return gathered(results, options, peer_cc, ctrl.family)
+    return gathered(results, options, peer_cc, ctrl.family, tuple(skip.left_out))
 
 
 def gathered(
-    results: Sequence[ModeResult], options: TransferOptions, peer_cc: str, family: int
+    results: Sequence[ModeResult],
+    options: TransferOptions,
+    peer_cc: str,
+    family: int,
+    left_out: tuple[str, ...] = (),
 ) -> TransferResult:
     """The modes' results as one run, beside this host's congestion control (what a new
     socket of the path's address family gets)."""
@@ -119,6 +128,7 @@ def gathered(
         streams=options.streams,
         peer_congestion_control=peer_cc,
         local_congestion_control=local_cc,
+        left_out=left_out,
     )
 
 

@@ -263,6 +263,7 @@ class ServeFar:
             modes=(*up.modes, *down_modes),
             direction="both",
             at_once=True,
+            left_out=(*up.left_out, *(got[0].left_out if got else ())),
             peer_congestion_control=up.peer_congestion_control
             or (got[0].peer_congestion_control if got else ""),
         )
