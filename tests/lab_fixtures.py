@@ -28,6 +28,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -36,6 +37,8 @@ from tcpwizard.lab import Lab, LabSpec
 DEFAULT_SPEC = LabSpec.symmetric(rate_bps=100e6, rtt_s=0.050)
 RUN_ID = uuid.uuid4().hex[:6]
 LAB_FIXTURES = ("lab", "lab_factory")
+# Labs removed at once at the session's end: each mostly waits (a delay line's exit, `ip`).
+TEARDOWN_WORKERS = 8
 
 
 def lab_unavailable() -> str | None:
@@ -85,12 +88,19 @@ class LabFactory:
         return lab.up()
 
     def close(self) -> None:
-        errors = []
-        for lab in [*self._labs.values(), *self._fresh]:
+        """Every lab down, several at once: each waits on its own delay line's exit and
+        its namespaces' removal (one by one, 40 labs took 19.5 s at the session's end)."""
+        labs = [*self._labs.values(), *self._fresh]
+
+        def down(lab: Lab) -> str | None:
             try:
                 lab.down()
             except Exception as exc:  # keep removing the others
-                errors.append(f"{lab.name}: {exc}")
+                return f"{lab.name}: {exc}"
+            return None
+
+        with ThreadPoolExecutor(max_workers=TEARDOWN_WORKERS) as pool:
+            errors = [e for e in pool.map(down, labs) if e is not None]
         self._labs.clear()
         self._fresh.clear()
         if errors:
