@@ -16,14 +16,17 @@ from __future__ import annotations
 
 from tcpwizard.measure import stats
 from tcpwizard.measure.model import IdleLoss, PathEstimate, RttStats
+from tcpwizard.measure.probes.rtt import FOLLOW_UP_BUDGET_S, FOLLOW_UP_INTERVAL_S
 
 # The odds below which the probes' silence rules random loss at p out (measure/stats.py).
 RANDOM_LOSS_ALPHA = stats.SIGNIFICANCE
-# A follow-up probe never sends more than this: 10 ms apart (the RTT probe's pacing), 2 s at
-# most, the same budget as the available-bandwidth measurement check sends unasked
-# (measure/probes/availbw.py); enough to rule out random loss down to 2.3 %
-# (ln 0.01 / ln(1 - 0.023) = 198).
-MAX_FOLLOW_UP = 200
+# A follow-up probe never sends more than this: 2 s at its spacing (measure/probes/rtt.py
+# FOLLOW_UP_INTERVAL_S, 4 ms: well below any policer's rate), the same budget as the
+# available-bandwidth measurement check sends unasked (measure/probes/availbw.py); enough to
+# rule out random loss down to 0.9 % (ln 0.01 / ln(1 - 0.009) = 509 with the RTT probe's 20).
+# At 10 ms apart (200 probes, down to 2.3 %) a CUBIC upload policed at 13 of 37 Mbit/s,
+# losing 1.8 %, stayed `congestion` (scenario matrix 20261229.70).
+MAX_FOLLOW_UP = round(FOLLOW_UP_BUDGET_S / FOLLOW_UP_INTERVAL_S)
 
 
 def from_rtt(rtt: RttStats | None) -> IdleLoss | None:

@@ -41,13 +41,15 @@ def test_the_count_that_decides() -> None:
     assert idle_loss.probes_to_decide(0.093, IdleLoss(20, 0, "udp-echo")) == 28
     assert (idle_loss.probes_to_decide(0.093, IdleLoss(20, 1, "udp-echo")) or 0) > 28
     assert idle_loss.probes_to_decide(0.3, IdleLoss(20, 0, "udp-echo")) == 0  # 0.7^20
-    # Random loss at 1 % needs 459 silent probes: past the follow-up's cap, so none can.
-    assert idle_loss.probes_to_decide(0.01) is None
+    # Random loss at 1 % needs 459 silent probes: within the follow-up's cap of 500 (2 s at
+    # 4 ms); at 0.5 % 919 are past it, so none can.
+    assert idle_loss.probes_to_decide(0.01) == 459
+    assert idle_loss.probes_to_decide(0.005) is None
     assert idle_loss.probes_to_decide(0.0) is None
 
 
 @given(
-    st.floats(min_value=0.023, max_value=0.99),
+    st.floats(min_value=0.009, max_value=0.99),
     st.integers(min_value=0, max_value=50),
     st.integers(min_value=0, max_value=3),
 )

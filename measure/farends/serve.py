@@ -286,7 +286,9 @@ class ServeFar:
         with self.control(AVAIL_TIMEOUT_S) as client:
             udp = client.udp_socket()
             try:
-                stats = rtt.udp_echo(udp, client.udp_token, count=count)
+                stats = rtt.udp_echo(
+                    udp, client.udp_token, count=count, interval=rtt.FOLLOW_UP_INTERVAL_S
+                )
             finally:
                 udp.close()
         got = stats.samples if stats is not None else 0

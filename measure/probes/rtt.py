@@ -22,6 +22,12 @@ from tcpwizard.measure.wire.protocol import PeerUnavailable
 
 MAX_PROBES = 1000
 ECHO_SIZE = udp.HEADER_LEN  # small: less transmission time in the RTT on slow links
+# The idle follow-up's spacing (advice/idle_follow_up.py): a probe of 65 bytes on the wire
+# (37 + UDP 8 + IPv4 20) every 4 ms is 130 kbit/s, under 5 % of the slowest policer the
+# scenario matrix and the lab tests set (3 Mbit/s), so a bucket refills between probes;
+# 2 s of them are 500, which rule out random loss down to 0.9 % (ln 0.01 / 500).
+FOLLOW_UP_INTERVAL_S = 0.004
+FOLLOW_UP_BUDGET_S = 2.0
 
 
 def _wait_readable(sock: socket.socket, until: float) -> bool:
