@@ -104,7 +104,8 @@ class TransferOptions:
     at_once: bool = False
     # The capacity (IP layer) a sure probe measured: a tuned mode is left out of a direction
     # whose autotune transfer already held within GAP_STEP of it (measure/engine/line_filled.py).
-    # None: every mode asked for runs.
+    # None: every mode asked for runs. Serve's transfers honour it: only a probe through its
+    # reflector can be sure (wizard/run.py sure_capacity); other far ends run every mode.
     skip_tuned_at_mbps: float | None = None
 
     def directions(self) -> tuple[Direction, ...]:

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tcpwizard.measure.engine import buffers, datapath, rates
-from tcpwizard.measure.engine.line_filled import TunedSkip
 from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop
 from tcpwizard.measure.engine.transfer import gathered, live_rate, merge, with_window_rates
 from tcpwizard.measure.farends.interface import (
@@ -90,13 +89,10 @@ def run_iperf3_transfer(
     peer_cc = ""
     broken: str | None = None
     tried = False  # a test got as far as the server's answer
-    skip = TunedSkip(options.skip_tuned_at_mbps)
     for direction in options.directions():
         for mode in options.modes_for(direction):
             if hooks.cancel is not None and hooks.cancel.is_set():
                 break
-            if skip.skip(mode, direction):
-                continue
             if mode not in IPERF3_MODES[direction]:
                 results.append(
                     ModeResult.failed(
@@ -122,9 +118,8 @@ def run_iperf3_transfer(
             tried = True
             peer_cc = peer_cc or cc
             results.append(result)
-            skip.saw(result)
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    return gathered(results, options, peer_cc, family, tuple(skip.left_out))
+    return gathered(results, options, peer_cc, family)
 
 
 def _unsupported(mode: Mode, direction: Direction) -> str:

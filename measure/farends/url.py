@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from tcpwizard import __version__
 from tcpwizard.exitcodes import Unavailable
 from tcpwizard.measure.engine import buffers, datapath, rates
-from tcpwizard.measure.engine.line_filled import TunedSkip
 from tcpwizard.measure.engine.transfer import live_rate, merge, with_window_rates
 from tcpwizard.measure.farends.common import Unaudited, port_probe
 from tcpwizard.measure.farends.interface import (
@@ -464,20 +463,13 @@ class UrlFar(Unaudited):
         if "down" not in options.directions():
             raise PeerUnavailable("a web server only sends: check URL measures downloads")
         results: list[ModeResult] = []
-        skip = TunedSkip(options.skip_tuned_at_mbps)
         for mode in options.modes_for("down"):
             if hooks.cancel is not None and hooks.cancel.is_set():
                 break
-            if skip.skip(mode, "down"):
-                continue
             result, hs = download_mode(self.url, self.address, mode, options, hooks)
             self._handshake = self._handshake or hs
             results.append(result)
-            skip.saw(result)
-        return TransferResult(
-            tuple(results), "down", 1, "", _local_cc(hooks.sysctl_root),
-            left_out=tuple(skip.left_out),
-        )  # fmt: skip
+        return TransferResult(tuple(results), "down", 1, "", _local_cc(hooks.sysctl_root))
 
     def missing(self) -> tuple[str, ...]:
         return (
