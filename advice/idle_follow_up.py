@@ -2,7 +2,9 @@
 
 A loss-based sender that held a plateau below the line with no queue, near the loss bound
 of the share it lost, is read two ways: random loss at that share holds it there (the
-congestion rule), or a token bucket drops what exceeds its rate (the policer rule).
+congestion rule), or a token bucket drops what exceeds its rate (the policer rule). So is
+a BBR sender's flat plateau far below the line with losses: BBR holds its rate through
+light random loss, but not through any (its recoveries overlap on a long fat path).
 Random loss would drop the idle probes too (advice/idle_loss.py). When the RTT probe's
 own count cannot yet tell, and a bounded number more could turn the policer test, the
 check sends them: evidence before a verdict, not a guess between two causes.
@@ -13,7 +15,7 @@ from __future__ import annotations
 from tcpwizard.advice import idle_loss
 from tcpwizard.advice.evidence import pick_current
 from tcpwizard.advice.loss_episodes import loss_share
-from tcpwizard.advice.rules.policer import policing
+from tcpwizard.advice.rules.policer import model_based, policing
 from tcpwizard.advice.window_law import LOSS_BASED
 from tcpwizard.measure.model import IdleLoss, PathEstimate, TransferResult
 from tcpwizard.units import format_mbps
@@ -29,14 +31,14 @@ def wanted(path: PathEstimate | None, transfer: TransferResult | None) -> tuple[
     best: tuple[int, str] = (0, "")
     for direction in ("up", "down"):
         m = pick_current([x for x in transfer.modes if x.direction == direction and not x.error])
-        if m is None or m.retransmits <= 0 or m.congestion_control not in LOSS_BASED:
+        cc = m.congestion_control if m is not None else ""
+        if m is None or m.retransmits <= 0 or not (cc in LOSS_BASED or model_based(cc)):
             continue
         cap = path.capacity_down if direction == "down" and path.capacity_down else path.capacity
         p = loss_share(m, path.rtt.min)
         n = idle_loss.probes_to_decide(p, idle)
         if not n or n <= best[0]:
             continue  # decided already, or no count within the cap decides
-        cc = m.congestion_control
         if policing(m, path.rtt.min, cap.mbps, cc, idle) is not None:
             continue  # the policer test holds already
         silent = IdleLoss(base.sent + n, base.lost, base.method)

@@ -56,7 +56,34 @@ def _verdict(scenario: str) -> tuple[str, str | None]:
     ],
 )
 def test_a_policed_path_stays_the_policer(scenario: str, what: str) -> None:
-    assert _verdict(scenario) == ("policer", "path"), what
+    ev = _checked(scenario)
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path"), what
+
+
+def _checked(scenario: str, lost: int = 0) -> Evidence:
+    """The stored report with the idle round-trip probes today's check sends after the
+    transfers where they could decide (advice/idle_follow_up.py), `lost` of them lost (a
+    bucket passes them all). Reports measured before a follow-up was sent for BBR have none."""
+    ev = _evidence(scenario)
+    count, _why = idle_follow_up.wanted(ev.path, ev.transfer)
+    if not count or ev.path is None:
+        return ev
+    return replace(ev, path=replace(ev.path, idle_loss=IdleLoss(count, lost, "udp-echo")))
+
+
+def test_bbr_held_far_below_the_line_by_random_loss_is_no_policer() -> None:
+    """BBR down at 1.7 % random loss over 519 Mbit/s x 53 ms (2,300 segments a window): its
+    recoveries overlapped and it held 28-46 Mbit/s, flat, no queue (read `policer` 0.98,
+    though the upload's small send buffer at a was the scenario). The check now sends idle
+    probes; random loss at that share drops some of them, a bucket none."""
+    ev = _evidence("20261229.165")
+    count, why = idle_follow_up.wanted(ev.path, ev.transfer)
+    assert count > 0 and "download" in why
+    random_loss = round(count * (1 - (1 - 0.0174) ** 2))  # there and back
+    v = diagnose(_checked("20261229.165", random_loss)).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "local")
+    assert diagnose(_checked("20261229.165", 0)).verdict.limiting_factor == "policer"
 
 
 def test_reno_settled_near_its_loss_bound_is_congestion_not_a_policer() -> None:

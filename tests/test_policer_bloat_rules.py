@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from tcpwizard.advice import idle_follow_up
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.evidence import directions
 from tcpwizard.advice.loss_episodes import settled_loss
@@ -18,7 +19,14 @@ from tcpwizard.advice.rules.policer import BUCKET_MAX_S, bucket_s
 from tcpwizard.advice.window_law import backoff, lossy_window_share
 from tcpwizard.checks.model import HostAudit
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, loss_pattern, percentile, plateau_mbps
-from tcpwizard.measure.model import ModeResult, TcpInfoSample, TransferResult, TransferSample
+from tcpwizard.measure.model import (
+    IdleLoss,
+    ModeResult,
+    PathEstimate,
+    TcpInfoSample,
+    TransferResult,
+    TransferSample,
+)
 from tcpwizard.measure.observe.hostload import CoreLoad, HostDrops, HostLoad
 from tcpwizard.measure.probes.availbw import AvailBandwidth
 from tests.model_builders import path, samples
@@ -68,7 +76,15 @@ def policed(rate: float = 19.3, line: float = 100, rtt: float = 40.0, cc: str = 
     rtts = [rtt + 30, rtt + 35, rtt + 20, rtt + 2] + [rtt + 0.4] * (n - 4)
     retrans = [0, 300, 900, 500, 100] + [0, 0, 40, 0, 0] * 3
     t = transfer(goodputs, rtts, retrans, cc)
-    return Evidence(audit(cc), audit(cc), path(rtt, line), t)
+    return Evidence(audit(cc), audit(cc), with_follow_up(path(rtt, line), t), t)
+
+
+def with_follow_up(p: PathEstimate, t: TransferResult, lost: int = 0) -> PathEstimate:
+    """The path as `check` leaves it: with the idle round-trip probes it sends after the
+    transfers where they could tell a bucket from random loss (advice/idle_follow_up.py),
+    `lost` of them lost (a bucket passes them all)."""
+    n, _ = idle_follow_up.wanted(p, t)
+    return dataclasses.replace(p, idle_loss=IdleLoss(n, min(lost, n), "udp-echo")) if n else p
 
 
 def bloated(line: float = 50, rtt: float = 40.0, bdps: float = 5.0) -> Evidence:
@@ -124,7 +140,8 @@ def spread(cc: str, rate: float = 19.3) -> Evidence:
     goodputs = [60.0, 70.0, 65.0, 10.0, 30.0] + [rate] * (n - 5)
     rtts = [70.0, 75.0, 60.0, 42.0] + [40.4] * (n - 4)
     retrans = [0, 300, 400, 300, 300] + [60] * (n - 5)
-    return dataclasses.replace(ev, transfer=transfer(goodputs, rtts, retrans, cc))
+    t = transfer(goodputs, rtts, retrans, cc)
+    return dataclasses.replace(ev, transfer=t, path=with_follow_up(path(40.0, 100), t))
 
 
 def test_losses_in_every_interval_far_below_the_line_are_policed() -> None:
@@ -163,7 +180,8 @@ def sharing(cc: str) -> Evidence:
     goodputs = [12.0, 24.0, 30.0, 26.0, 22.0] + [19.3] * (n - 5)
     rtts = [41.0, 42.0, 41.0, 40.6] + [40.4] * (n - 4)
     retrans = [0, 40, 90, 60, 60] + [60] * (n - 5)
-    return dataclasses.replace(ev, transfer=transfer(goodputs, rtts, retrans, cc))
+    t = transfer(goodputs, rtts, retrans, cc)
+    return dataclasses.replace(ev, transfer=t, path=with_follow_up(path(40.0, 100), t))
 
 
 def test_a_train_lost_to_a_small_queue_keeps_the_policer_when_the_flow_burst_through() -> None:
@@ -701,10 +719,10 @@ def test_a_slow_paced_flow_s_own_segment_spacing_is_no_queue() -> None:
     goodputs = [7.5, 7.8, 7.0, 3.5, 2.6] + [3.0] * (n - 5)
     retrans = [0, 20, 30, 10, 5] + [0, 0, 8, 0, 0] * 3
     t = transfer(goodputs, [rtt + 2.9] * n, retrans, "bbr")
-    ev = Evidence(audit(), audit(), path(rtt, 8.1), t)
+    ev = Evidence(audit(), audit(), with_follow_up(path(rtt, 8.1), t), t)
     assert diagnose(ev).verdict.limiting_factor == "policer"
     fast = transfer([g * 20 for g in goodputs], [rtt + 2.9] * n, retrans, "bbr")
-    ev = Evidence(audit(), audit(), path(rtt, 162), fast)
+    ev = Evidence(audit(), audit(), with_follow_up(path(rtt, 162), fast), fast)
     assert diagnose(ev).verdict.limiting_factor != "policer"
 
 
