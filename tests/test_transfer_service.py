@@ -106,12 +106,14 @@ def test_a_way_autotuning_filled_skips_its_tuned_mode(server: Server) -> None:
     loopback's rate it runs."""
     opts = TransferOptions(
         modes=("autotune", "drs"), direction="both", duration_s=0.4, sample_interval_s=0.05,
-        skip_tuned_at_mbps=1.0,
+        filled_lines=(("up", 1.0), ("down", 1.0)),
     )  # fmt: skip
     res = run_transfer("127.0.0.1", server.port, opts)
     assert [(m.mode, m.direction) for m in res.modes] == [("autotune", "up"), ("autotune", "down")]
     assert [n.split(":")[0] for n in res.left_out] == ["up", "down"], res.left_out
-    ran = run_transfer("127.0.0.1", server.port, replace(opts, skip_tuned_at_mbps=1e9))
+    ran = run_transfer(
+        "127.0.0.1", server.port, replace(opts, filled_lines=(("up", 1e9), ("down", 1e9)))
+    )
     assert [m.mode for m in ran.modes] == ["autotune", "drs", "autotune", "drs"]
     assert ran.left_out == ()
 

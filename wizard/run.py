@@ -45,7 +45,14 @@ from tcpwizard.measure.farends.interface import (
     TransferOptions,
 )
 from tcpwizard.measure.farends.interface import Progress as TransferProgress
-from tcpwizard.measure.model import Mode, ModeResult, PathEstimate, TransferResult
+from tcpwizard.measure.model import (
+    CapacityEstimate,
+    Mode,
+    ModeResult,
+    PathEstimate,
+    TransferResult,
+)
+from tcpwizard.measure.model import Direction as Way
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.observe.tsg_transfers import TransferCapture, TransferRecorder
 from tcpwizard.measure.probes.hop_model import PathHops
@@ -392,7 +399,7 @@ def _stage_transfer(
     stage("transfer", f"test transfers with the {run.far.describe()}")
     options = transfer_options(run.req, run.target, run.far)
     if not run.req.modes:
-        options = dataclasses.replace(options, skip_tuned_at_mbps=sure_capacity(run.path))
+        options = dataclasses.replace(options, filled_lines=sure_lines(run.path))
     recorder = TransferRecorder(run.address, run.far.port, "--capture") if run.req.capture else None
 
     def progress(p: TransferProgress) -> None:
@@ -420,14 +427,22 @@ def _stage_transfer(
         run.notes.extend(run.transfer.left_out)
 
 
-def sure_capacity(path: PathEstimate | None) -> float | None:
-    """The capacity (Mbit/s, IP layer) a probe through the far end's reflector measured
-    sure enough to stand against a slower transfer (advice/capacity_view.py): what
-    autotuning must reach before a tuned mode is left out as unable to show more."""
-    cap = path.capacity if path is not None and path.peer else None
-    if cap is None or cap.confidence < PROBE_SURE or cap.limited_by is not None:
-        return None
-    return cap.mbps
+def sure_lines(path: PathEstimate | None) -> tuple[tuple[Way, float], ...]:
+    """Per direction, the capacity (Mbit/s, IP layer) a probe through the far end's
+    reflector measured sure enough to stand against a slower transfer
+    (advice/capacity_view.py): what autotuning must reach that way before a tuned mode is
+    left out as unable to show more."""
+    if path is None or not path.peer:
+        return ()
+    ways: tuple[tuple[Way, CapacityEstimate | None], ...] = (
+        ("up", path.capacity),
+        ("down", path.capacity_down),
+    )
+    return tuple(
+        (way, cap.mbps)
+        for way, cap in ways
+        if cap is not None and cap.confidence >= PROBE_SURE and cap.limited_by is None
+    )
 
 
 # A peerless capacity estimate below this confidence does not size a static buffer.

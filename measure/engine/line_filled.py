@@ -13,6 +13,7 @@ traffic shows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tcpwizard.measure.engine.loaded_rtt import plateau_mbps
@@ -28,26 +29,28 @@ TUNED: tuple[Mode, ...] = ("drs", "static", "overprovisioned")
 @dataclass
 class TunedSkip:
     """Fed each finished mode in order; says which tuned modes are left out and why.
-    `capacity_mbps` None: nothing is left out."""
+    `lines`: per direction, the capacity (IP layer) a sure probe measured that way (an
+    asymmetric path's two ways differ); a direction without one leaves nothing out."""
 
-    capacity_mbps: float | None
+    lines: Sequence[tuple[Direction, float]] = ()
     filled: dict[Direction, float] = field(default_factory=dict)
     left_out: list[str] = field(default_factory=list)
 
     def saw(self, result: ModeResult) -> None:
-        if self.capacity_mbps is None or result.mode != "autotune" or result.error is not None:
+        line = dict(self.lines).get(result.direction)
+        if line is None or result.mode != "autotune" or result.error is not None:
             return
         plateau = plateau_mbps(result)
-        if plateau is not None and plateau * GAP_STEP >= self.capacity_mbps:
+        if plateau is not None and plateau * GAP_STEP >= line:
             self.filled[result.direction] = plateau
 
     def skip(self, mode: Mode, direction: Direction) -> bool:
-        held = self.filled.get(direction)
-        if held is None or mode not in TUNED or self.capacity_mbps is None:
+        held, line = self.filled.get(direction), dict(self.lines).get(direction)
+        if held is None or line is None or mode not in TUNED:
             return False
         self.left_out.append(
             f"{direction}: {mode} not run: autotuning held {held:.1f} Mbit/s of the "
-            f"{self.capacity_mbps:.1f} Mbit/s the probe measured (IP layer), within "
+            f"{line:.1f} Mbit/s the probe measured this way (IP layer), within "
             f"{GAP_STEP:g} x of it; a tuned buffer cannot show more"
         )
         return True

@@ -85,7 +85,7 @@ def run_transfer(
     ctrl = control if control is not None else ControlClient(host, port, secret, timeout)
     results: list[ModeResult] = []
     peer_cc = ""
-    skip = TunedSkip(options.skip_tuned_at_mbps)
+    skip = TunedSkip(options.filled_lines)
     try:
         broken: str | None = None
         for direction in options.directions():

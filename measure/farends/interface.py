@@ -102,11 +102,12 @@ class TransferOptions:
     # With direction "both": both ways at the same time (as iperf3 --bidir), on two control
     # connections; each way's ACKs then queue behind the other way's data. `check --quick`.
     at_once: bool = False
-    # The capacity (IP layer) a sure probe measured: a tuned mode is left out of a direction
-    # whose autotune transfer already held within GAP_STEP of it (measure/engine/line_filled.py).
-    # None: every mode asked for runs. Serve's transfers honour it: only a probe through its
-    # reflector can be sure (wizard/run.py sure_capacity); other far ends run every mode.
-    skip_tuned_at_mbps: float | None = None
+    # Per direction, the capacity (IP layer) a sure probe measured that way: a tuned mode is
+    # left out of a direction whose autotune transfer already held within GAP_STEP of it
+    # (measure/engine/line_filled.py). Empty: every mode asked for runs. Serve's transfers
+    # honour it: only a probe through its reflector can be sure (wizard/run.py
+    # sure_lines); other far ends run every mode.
+    filled_lines: tuple[tuple[Direction, float], ...] = ()
 
     def directions(self) -> tuple[Direction, ...]:
         return ("up", "down") if self.direction == "both" else (self.direction,)
