@@ -369,11 +369,12 @@ def _stage_available(run: _Run, stage: StageFn, why: str = "") -> None:
 
 def _stage_idle_loss(run: _Run, stage: StageFn) -> None:
     """More round-trip probes at idle where the transfers' losses need telling apart from
-    random loss (advice/idle_follow_up.py); `--quick` leaves it open with a note."""
+    random loss (advice/idle_follow_up.py); `--quick` sends only a short one (fits_quick)
+    and leaves a longer one open with a note."""
     count, why = idle_follow_up.wanted(run.path, run.transfer)
     if not count or run.path is None:
         return
-    if run.req.quick:
+    if run.req.quick and not idle_follow_up.fits_quick(count):
         run.notes.append(
             f"{why} ({count} more round-trip probes would tell; --quick leaves it open)"
         )
