@@ -371,13 +371,10 @@ def _stage_idle_loss(run: _Run, stage: StageFn) -> None:
     """More round-trip probes at idle where the transfers' losses need telling apart from
     random loss (advice/idle_follow_up.py); `--quick` sends only a short one (fits_quick)
     and leaves a longer one open with a note."""
-    count, why = idle_follow_up.wanted(run.path, run.transfer)
+    count, why = follow_up(run.req, run.path, run.transfer)
     if not count or run.path is None:
-        return
-    if run.req.quick and not idle_follow_up.fits_quick(count):
-        run.notes.append(
-            f"{why} ({count} more round-trip probes would tell; --quick leaves it open)"
-        )
+        if why:
+            run.notes.append(why)
         return
     stage("probe", f"{count} more round-trip probes at idle: {why}")
     try:
@@ -387,6 +384,17 @@ def _stage_idle_loss(run: _Run, stage: StageFn) -> None:
         return
     run.notes.append(f"{more.sent} more round-trip probes at idle lost {more.lost}: {why}")
     run.path = dataclasses.replace(run.path, idle_loss=more)
+
+
+def follow_up(
+    req: CheckRequest, path: PathEstimate | None, transfer: TransferResult | None
+) -> tuple[int, str]:
+    """How many idle probes to send after the transfers and why; (0, a note) when `--quick`
+    leaves a longer follow-up open, (0, "") when none could change the verdict."""
+    count, why = idle_follow_up.wanted(path, transfer)
+    if count and req.quick and not idle_follow_up.fits_quick(count):
+        return 0, f"{why} ({count} more round-trip probes would tell; --quick leaves it open)"
+    return count, why
 
 
 def _stage_transfer(
