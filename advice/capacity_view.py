@@ -37,7 +37,7 @@ from tcpwizard.advice.window_law import (
 from tcpwizard.measure.engine import rates
 from tcpwizard.measure.engine.loaded_rtt import flow_rtt_ms
 from tcpwizard.measure.engine.rates import ip_rate
-from tcpwizard.measure.model import ModeResult
+from tcpwizard.measure.model import CapacityEstimate, ModeResult
 from tcpwizard.units import format_mbps as _fmt
 
 OVERRULE_MIN = 0.3  # a weak probe yields only to a transfer at least this share of its claim
@@ -56,6 +56,12 @@ def _mode_floor_mbps(m: ModeResult) -> float:
     """What one mode showed the path carries, at the IP layer like the probes."""
     mss = next((s.tcp_info.snd_mss for s in m.samples if s.tcp_info and s.tcp_info.snd_mss), 1448)
     return ip_rate(reached_mbps(m), mss)
+
+
+def probe_sure(probe: CapacityEstimate) -> bool:
+    """A capacity estimate that stands against a slower transfer: confident, and not flagged
+    by the probe itself (bunched arrivals, a sender that could not keep up)."""
+    return probe.confidence >= PROBE_SURE and probe.limited_by not in ("coalescing", "sender")
 
 
 def _floors(ev: Evidence, d: _Direction) -> list[tuple[float, ModeResult]]:
@@ -202,7 +208,7 @@ def capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
     # Against a weak probe the windows need only allow the transfer's own rate with the
     # healthy share's headroom: near a window bound a weak probe cannot tell a buffer limit
     # from the path, and a false alarm on a healthy path is the worse mistake.
-    weak = probe.confidence < PROBE_SURE or probe.limited_by in ("coalescing", "sender")
+    weak = not probe_sure(probe)
     # A peerless guess (no reflector: SYN or ICMP pairs) read 2-470 Mbit/s on an 80 Mbit/s
     # lab path: any transfer that nothing held back knows better, however far apart.
     peerless = ev.path is not None and not ev.path.peer

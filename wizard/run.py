@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tcpwizard.advice import guard, idle_follow_up, idle_loss
-from tcpwizard.advice.capacity_view import PROBE_SURE
+from tcpwizard.advice.capacity_view import probe_sure
 from tcpwizard.advice.diagnose import Diagnosis, Evidence, diagnose
 from tcpwizard.advice.handshake_findings import handshake_findings, unaudited_peer_fixes
 from tcpwizard.advice.path_advice import PathAdvice, path_advice
@@ -447,11 +447,7 @@ def sure_lines(path: PathEstimate | None) -> tuple[tuple[Way, float], ...]:
         ("up", path.capacity),
         ("down", path.capacity_down),
     )
-    return tuple(
-        (way, cap.mbps)
-        for way, cap in ways
-        if cap is not None and cap.confidence >= PROBE_SURE and cap.limited_by is None
-    )
+    return tuple((way, cap.mbps) for way, cap in ways if cap is not None and probe_sure(cap))
 
 
 # A peerless capacity estimate below this confidence does not size a static buffer.
