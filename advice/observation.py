@@ -19,6 +19,7 @@ from tcpwizard.advice.window_law import (
     QUEUE_RTT,
     WINDOW_FILLED,
     WINDOW_FULL_ROUNDS,
+    held_by_loss,
     mathis_mbps,
     window_limit_mbps,
 )
@@ -178,7 +179,7 @@ def _conn_sender(obs: ConnObservation, sysctls: Mapping[str, str] | None) -> Obs
         loss > 0
         and bound is not None
         and obs.congestion_control.lower() in LOSS_BASED
-        and rate <= LOSS_BOUND_MARGIN * bound
+        and held_by_loss(rate, obs.snd_mss or 1448, rtt, loss, obs.congestion_control.lower())
         and not queued
         and not idle
     )
@@ -259,7 +260,10 @@ def from_capture(d: FlowDirection, is_local: Callable[[str], bool]) -> Observati
             queue = "at-times"
     losses: LossSign | None = None
     if d.late_loss_episodes >= LATE_EPISODES and bound is not None and queue != "standing":
-        losses = "at-bound" if d.steady_mbps <= LOSS_BOUND_MARGIN * bound else "above-bound"
+        if held_by_loss(d.steady_mbps, d.mss, d.rtt_p50_ms or rtt or 0.0, loss, ""):
+            losses = "at-bound"
+        elif d.steady_mbps > LOSS_BOUND_MARGIN * bound:
+            losses = "above-bound"
     missing: HostRole | None = None
     if d.scaling is False and d.sender_syn is not None and d.receiver_syn is not None:
         if d.sender_syn.wscale is None and d.receiver_syn.wscale is None:

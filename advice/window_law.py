@@ -143,6 +143,38 @@ def mathis_mbps(mss_bytes: float, rtt_ms: float, loss: float, cc: str = "") -> f
     return segments * mss_bytes * 8 / rtt_s / 1e6
 
 
+# Padhye, Firoiu, Towsley, Kurose (1998): with retransmission timeouts the rate under loss
+# p is 1 / (RTT sqrt(2bp/3) + T0 min(1, 3 sqrt(3bp/8)) p (1 + 32 p^2)) segments per second,
+# below the Mathis bound wherever a timeout costs many round trips (a short path, heavy
+# loss: at 3 ms and 1 % 0.28 of it, at 5 % 0.08). b = 2 segments per ACK (delayed ACKs), the lower
+# rate; T0 = RTT + 200 ms (Linux: rto = srtt + max(4 rttvar, TCP_RTO_MIN = 200 ms)).
+ACKED_PER_ACK = 2
+RTO_MIN_MS = 200.0
+
+
+def timeout_floor_mbps(mss_bytes: float, rtt_ms: float, loss: float) -> float | None:
+    """The least a loss-based sender keeps at random loss `loss` (Padhye et al., timeouts
+    included); None without loss."""
+    if loss <= 0 or rtt_ms <= 0:
+        return None
+    rtt_s, t0_s, b = rtt_ms / 1e3, (rtt_ms + RTO_MIN_MS) / 1e3, ACKED_PER_ACK
+    per_segment = rtt_s * math.sqrt(2 * b * loss / 3) + t0_s * min(
+        1.0, 3 * math.sqrt(3 * b * loss / 8)
+    ) * loss * (1 + 32 * loss**2)
+    return mss_bytes * 8 / per_segment / 1e6
+
+
+def held_by_loss(rate_mbps: float, mss_bytes: float, rtt_ms: float, loss: float, cc: str) -> bool:
+    """The rate sits where loss `loss` holds a `cc` sender: within LOSS_BOUND_MARGIN of the
+    range from its timeout floor (Padhye et al.) to its bound (Mathis et al.). Far below the
+    floor the losses allow more than the rate: something else held the window."""
+    bound = mathis_mbps(mss_bytes, rtt_ms, loss, cc)
+    floor = timeout_floor_mbps(mss_bytes, rtt_ms, loss)
+    if bound is None or floor is None:
+        return False
+    return min(floor, bound) / LOSS_BOUND_MARGIN <= rate_mbps <= LOSS_BOUND_MARGIN * bound
+
+
 # The share of its window a sender keeps after a loss (its multiplicative decrease), the
 # least where it adapts: Reno (RFC 5681) 0.5; CUBIC 717/1024 (Linux tcp_cubic beta, RFC
 # 8312's 0.7); BIC 819/1024 (Linux tcp_bic); Scalable 7/8 (Linux tcp_scalable, cwnd >> 3);

@@ -145,6 +145,14 @@ def test_a_send_window_below_the_bdp_counts_every_loss_against_its_law() -> None
     assert _verdict("20261207.12") == ("sender-buffer", "peer")
 
 
+def test_a_rate_far_under_what_its_loss_allows_is_held_by_something_else() -> None:
+    """CUBIC uploading through a 56 KB tcp_wmem max over 1.06 Gbit/s x 2.7 ms: 141 Mbit/s
+    with one retransmission in ~70,000 segments, whose loss bound is 920 Mbit/s. The loss
+    did not hold it; the send buffer did (read `congestion` on this host, 0.91, before
+    the rate had to lie within the loss law's band)."""
+    assert _verdict("20261230.34") == ("sender-buffer", "local")
+
+
 def test_a_reader_starved_in_another_transfer_outranks_the_window_counter() -> None:
     """The far end's serve at 0.5 % of a core (529 Mbit/s x 17.7 ms): its audit never came,
     the upload at 0.9 Mbit/s was receive-window limited 96 % of the time, and the reader was

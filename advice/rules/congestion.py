@@ -19,7 +19,13 @@ from tcpwizard.advice.rules.policer import model_based
 from tcpwizard.advice.sawtooth import healthy_share
 from tcpwizard.advice.streams import streams_needed
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
-from tcpwizard.advice.window_law import LOSS_BASED, LOSS_BOUND_MARGIN, mathis_mbps
+from tcpwizard.advice.window_law import (
+    LOSS_BASED,
+    LOSS_BOUND_MARGIN,
+    held_by_loss,
+    mathis_mbps,
+    timeout_floor_mbps,
+)
 from tcpwizard.measure.engine.loaded_rtt import flow_rtt_ms
 from tcpwizard.units import format_mbps as _fmt
 
@@ -30,7 +36,8 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     if cur is None or rtt is None or not loss or cur.retransmits == 0:
         return None
     cc = sender_cc(d)
-    bound = mathis_mbps(_mss(d), flow_rtt_ms(cur, rtt), loss, cc)
+    flow_rtt = flow_rtt_ms(cur, rtt)
+    bound = mathis_mbps(_mss(d), flow_rtt, loss, cc)
     # A model-based sender has no loss bound: Reno's is shown as the yardstick it is.
     whose = (
         f"Reno's loss bound at that loss (a {cc} sender has none)"
@@ -44,7 +51,19 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     confidence = ONE_LINE
     held = settled_mbps(cur)
     if bound is not None and held <= LOSS_BOUND_MARGIN * bound:
-        confidence = 0.85
+        if held_by_loss(held, _mss(d), flow_rtt, loss, cc):
+            confidence = 0.85
+        else:
+            # Far under what that loss leaves even a sender that times out: the losses
+            # allow more than it moved, so they did not set its rate (a 56 KB send buffer
+            # at 1 Gbit/s x 2.7 ms lost one segment in 70,000 and moved 141 Mbit/s against
+            # a bound of 920).
+            confidence = FAR_BELOW_CONFIDENCE
+            floor = timeout_floor_mbps(_mss(d), flow_rtt, loss) or 0.0
+            evidence.append(
+                f"throughput is far below what that loss allows (timeouts included: "
+                f"{_fmt(floor)}): something else held the window"
+            )
     elif bound is not None and held > 3 * bound:
         late = late_retransmits(cur, rtt)
         cap = _capacity(ev, d)
@@ -145,6 +164,9 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
 # sender): one line of evidence, the rules' one-line band (advice/calibration.py keeps them
 # apart as "(one line)").
 ONE_LINE = 0.55
+# Losses shown not to hold the rate (far under the least they allow): below WEAK
+# (advice/diagnose.py), as the burst far above the bound is (0.3 there).
+FAR_BELOW_CONFIDENCE = 0.3
 # A window that held the sender for more than half the transfer binds more than the
 # congestion window, which could have bound only the rest of the time.
 WINDOW_HELD_SHARE = 0.5

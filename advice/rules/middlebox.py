@@ -16,9 +16,8 @@ from tcpwizard.advice.evidence import (
 )
 from tcpwizard.advice.middlebox import DOWN, Tampering, device_hop, syn_tampering
 from tcpwizard.advice.window_law import (
-    LOSS_BOUND_MARGIN,
     UNSCALED_WINDOW,
-    mathis_mbps,
+    held_by_loss,
     window_limit_mbps,
 )
 from tcpwizard.measure.model import ModeResult
@@ -40,8 +39,7 @@ def _clamp_costs(t: Tampering, m: ModeResult, rtt: float | None) -> bool:
     if int(t.received) >= MSS_COST * int(t.sent) or not rtt or not m.bytes:
         return False
     mss = int(t.received)
-    bound = mathis_mbps(mss, rtt, m.retransmits * mss / m.bytes)
-    return bound is not None and m.throughput_mbps <= LOSS_BOUND_MARGIN * bound
+    return held_by_loss(m.throughput_mbps, mss, rtt, m.retransmits * mss / m.bytes, "")
 
 
 def _one_sided(ev: Evidence, found: tuple[Tampering, ...]) -> Candidate | None:
