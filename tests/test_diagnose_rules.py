@@ -679,3 +679,23 @@ def test_without_the_window_share_the_loss_bound_names_congestion(
     monkeypatch.setattr(congestion, "WINDOW_HELD_SHARE", 1.01)
     v = diagnose(_held_and_lossy()).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("congestion", "path")
+
+
+def test_the_capacity_is_never_below_what_a_faster_mode_delivered() -> None:
+    """A weak probe (bunched arrivals) yields to a transfer nothing held back, but not below
+    what another mode delivered: a DRS upload that spoke for the path at 1.7 Gbit/s beside
+    an autotuned one at 4.4 that a window held read "moved 4.11 Gbit/s of 1.73 Gbit/s
+    capacity" (scenario matrix 20261230.173)."""
+    weak = dataclasses.replace(
+        path(2.9, 4640.0),
+        capacity=CapacityEstimate(4640.0, "train", 0.5, limited_by="coalescing"),
+    )
+    drs = mode(1700.0, name="drs")
+    held = mode(4360.0, rwnd=0.6)
+    ev = Evidence(audit(), audit(), weak, transfer_of(held, drs))
+    cap, how = capacity_view(ev, directions(ev)[0])
+    assert cap is not None and cap >= 4360.0
+    assert "autotune, its bytes delivered" in how
+    # Without the faster mode the one that spoke sets it.
+    alone = Evidence(audit(), audit(), weak, transfer_of(drs))
+    assert capacity_view(alone, directions(alone)[0])[0] == pytest.approx(1700.0, rel=0.05)
