@@ -133,3 +133,21 @@ def test_an_unscaled_window_offered_here_is_window_scaling_from_both_ends() -> N
     )
     wire = ladder.find(from_capture(captured, lambda a: a == RECEIVER))
     assert isinstance(wire, ladder.Finding) and wire.factor == "window-scaling"
+
+
+def test_a_loss_far_under_what_it_allows_is_no_congestion_in_either_view() -> None:
+    """One retransmission in two million segments (a connection) or 1.5 KB lost of 15 MB
+    (a capture) at 2 Mbit/s: far under the least such loss leaves a sender (the loss law's
+    timeout floor), so the losses did not hold it, in both views (the check's rule reads
+    the same band: advice/window_law.py held_by_loss)."""
+    sysctls = {**SYSCTLS, WSCALE_KEY: "1"}
+    conn = obs(**{**LOSSY_CONN, "retransmits": 1, "segs_out": 2_000_000})
+    captured = flow(**{**LOSSY_FLOW, "retransmitted_bytes": 1_500})
+    for found in (
+        ladder.find(from_conn(conn, sysctls)),
+        ladder.find(from_capture(captured, lambda a: a == SENDER)),
+    ):
+        assert not (isinstance(found, ladder.Finding) and found.factor == "congestion")
+    assert judge(conn, sysctls).verdict.limiting_factor != "congestion"
+    wire = judge_direction(captured, lambda a: a == SENDER, sysctls).verdict
+    assert wire.limiting_factor != "congestion"
