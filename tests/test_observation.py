@@ -148,6 +148,7 @@ def test_a_loss_far_under_what_it_allows_is_no_congestion_in_either_view() -> No
         ladder.find(from_capture(captured, lambda a: a == SENDER)),
     ):
         assert not (isinstance(found, ladder.Finding) and found.factor == "congestion")
-    assert judge(conn, sysctls).verdict.limiting_factor != "congestion"
+    live = judge(conn, sysctls).verdict
+    assert live is not None and live.limiting_factor != "congestion"
     wire = judge_direction(captured, lambda a: a == SENDER, sysctls).verdict
     assert wire.limiting_factor != "congestion"
