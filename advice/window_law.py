@@ -146,8 +146,8 @@ def mathis_mbps(mss_bytes: float, rtt_ms: float, loss: float, cc: str = "") -> f
 # Padhye, Firoiu, Towsley, Kurose (1998): with retransmission timeouts the rate under loss
 # p is 1 / (RTT sqrt(2bp/3) + T0 min(1, 3 sqrt(3bp/8)) p (1 + 32 p^2)) segments per second,
 # below the Mathis bound wherever a timeout costs many round trips (a short path, heavy
-# loss: at 3 ms and 1 % 0.28 of it, at 5 % 0.08). b = 2 segments per ACK (delayed ACKs), the lower
-# rate; T0 = RTT + 200 ms (Linux: rto = srtt + max(4 rttvar, TCP_RTO_MIN = 200 ms)).
+# loss: at 3 ms and 1 % 0.28 of it, at 5 % 0.08). b = 2 segments per ACK (delayed ACKs),
+# the lower rate; T0 = RTT + 200 ms (Linux: rto = srtt + max(4 rttvar, TCP_RTO_MIN)).
 ACKED_PER_ACK = 2
 RTO_MIN_MS = 200.0
 
