@@ -237,7 +237,9 @@ def _speak_for_both_ways(
                 f"{other.direction}: {other.evidence[0]}",
             ),
         )
-    twin = next(
+    # The other way's own reading of the same factor: its most confident one (a weaker
+    # candidate of the same factor there, with another host, is not what that way says).
+    twin = max(
         (
             c
             for c in candidates
@@ -246,12 +248,16 @@ def _speak_for_both_ways(
             and c.direction != best.direction
             and c.direction not in healthy_dirs
             and c.confidence >= WEAK
-            and c.host is not None
-            and c.host != best.host
         ),
-        None,
+        key=lambda c: c.confidence,
+        default=None,
     )
-    if twin is not None and best.host in ("local", "peer"):
+    if (
+        twin is not None
+        and best.host in ("local", "peer")
+        and twin.host in ("local", "peer")
+        and twin.host != best.host
+    ):
         # The same limit both ways, on each way's own host (both senders' tcp_wmem, say):
         # fixing one end leaves the other way as slow as before.
         return (

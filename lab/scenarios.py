@@ -190,6 +190,14 @@ SERVE_SCENARIOS: tuple[Scenario, ...] = (
         fix_side="a",
     ),
     Scenario(
+        "sack-off",
+        "SACK off at this host, 0.5 % random loss (BBR both ways)",
+        _spec(loss=0.005, sysctls_a=(("net.ipv4.tcp_sack", "0"),)),
+        "congestion",
+        "local",
+        fix_side="a",
+    ),
+    Scenario(
         "route-window",
         "receiver's route back to the sender clamps the window (window 65535)",
         _spec(),
