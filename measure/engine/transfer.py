@@ -198,7 +198,12 @@ def run_mode(
             for d in drs:
                 # SBUF lines are tiny: Nagle would hold them and inflate every RTT.
                 d.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            TransferRunning.from_wire(ctrl.recv(timeout=ATTACH_MARGIN))
+            if direction == "down":
+                # Our receiver starts when serve says it sends. An upload does not wait for
+                # that word: its data follows the attach line on each connection and reaches
+                # serve as serve starts reading, a round trip sooner (the collector takes
+                # "running" before the result and stops the sender if serve refused).
+                TransferRunning.from_wire(ctrl.recv(timeout=ATTACH_MARGIN))
         except (PeerUnavailable, ProtocolError) as exc:
             failed = ModeResult.failed(mode, direction, options.streams, str(exc))
             return ModeOutcome(failed, peer_cc, False)
@@ -252,6 +257,8 @@ def _run_local(
 
     def collect() -> None:
         try:
+            if direction == "up":
+                TransferRunning.from_wire(ctrl.recv(timeout=ATTACH_MARGIN))
             peer_box["msg"] = ctrl.recv(timeout=wait)
         except (PeerUnavailable, ProtocolError) as exc:
             peer_box["error"] = str(exc)
