@@ -21,7 +21,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tcpwizard.advice import application, ladder
-from tcpwizard.advice.conns import DEFAULT_RATE_BPS, bbr_fix, buffer_fix, scaling_fix
+from tcpwizard.advice.conns import (
+    DEFAULT_RATE_BPS,
+    bbr_fix,
+    buffer_fix,
+    sack_words,
+    scaling_fix,
+)
 from tcpwizard.advice.ladder import Finding, Judged, Words
 from tcpwizard.advice.middlebox import capture_verdict, one_point_note
 from tcpwizard.advice.model import Verdict
@@ -166,6 +172,14 @@ def _word(
             ev,
             fixes,
         )
+    if f.step == "no-sack":
+        missing = [
+            who
+            for who, syn in ((d.sender, d.sender_syn), (d.receiver, d.receiver_syn))
+            if syn is not None and not syn.sack
+        ]
+        ev.append(f"{d.retransmits} segments sent again")
+        return sack_words(f, ev, f"no SACK-permitted in the SYN of {' and '.join(missing)}")
     if f.step == "congestion":
         bound = o.loss_bound_mbps or 0.0
         ev.append(f"Mathis bound at {o.loss:.2%} loss: {_mbps(bound)} for a loss-based sender")

@@ -219,6 +219,8 @@ def _word_sender(
             ev,
             (),
         )
+    if f.step == "no-sack":
+        return sack_words(f, ev, "no SACK in TCP_INFO's options")
     if f.step == "congestion":
         cc = obs.congestion_control.lower()
         ev.append(
@@ -296,6 +298,29 @@ def scaling_fix(host: HostRole, why: str = SCALING_WHY) -> Fix:
     return dataclasses.replace(fix, host=host, answers=("window-scaling",))
 
 
+SACK_WHY = "Without SACK a window repairs one lost segment per round trip (RFC 2018, RFC 6582)."
+
+
+def sack_fix(host: HostRole) -> Fix:
+    """SACK back on, where the handshake agreed none and losses held the sender (a live
+    connection's verdict and a capture's give the same fix)."""
+    fix = sysctl_fix("tcp_sack", "net.ipv4.tcp_sack", "1", SACK_WHY, "RFC 2018")
+    return dataclasses.replace(fix, host=host, answers=("congestion",))
+
+
+def sack_words(f: Finding, ev: list[str], seen: str) -> Words:
+    """Either view: losses held the sender, and SACK was not agreed (`seen`: where that
+    shows), so each loss cost a round trip of recovery."""
+    ev.append(f"SACK is off on this connection ({seen})")
+    return (
+        f"losses hold the sender down, and SACK was not agreed in the handshake ({f.host} "
+        "host): each lost segment costs a round trip of recovery. Turn SACK on there."
+        + one_point_note(),
+        ev,
+        (sack_fix(f.host or "both"),),
+    )
+
+
 def _scaling_words(f: Finding, ev: list[str]) -> Words:
     """Either side of the connection: the handshake agreed no scaling, so the window offered
     stops at 64 KB whatever the buffers (raising them does nothing)."""
@@ -344,6 +369,9 @@ def _word_receiver(
             ev,
             fixes,
         )
+    if f.step == "no-sack":
+        ev.append(f"{obs.ooo_packets} segments arrived out of order (losses upstream)")
+        return sack_words(f, ev, "no SACK in TCP_INFO's options")
     if f.step == "congestion":
         ev.append(f"{obs.ooo_packets} segments arrived out of order (losses upstream)")
         return (

@@ -9,7 +9,8 @@
    window stops at 64 KB, else `receiver-window`;
 5. the send buffer held the sender (where the view can tell);
 6. (a policer, a hook: each view has its own test);
-7. losses with no queue standing, at a loss-based sender's bound: `congestion`;
+7. losses with no queue standing, at a loss-based sender's bound: `congestion`, on the host
+   that turned SACK off where the handshake agreed none (each loss then costs a round trip);
 8. a queue standing at the bottleneck: `path-capacity`;
 9. the sender idle: its `application`;
 10. a queue at times: `path-capacity`;
@@ -41,6 +42,7 @@ Step = Literal[
     "receiver-window",
     "sender-buffer",
     "congestion",
+    "no-sack",
     "queue",
     "idle-sender",
     "queue-at-times",
@@ -77,6 +79,10 @@ READER_CONFIDENCE: dict[ReaderSign, float] = {
 # A sender at the bound, one above it, one unseen (only segments out of order at the
 # receiver: the far end's congestion control sets the rate, by how much it alone tells).
 LOSS_CONFIDENCE: dict[LossSign, float] = {"at-bound": 0.65, "above-bound": 0.45, "upstream": 0.4}
+# The same losses with no SACK agreed: the setting that makes each of them cost a round trip
+# is the fixable part, a step above what the losses alone say (check's rule: 0.9 against
+# its 0.85 for losses at their bound, advice/rules/no_sack.py).
+NO_SACK_LIFT = 0.05
 
 
 def judge(
@@ -114,6 +120,9 @@ def find(
     if policer is not None and (judged := policer()) is not None:
         return judged
     if o.losses is not None:
+        if o.sack_agreed is False and o.sack_missing is not None:
+            lifted = LOSS_CONFIDENCE[o.losses] + NO_SACK_LIFT
+            return Finding("no-sack", "congestion", o.sack_missing, lifted)
         return Finding("congestion", "congestion", o.sender, LOSS_CONFIDENCE[o.losses])
     if o.queue == "standing":
         return Finding("queue", "path-capacity", None, 0.75)

@@ -24,7 +24,7 @@ from tcpwizard.advice.window_law import (
     window_limit_mbps,
 )
 from tcpwizard.checks.model import HostRole
-from tcpwizard.measure.observe.capture import FlowDirection
+from tcpwizard.measure.observe.capture import FlowDirection, SynOptions
 from tcpwizard.measure.observe.conns import ConnObservation
 
 # How the receiving application was seen not reading: the window it offered closed to zero,
@@ -49,6 +49,7 @@ Vantage = Literal["sender", "receiver", "wire"]
 WINDOW_FULL = HEALTHY_SHARE
 SOME_STALLS = 0.05
 WSCALE_KEY = "net.ipv4.tcp_window_scaling"
+SACK_KEY = "net.ipv4.tcp_sack"
 
 # --- captures
 # Of the transfer's time with a zero window: the reader is the limit. A zero window stops
@@ -97,6 +98,8 @@ class Observation:
     window_mbps: float  # the window law's rate for the offered window at the RTT (0: unknown)
     scaling_agreed: bool | None  # both SYNs carried the window scale option
     scaling_missing: HostRole | None  # the host(s) to blame where scaling was not agreed
+    sack_agreed: bool | None  # both SYNs offered SACK
+    sack_missing: HostRole | None  # the host(s) to blame where SACK was not agreed
     reader_stall: ReaderSign | None  # the receiving application stopped reading, as seen
     reader_behind: bool | None  # the reader falls behind, its window not yet closed
     window_held: bool  # the offered window held the sender long enough to be its limit
@@ -135,7 +138,9 @@ def from_conn(obs: ConnObservation, sysctls: Mapping[str, str] | None = None) ->
         window_min=obs.rcv_wnd_min,
         window_mbps=window_mbps,
         scaling_agreed=obs.window_scaling,
-        scaling_missing=_scaling_missing(obs, sysctls),
+        scaling_missing=_missing(obs.window_scaling, sysctls, WSCALE_KEY),
+        sack_agreed=obs.sack,
+        sack_missing=_sack_missing(obs.sack, sysctls),
         reader_stall="unread-queue" if piled or closed else None,
         reader_behind=None,
         window_held=filled,
@@ -194,7 +199,9 @@ def _conn_sender(obs: ConnObservation, sysctls: Mapping[str, str] | None) -> Obs
         window_min=obs.snd_wnd_min,
         window_mbps=window_mbps,
         scaling_agreed=obs.window_scaling,
-        scaling_missing=_scaling_missing(obs, sysctls),
+        scaling_missing=_missing(obs.window_scaling, sysctls, WSCALE_KEY),
+        sack_agreed=obs.sack,
+        sack_missing=_sack_missing(obs.sack, sysctls),
         reader_stall=stall,
         reader_behind=reader_falling_behind(obs) is not None,
         window_held=held,
@@ -226,12 +233,24 @@ def _window_to_spare(obs: ConnObservation, rate_mbps: float) -> bool:
     return HEALTHY_SHARE * window_limit_mbps(obs.snd_wnd_min, obs.min_rtt_ms) > rate_mbps
 
 
-def _scaling_missing(obs: ConnObservation, sysctls: Mapping[str, str] | None) -> HostRole | None:
-    """Who to fix where the handshake agreed no scaling: with this host's own setting on,
-    only the far end (or a device on the path) can be at fault; else both may be."""
-    if obs.window_scaling:
+def _missing(agreed: bool, sysctls: Mapping[str, str] | None, key: str) -> HostRole | None:
+    """Who to fix where the handshake agreed no window scaling: with this host's own setting
+    on, only the far end (or a device on the path) can be at fault; else both may be."""
+    if agreed:
         return None
-    return "peer" if (sysctls or {}).get(WSCALE_KEY, "0") != "0" else "both"
+    return "peer" if (sysctls or {}).get(key, "0") != "0" else "both"
+
+
+def _sack_missing(agreed: bool, sysctls: Mapping[str, str] | None) -> HostRole | None:
+    """Who to fix where the handshake agreed no SACK: this host where its own setting is
+    off (SACK needs only one end to refuse, and check names this host alone then too), the
+    far end (or a device) where it is on, both where this host's setting is unread."""
+    if agreed:
+        return None
+    own = (sysctls or {}).get(SACK_KEY)
+    if own is None:
+        return "both"
+    return "local" if own.strip() == "0" else "peer"
 
 
 def from_capture(d: FlowDirection, is_local: Callable[[str], bool]) -> Observation:
@@ -264,12 +283,10 @@ def from_capture(d: FlowDirection, is_local: Callable[[str], bool]) -> Observati
             losses = "at-bound"
         elif d.steady_mbps > LOSS_BOUND_MARGIN * bound:
             losses = "above-bound"
-    missing: HostRole | None = None
-    if d.scaling is False and d.sender_syn is not None and d.receiver_syn is not None:
-        if d.sender_syn.wscale is None and d.receiver_syn.wscale is None:
-            missing = "both"
-        else:
-            missing = rcv if d.receiver_syn.wscale is None else snd
+    ends = (snd, d.sender_syn), (rcv, d.receiver_syn)
+    missing = _syn_missing(ends, lambda syn: syn.wscale is not None) if d.scaling is False else None
+    sack = _syn_agreed(ends, lambda syn: syn.sack)
+    sack_missing = _syn_missing(ends, lambda syn: syn.sack) if sack is False else None
     return Observation(
         vantage="wire",
         sender=snd,
@@ -282,6 +299,8 @@ def from_capture(d: FlowDirection, is_local: Callable[[str], bool]) -> Observati
         window_mbps=window_limit_mbps(d.window_p50, rtt) if rtt else 0.0,
         scaling_agreed=d.scaling,
         scaling_missing=missing,
+        sack_agreed=sack,
+        sack_missing=sack_missing,
         reader_stall=stall,
         reader_behind=None,
         window_held=full,
@@ -297,6 +316,31 @@ def from_capture(d: FlowDirection, is_local: Callable[[str], bool]) -> Observati
         rcvbuf=None,
         sndbuf=None,
     )
+
+
+SynEnds = tuple[tuple[HostRole, SynOptions | None], tuple[HostRole, SynOptions | None]]
+
+
+def _syn_agreed(ends: SynEnds, offered: Callable[[SynOptions], bool]) -> bool | None:
+    """Both SYNs carried the option (None: a SYN was not captured)."""
+    syns = [syn for _, syn in ends]
+    if any(syn is None for syn in syns):
+        return None
+    return all(offered(syn) for syn in syns if syn is not None)
+
+
+def _syn_missing(ends: SynEnds, offered: Callable[[SynOptions], bool]) -> HostRole | None:
+    """The host that kept the option out (None: a SYN was not captured, or both carried
+    it): the one whose SYN lacked it, or, when both lacked it, the one that opened the
+    connection (the answer can carry only what the SYN offered: SynOptions.answer); both
+    where the capture cannot tell which SYN came first."""
+    lacking = [(who, syn) for who, syn in ends if syn is not None and not offered(syn)]
+    if any(syn is None for _, syn in ends) or not lacking:
+        return None
+    if len(lacking) == 1:
+        return lacking[0][0]
+    opened = [who for who, syn in lacking if not syn.answer]
+    return opened[0] if len(opened) == 1 else "both"
 
 
 def _queue_at_times(d: FlowDirection) -> bool:

@@ -4,10 +4,10 @@ watching that upload's connection while it runs, and tcpdump capturing it for
 factor and host to fix, judged on the majority of tries.
 
 The causes: the far end's receive buffer (b's tcp_rmem), this host's send buffer (a's
-tcp_wmem), and a token-bucket policer on the path (Reno hosts, so the bucket's drops are the
-sender's only signal). Each adapter fills its own evidence (the check's report, one
-connection's TCP_INFO over an interval, a capture's packet headers), so one verdict across
-them says the three judges read the same physics.
+tcp_wmem), SACK off in a on a lossy path, and a token-bucket policer on the path (Reno
+hosts, so the bucket's drops are the sender's only signal). Each adapter fills its own
+evidence (the check's report, one connection's TCP_INFO over an interval, a capture's
+packet headers), so one verdict across them says the three judges read the same physics.
 """
 
 from __future__ import annotations
@@ -47,6 +47,12 @@ CASES = {
     "sender-buffer": (
         LabSpec.symmetric(RATE, RTT, sysctls_a=(("net.ipv4.tcp_wmem", "4096 16384 131072"),)),
         ("sender-buffer", "local"),
+    ),
+    # SACK off in a, Reno under 0.5 % random loss: check reads a's audit, conns a's own
+    # setting and TCP_INFO's options, the capture a's SYN.
+    "sack-off": (
+        LabSpec.symmetric(RATE, RTT, loss=0.005, sysctls_a=(*RENO, ("net.ipv4.tcp_sack", "0"))),
+        ("congestion", "local"),
     ),
     "policer": (
         LabSpec.symmetric(100e6, 0.030, policer_bps=20e6, sysctls_a=RENO, sysctls_b=RENO),

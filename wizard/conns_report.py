@@ -28,6 +28,7 @@ SYSCTLS = (
     "net.core.rmem_max",
     "net.core.wmem_max",
     "net.ipv4.tcp_window_scaling",
+    "net.ipv4.tcp_sack",
 )
 OwnerKey = tuple[str, int, str, int]
 

@@ -54,6 +54,10 @@ class SynOptions:
     # The longest run of NOP options: more than two marks an option a device overwrote
     # (measure/observe/synopts.py).
     nops: int = 0
+    # A SYN-ACK: it may carry window scaling or SACK only where the SYN offered them
+    # (RFC 7323 section 1.3, RFC 2018 section 2), so its lack of one the SYN lacked says
+    # nothing of the answering host.
+    answer: bool = False
 
 
 @dataclass(frozen=True)
@@ -245,7 +249,8 @@ def syn_options(seg: Segment) -> SynOptions:
     """A SYN's options as the kernel parses them (a malformed or cut-short option ends the
     walk, as in tcp_parse_options), with the SYN's own window."""
     o = parse_options(seg.options)
-    return SynOptions(o.mss, o.wscale, o.sack_permitted, o.timestamps, seg.window, o.nops)
+    answer = bool(seg.flags & ACK)
+    return SynOptions(o.mss, o.wscale, o.sack_permitted, o.timestamps, seg.window, o.nops, answer)
 
 
 # ---------------------------------------------------------------------------- flows

@@ -211,6 +211,7 @@ class ConnObservation:
     # interval is the peer's buffer filling with data its reader has not taken.
     snd_wnd_first: int = 0
     snd_wnd_last: int = 0
+    sack: bool = True  # TCPI_OPT_SACK: both SYNs offered selective acknowledgements
 
     @property
     def sending(self) -> bool:
@@ -222,6 +223,7 @@ class ConnObservation:
         return max(self.send_mbps, self.recv_mbps)
 
 
+TCPI_OPT_SACK = 2
 TCPI_OPT_WSCALE = 4
 
 
@@ -280,6 +282,7 @@ def combine(series: Sequence[DiagRecord], seconds: float) -> ConnObservation:
         snd_wscale=last.snd_wscale,
         rcv_wscale=last.rcv_wscale,
         window_scaling=bool(v.get("options", 0) & TCPI_OPT_WSCALE),
+        sack=bool(v.get("options", 0) & TCPI_OPT_SACK),
         samples=len(series),
         delivery_rate_max_mbps=max((r.info.get("delivery_rate") or 0) for r in series) * 8 / 1e6,
         app_limited=app_limited,
