@@ -50,6 +50,29 @@ def test_hello_ping_audit_bye() -> None:
         assert "net.ipv4.tcp_rmem" in dict(facts.sysctls)
 
 
+def test_the_audit_asked_with_the_hello_comes_back_whatever_is_asked_first() -> None:
+    """The audit request sent with the hello: its reply is read when the audit is wanted,
+    or before any other request goes out (a ping's answer is the ping's, not the audit)."""
+    with running_server() as srv:
+        with ControlClient("127.0.0.1", srv.port, ask_audit=True) as c:
+            assert c.peer_audit()["source"] == "tcpwizard.checks"
+            assert c.request({"type": "ping", "id": 1})["type"] == "pong"
+            assert c.peer_audit()["source"] == "tcpwizard.checks"  # asked again: a new request
+        with ControlClient("127.0.0.1", srv.port, ask_audit=True) as c:
+            assert c.request({"type": "ping", "id": 2}) == {
+                "type": "pong",
+                "id": 2,
+                "t_ns": pytest.approx(time.time_ns(), abs=5e9),
+            }
+            assert c.peer_audit()["source"] == "tcpwizard.checks"
+    # With a secret the challenge comes first: nothing is sent ahead of it.
+    with (
+        running_server(secret=b"s3cret") as srv,
+        ControlClient("127.0.0.1", srv.port, secret=b"s3cret", ask_audit=True) as c,
+    ):
+        assert c.peer_audit()["source"] == "tcpwizard.checks"
+
+
 def test_ipv6_and_dual_stack() -> None:
     if not socket.has_ipv6:
         pytest.skip("no IPv6")

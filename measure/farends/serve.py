@@ -80,7 +80,8 @@ class ServeFar:
         told). both_ways: the transfers will run both ways at once, so the way back's own
         connection is opened now, in the background."""
         try:
-            control = ControlClient(address, port, secret, timeout=HELLO_TIMEOUT_S)
+            # check asks for serve's settings first: that request goes with the hello.
+            control = ControlClient(address, port, secret, timeout=HELLO_TIMEOUT_S, ask_audit=True)
         except AuthFailed:
             raise
         except (PeerUnavailable, ProtocolError) as exc:

@@ -144,6 +144,9 @@ class Server:
         """Until stop() (signal handler) or, with once=True, the first client is done."""
         udp_thread = threading.Thread(target=self._udp_loop, name="serve-udp", daemon=True)
         udp_thread.start()
+        # The host audit's first run imports and opens what later runs reuse (0.11 s cold,
+        # 0.013 s warm on the lab's hosts): done once here, not in the first client's check.
+        threading.Thread(target=self._warm_audit, name="serve-warm", daemon=True).start()
         self.tcp.settimeout(0.2)  # wake up regularly to notice stop()
         try:
             while not self.stop_event.is_set():
@@ -162,6 +165,10 @@ class Server:
 
     def stop(self) -> None:
         self.stop_event.set()
+
+    def _warm_audit(self) -> None:
+        with contextlib.suppress(Exception):
+            host_audit(self.sysctl_root, None)
 
     def _shutdown(self) -> None:
         self.stop_event.set()
