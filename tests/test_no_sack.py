@@ -85,3 +85,15 @@ def test_a_lab_report_with_sack_off_names_this_host_both_ways() -> None:
     v = diagnose(evidence(json.loads(gzip.decompress(case.read_bytes())))).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("congestion", "local"), v
     assert "net.ipv4.tcp_sack = 0 on local" in v.evidence
+
+
+def test_sack_off_is_not_named_where_a_window_or_nothing_of_the_losses_held_the_rate() -> None:
+    # The peer's window held the sender 80 % of the time: the window rules speak.
+    held = mode(8.7, retrans=900, nbytes=16_000_000, cc="reno", rwnd=0.8)
+    ev = Evidence(audit(**SACK_OFF), audit(), path(60, 100, 0.2), transfer_of(held))
+    assert _named(ev) == []
+    # One segment lost in 50 MB allows hundreds of Mbit/s even with timeouts (Padhye et
+    # al.): 5 Mbit/s was held by something else.
+    rare = mode(5.0, retrans=1, nbytes=50_000_000, cc="reno")
+    ev = Evidence(audit(**SACK_OFF), audit(), path(60, 100), transfer_of(rare))
+    assert _named(ev) == []

@@ -16,10 +16,14 @@ end without one (iperf3, a plain port) the handshake it answered.
 from __future__ import annotations
 
 from tcpwizard.advice.capacity_view import below_path, capacity
-from tcpwizard.advice.evidence import Candidate, Direction, Evidence, audit_of
+from tcpwizard.advice.evidence import Candidate, Direction, Evidence, audit_of, chrono, mss, rtt_ms
+from tcpwizard.advice.loss_episodes import settled_mbps
 from tcpwizard.advice.middlebox import syn_tampering
+from tcpwizard.advice.rules.congestion import WINDOW_HELD_SHARE
 from tcpwizard.advice.window_evidence import loss_fraction
+from tcpwizard.advice.window_law import LOSS_BOUND_MARGIN, timeout_floor_mbps
 from tcpwizard.checks.model import HostAudit, HostRole
+from tcpwizard.measure.engine.loaded_rtt import flow_rtt_ms
 from tcpwizard.units import format_mbps
 
 # Above the congestion rule's 0.85 for losses at their bound: with SACK off the same losses
@@ -55,6 +59,16 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     ]
     if not off or not below_path(ev, d):
         return None  # SACK off, but no loss or the line reached: not what held it
+    rwnd, sndbuf, _ = chrono(cur)
+    if max(rwnd or 0.0, sndbuf or 0.0) >= WINDOW_HELD_SHARE:
+        return None  # a window held the sender most of the time: the window rules speak
+    loss = loss_fraction(ev, d)
+    rtt = rtt_ms(ev, d)
+    floor = timeout_floor_mbps(mss(d), flow_rtt_ms(cur, rtt), loss) if loss and rtt else None
+    if floor is not None and settled_mbps(cur) < floor / LOSS_BOUND_MARGIN:
+        # Far under what that loss leaves even a sender that times out on every loss it
+        # cannot repair at once: the losses, SACK or not, did not set its rate.
+        return None
     host: HostRole = off[0] if len(off) == 1 else "both"
     evidence = [
         f"net.ipv4.tcp_sack = 0 on {role}"
@@ -62,7 +76,6 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         else f"the {role} host did not agree to SACK in the TCP handshake"
         for role in off
     ]
-    loss = loss_fraction(ev, d)
     share = f" (~{loss:.2%} of segments)" if loss else ""
     evidence.append(f"{cur.retransmits} retransmissions{share} repaired one per round trip")
     cap = capacity(ev, d)
