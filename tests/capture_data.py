@@ -41,3 +41,20 @@ def flow(**kw: object) -> FlowDirection:
     )
     base.update(kw)
     return FlowDirection(**base)  # type: ignore[arg-type]
+
+
+# Losses that go on after slow start with the window never full and no queue: 300 segments
+# sent again in 6 loss episodes of the second half, the sender settled at 3 Mbit/s.
+LOSSY = dict(
+    window_full_share=0.0,
+    retransmits=300,
+    retransmitted_bytes=150_000,
+    loss_episodes=12,
+    late_loss_episodes=6,
+    steady_mbps=3.0,
+)
+
+
+def lossy_flow(**kw: object) -> FlowDirection:
+    """A window-free flow (6 MB offered) held by its losses (LOSSY)."""
+    return flow(**{"max_window": 6_000_000, "window_p50": 6_000_000, **LOSSY, **kw})

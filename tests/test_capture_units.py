@@ -24,7 +24,7 @@ from tcpwizard.measure.observe.capture import (
     read_capture,
 )
 from tcpwizard.output import capture_json, capture_text
-from tests.capture_data import flow
+from tests.capture_data import flow, lossy_flow
 from tests.schemas import schema_path, valid_document
 
 SCHEMA_FILE = schema_path("capture")
@@ -171,15 +171,7 @@ def test_rules() -> None:
     at_times = dataclasses.replace(free, rtt_p50_ms=52.0, rtt_p90_ms=60.5)
     assert _factor(at_times) == ("path-capacity", None)
     assert _factor(dataclasses.replace(free, rtt_p90_ms=50.9)) == ("sender-buffer", "local")
-    lossy = dataclasses.replace(
-        free,
-        retransmits=300,
-        retransmitted_bytes=150_000,
-        loss_episodes=12,
-        late_loss_episodes=6,
-        steady_mbps=3.0,
-    )
-    assert _factor(lossy) == ("congestion", "local")
+    assert _factor(lossy_flow()) == ("congestion", "local")
 
 
 def report() -> CaptureReport:

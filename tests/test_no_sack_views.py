@@ -10,7 +10,7 @@ import dataclasses
 from tcpwizard.advice.capture import judge_direction
 from tcpwizard.advice.conns import judge
 from tcpwizard.measure.observe.capture import FlowDirection, SynOptions
-from tests.capture_data import flow
+from tests.capture_data import lossy_flow
 from tests.conns_data import SYSCTLS, obs
 
 # Reno at its Mathis bound: 20 of 2,000 segments lost at 50 ms holds it near 3 Mbit/s.
@@ -41,15 +41,7 @@ def test_no_losses_no_sack_verdict() -> None:
 
 
 def test_a_captured_flow_without_sack_names_the_host_whose_syn_lacked_it() -> None:
-    free = flow(window_full_share=0.0, max_window=4_000_000, window_p50=4_000_000)
-    lossy = dataclasses.replace(
-        free,
-        retransmits=300,
-        retransmitted_bytes=150_000,
-        loss_episodes=12,
-        late_loss_episodes=6,
-        steady_mbps=3.0,
-    )
+    lossy = lossy_flow()
     no_sack_rcv = dataclasses.replace(lossy, receiver_syn=SynOptions(1460, 7, False, True, 65160))
     d = judge_direction(no_sack_rcv, lambda a: a == "10.0.0.1")
     v = d.verdict
@@ -64,16 +56,7 @@ def test_a_captured_flow_without_sack_names_the_host_whose_syn_lacked_it() -> No
 def test_both_syns_without_sack_blame_the_host_that_opened_the_connection() -> None:
     """An answer may carry SACK only where the SYN offered it (RFC 2018): a SYN-ACK without
     it after a SYN without it says nothing of the answering host."""
-    lossy = flow(
-        window_full_share=0.0,
-        max_window=4_000_000,
-        window_p50=4_000_000,
-        retransmits=300,
-        retransmitted_bytes=150_000,
-        loss_episodes=12,
-        late_loss_episodes=6,
-        steady_mbps=3.0,
-    )
+    lossy = lossy_flow()
     syn, answer = SynOptions(1460, 7, False, True, 64240), SynOptions(1460, 7, False, True, 65160)
     opened_here = dataclasses.replace(
         lossy, sender_syn=syn, receiver_syn=dataclasses.replace(answer, answer=True)
