@@ -12,6 +12,8 @@ check sends them: evidence before a verdict, not a guess between two causes.
 
 from __future__ import annotations
 
+import math
+
 from tcpwizard.advice import idle_loss
 from tcpwizard.advice.evidence import pick_current
 from tcpwizard.advice.loss_episodes import loss_share
@@ -25,6 +27,12 @@ from tcpwizard.units import format_mbps
 # (20 echoes 10 ms apart), 50 probes at the follow-up's spacing. Every BBR policer of the
 # scenario matrix was decided by 7-50 (docs/check.md); a longer one is left open, with a note.
 QUICK_FOLLOW_UP_S = 0.2
+
+
+# A follow-up that lost more than planned may be followed by one more, planned with what it
+# lost; no further: each look at the counts may rule random loss out at RANDOM_LOSS_ALPHA, so
+# two looks keep a random path named a policer under twice that (Bonferroni).
+FOLLOW_UP_ROUNDS = 2
 
 
 def fits_quick(count: int) -> bool:
@@ -47,13 +55,14 @@ def wanted(path: PathEstimate | None, transfer: TransferResult | None) -> tuple[
             continue
         cap = path.capacity_down if direction == "down" and path.capacity_down else path.capacity
         p = loss_share(m, path.rtt.min)
-        n = idle_loss.probes_to_decide(p, idle)
+        n = idle_loss.probes_to_plan(p, idle)
         if not n or n <= best[0]:
             continue  # decided already, or no count within the cap decides
         if policing(m, path.rtt.min, cap.mbps, cc, idle) is not None:
             continue  # the policer test holds already
-        silent = IdleLoss(base.sent + n, base.lost, base.method)
-        if policing(m, path.rtt.min, cap.mbps, cc, silent) is None:
+        share = base.lost / base.sent if base.sent else 0.0
+        planned = IdleLoss(base.sent + n, base.lost + math.ceil(n * share), base.method)
+        if policing(m, path.rtt.min, cap.mbps, cc, planned) is None:
             continue  # no count of probes turns it: something else decides
         best = (
             n,

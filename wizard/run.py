@@ -47,6 +47,7 @@ from tcpwizard.measure.farends.interface import (
 from tcpwizard.measure.farends.interface import Progress as TransferProgress
 from tcpwizard.measure.model import (
     CapacityEstimate,
+    IdleLoss,
     Mode,
     ModeResult,
     PathEstimate,
@@ -377,19 +378,46 @@ def _stage_idle_loss(run: _Run, stage: StageFn) -> None:
     """More round-trip probes at idle where the transfers' losses need telling apart from
     random loss (advice/idle_follow_up.py); `--quick` sends only a short one (fits_quick)
     and leaves a longer one open with a note."""
-    count, why = follow_up(run.req, run.path, run.transfer)
-    if not count or run.path is None:
-        if why:
-            run.notes.append(why)
+    if run.path is None:
         return
-    stage("probe", f"{count} more round-trip probes at idle: {why}")
-    try:
-        more = run.far.idle_echo(count)
-    except (OSError, PeerUnavailable) as exc:
-        run.notes.append(f"{why} (no more round-trip probes: {exc})")
-        return
-    run.notes.append(f"{more.sent} more round-trip probes at idle lost {more.lost}: {why}")
-    run.path = dataclasses.replace(run.path, idle_loss=more)
+
+    def echo(count: int, why: str) -> IdleLoss:
+        stage("probe", f"{count} more round-trip probes at idle: {why}")
+        return run.far.idle_echo(count)
+
+    run.path, notes = idle_follow_ups(run.req, run.path, run.transfer, echo)
+    run.notes.extend(notes)
+
+
+def idle_follow_ups(
+    req: CheckRequest,
+    path: PathEstimate,
+    transfer: TransferResult | None,
+    echo: Callable[[int, str], IdleLoss],
+) -> tuple[PathEstimate, list[str]]:
+    """The path with the follow-ups' counts, and their notes: a first follow-up, and one
+    more (not in `--quick`) where the first lost more than planned and another within the
+    follow-ups' budget (2 s of probes) could still decide (idle_follow_up.FOLLOW_UP_ROUNDS)."""
+    rounds = 1 if req.quick else idle_follow_up.FOLLOW_UP_ROUNDS
+    notes: list[str] = []
+    for turn in range(rounds):
+        count, why = follow_up(req, path, transfer)
+        had = path.idle_loss
+        sent = had.sent if had is not None and turn else 0
+        if not count or sent + count > idle_loss.MAX_FOLLOW_UP:
+            if why and not turn:
+                notes.append(why)
+            break
+        try:
+            more = echo(count, why)
+        except (OSError, PeerUnavailable) as exc:
+            notes.append(f"{why} (no more round-trip probes: {exc})")
+            break
+        notes.append(f"{more.sent} more round-trip probes at idle lost {more.lost}: {why}")
+        if had is not None and turn:
+            more = IdleLoss(had.sent + more.sent, had.lost + more.lost, more.method)
+        path = dataclasses.replace(path, idle_loss=more)
+    return path, notes
 
 
 def follow_up(
