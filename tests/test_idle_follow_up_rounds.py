@@ -38,7 +38,9 @@ def test_a_follow_up_that_lost_one_gets_one_more_round_planned_for_losing() -> N
     assert got.idle_loss == IdleLoss(sum(asked), 1, "udp-echo")
     # The second round is what the counts after the first plan (probes_to_plan).
     after_first = dataclasses.replace(path(40.0, 100), idle_loss=IdleLoss(asked[0], 1, "udp-echo"))
-    assert asked[1] == idle_follow_up.wanted(after_first, _policed())[0] > 0
+    assert asked[1] == idle_follow_up.wanted(after_first, _policed(), again=True)[0] > 0
+    # The first round is planned for none of its probes lost.
+    assert asked[0] == idle_follow_up.wanted(path(40.0, 100), _policed())[0]
 
 
 def test_a_follow_up_that_decided_is_the_only_one() -> None:

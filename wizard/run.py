@@ -401,7 +401,7 @@ def idle_follow_ups(
     rounds = 1 if req.quick else idle_follow_up.FOLLOW_UP_ROUNDS
     notes: list[str] = []
     for turn in range(rounds):
-        count, why = follow_up(req, path, transfer)
+        count, why = follow_up(req, path, transfer, again=turn > 0)
         had = path.idle_loss
         sent = had.sent if had is not None and turn else 0
         if not count or sent + count > idle_loss.MAX_FOLLOW_UP:
@@ -421,11 +421,15 @@ def idle_follow_ups(
 
 
 def follow_up(
-    req: CheckRequest, path: PathEstimate | None, transfer: TransferResult | None
+    req: CheckRequest,
+    path: PathEstimate | None,
+    transfer: TransferResult | None,
+    again: bool = False,
 ) -> tuple[int, str]:
     """How many idle probes to send after the transfers and why; (0, a note) when `--quick`
-    leaves a longer follow-up open, (0, "") when none could change the verdict."""
-    count, why = idle_follow_up.wanted(path, transfer)
+    leaves a longer follow-up open, (0, "") when none could change the verdict. `again`:
+    a second round (idle_follow_up.wanted)."""
+    count, why = idle_follow_up.wanted(path, transfer, again)
     if count and req.quick and not idle_follow_up.fits_quick(count):
         return 0, f"{why} ({count} more round-trip probes would tell; --quick leaves it open)"
     return count, why
