@@ -4,6 +4,9 @@ host, applies the printed fix with `tcpwizard fix` on that host, and re-measures
 
 Shared by the end-to-end tests (which assert) and `python -m benchmarks scenarios` (which
 tabulates).
+
+Why one module of this size: most of it is the table of scenarios, one entry of data per
+cause, kept beside the one runner that reads every field of it.
 """
 
 from __future__ import annotations
