@@ -242,6 +242,25 @@ def capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
     )
 
 
+def peerless_guess(ev: Evidence, d: _Direction) -> bool:
+    """The capacity used is a peerless probe's guess (no reflector at the far end: SYN or
+    ICMP pairs) that no transfer's rate replaced."""
+    probe = _probe_capacity(ev, d)
+    return (
+        probe is not None
+        and ev.path is not None
+        and not ev.path.peer
+        and capacity(ev, d) == probe.mbps
+    )
+
+
+def window_held(m: ModeResult) -> bool:
+    """The sender's own counters say a window held it: the receive window in the settled
+    part, or its send buffer, at least CHRONO_SHARE of the time."""
+    _, sndbuf, _ = _chrono(m)
+    return max(settled_rwnd_limited(m) or 0.0, sndbuf or 0.0) >= CHRONO_SHARE
+
+
 def capacity_sure(ev: Evidence, d: _Direction) -> float:
     """How much of the capacity used a probe confirmed: 1 when the capacity is no more
     than the probe measured, else the probe's share of it (a transfer that delivered more
@@ -293,4 +312,6 @@ def below_path(ev: Evidence, d: _Direction) -> bool:
     cap, cur = capacity(ev, d), d.current
     if cur is None or cap is None or own_rate_only(ev, d):
         return True
+    if peerless_guess(ev, d) and window_held(cur):
+        return True  # a guess proves no path rate against the sender's own counters
     return reached_mbps(cur) < HEALTHY_SHARE * cap

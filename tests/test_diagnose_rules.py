@@ -27,7 +27,7 @@ from tcpwizard.measure.model import (
     TransferSample,
 )
 from tcpwizard.measure.observe.handshake import HandshakeFacts
-from tests.model_builders import TUNED, audit, fixes, mode, path, samples, transfer_of
+from tests.model_builders import TUNED, audit, far_path, fixes, mode, path, samples, transfer_of
 
 
 def test_healthy_path_is_path_capacity_without_fixes() -> None:
@@ -699,3 +699,19 @@ def test_the_capacity_is_never_below_what_a_faster_mode_delivered() -> None:
     # Without the faster mode the one that spoke sets it.
     alone = Evidence(audit(), audit(), weak, transfer_of(drs))
     assert capacity_view(alone, directions(alone)[0])[0] == pytest.approx(1700.0, rel=0.05)
+
+
+def test_a_peerless_guess_does_not_call_a_window_held_upload_healthy() -> None:
+    """An iperf3 far end whose 256 KB tcp_rmem held the upload at 15 Mbit/s of an 80
+    Mbit/s x 60 ms path (21.2 once up to speed), receive-window limited 30 % of the time;
+    SYN pairs guessed 23.5
+    Mbit/s (`path-capacity` at 0.72 in the lab). The guess cannot outweigh the sender's
+    own counters; with no window holding the sender it still speaks."""
+    guess = CapacityEstimate(23.5, "peerless-tcp-syn-pairs", 0.35)
+    held = mode(21.2, rwnd=0.3)  # 21.2 Mbit/s once up to speed: 0.9 of the guess
+    ev = Evidence(audit(), None, far_path(guess), transfer_of(held))
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "receiver-window" and v.host_to_fix == "peer", v
+    free = mode(21.0, rwnd=0.02)
+    v = diagnose(Evidence(audit(), None, far_path(guess), transfer_of(free))).verdict
+    assert v.limiting_factor == "path-capacity", v

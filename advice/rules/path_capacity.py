@@ -8,7 +8,7 @@ from tcpwizard.advice.capacity_view import capacity as _capacity
 from tcpwizard.advice.capacity_view import capacity_sure as _capacity_sure
 from tcpwizard.advice.capacity_view import capacity_view as _capacity_view
 from tcpwizard.advice.capacity_view import own_rate_only as _own_rate_only
-from tcpwizard.advice.capacity_view import reached_mbps
+from tcpwizard.advice.capacity_view import peerless_guess, reached_mbps, window_held
 from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence, sender_cc
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
@@ -20,6 +20,12 @@ from tcpwizard.units import format_mbps as _fmt
 def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     cap, cur = _capacity(ev, d), d.current
     if cap is None or cur is None or cap <= 0 or _own_rate_only(ev, d):
+        return None
+    if peerless_guess(ev, d) and window_held(cur):
+        # A guess from SYN or ICMP pairs (2-470 Mbit/s on an 80 Mbit/s lab path) cannot
+        # call the path the limit against the sender's own counters: an iperf3 far end's
+        # 256 KB tcp_rmem held an upload at 15 Mbit/s, receive-window limited 30 % of the
+        # time, and a guess of 23.5 Mbit/s read it `path-capacity`.
         return None
     if egress_shaper.shaped(d) is not None:
         # The probe measured the sender's own shaper: no proof of the path's capacity.
