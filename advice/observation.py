@@ -138,7 +138,7 @@ def from_conn(obs: ConnObservation, sysctls: Mapping[str, str] | None = None) ->
         window_min=obs.rcv_wnd_min,
         window_mbps=window_mbps,
         scaling_agreed=obs.window_scaling,
-        scaling_missing=_missing(obs.window_scaling, sysctls, WSCALE_KEY),
+        scaling_missing=_scaling_missing(obs.window_scaling, sysctls),
         sack_agreed=obs.sack,
         sack_missing=_sack_missing(obs.sack, sysctls),
         reader_stall="unread-queue" if piled or closed else None,
@@ -199,7 +199,7 @@ def _conn_sender(obs: ConnObservation, sysctls: Mapping[str, str] | None) -> Obs
         window_min=obs.snd_wnd_min,
         window_mbps=window_mbps,
         scaling_agreed=obs.window_scaling,
-        scaling_missing=_missing(obs.window_scaling, sysctls, WSCALE_KEY),
+        scaling_missing=_scaling_missing(obs.window_scaling, sysctls),
         sack_agreed=obs.sack,
         sack_missing=_sack_missing(obs.sack, sysctls),
         reader_stall=stall,
@@ -233,12 +233,12 @@ def _window_to_spare(obs: ConnObservation, rate_mbps: float) -> bool:
     return HEALTHY_SHARE * window_limit_mbps(obs.snd_wnd_min, obs.min_rtt_ms) > rate_mbps
 
 
-def _missing(agreed: bool, sysctls: Mapping[str, str] | None, key: str) -> HostRole | None:
+def _scaling_missing(agreed: bool, sysctls: Mapping[str, str] | None) -> HostRole | None:
     """Who to fix where the handshake agreed no window scaling: with this host's own setting
     on, only the far end (or a device on the path) can be at fault; else both may be."""
     if agreed:
         return None
-    return "peer" if (sysctls or {}).get(key, "0") != "0" else "both"
+    return "peer" if (sysctls or {}).get(WSCALE_KEY, "0") != "0" else "both"
 
 
 def _sack_missing(agreed: bool, sysctls: Mapping[str, str] | None) -> HostRole | None:
