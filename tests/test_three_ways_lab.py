@@ -107,13 +107,16 @@ def seen_three_ways(lab: Lab, pcap: Path) -> dict[str, Named]:
         "--json", "--no-history",
     )  # fmt: skip
     samples: list[list[Named]] = []
-    with capturing(lab, pcap), iperf3_serving(lab, "b"):
-        check = lab.popen("a", argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    # The report goes to a file: a pipe nobody reads until the check ends holds 64 KB, and a
+    # lossy upload's report is larger (the check then blocked on its write until the deadline).
+    report_file = pcap.with_suffix(".json")
+    with capturing(lab, pcap), iperf3_serving(lab, "b"), report_file.open("w") as sink:
+        check = lab.popen("a", argv, stdout=sink, stderr=subprocess.DEVNULL, text=True)
         deadline = time.monotonic() + 120
         while check.poll() is None and time.monotonic() < deadline:
             samples.append(_conns_sample(lab))
-        out, _ = check.communicate(timeout=60)
-    report = json.loads(out)
+        check.wait(timeout=60)
+    report = json.loads(report_file.read_text())
     pcap_run = check_pcap(lab, pcap)
     busy = [named for sample in samples for named in sample]
     conns = Counter(busy[1:] or busy).most_common(1)
