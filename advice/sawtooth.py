@@ -15,17 +15,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcpwizard.advice.capacity_view import capacity as _capacity
-from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence, sender_cc
+from tcpwizard.advice.capacity_view import steady_mbps
+from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence, sender_cc
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
+from tcpwizard.advice.others_queue import others_queue
 from tcpwizard.advice.window_law import LOSS_BASED, backoff, sawtooth_utilisation
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, mss_of, percentile
-from tcpwizard.measure.engine.rates import IP_TCP_HEADERS
+from tcpwizard.measure.engine.rates import (
+    IP_TCP_HEADERS,
+    counts_of,
+    path_rtt_s,
+    sample_interval_s,
+    settled_start,
+    window_rates,
+    window_s,
+)
+from tcpwizard.measure.model import ModeResult
 
 # The peaks: the 90th percentile of the congestion window over the settled half (TCP_INFO,
 # one sample per interval), the window just before the losses without the one sample a
 # burst can lift.
 PEAK_PERCENTILE = 0.9
+# Linux BBR (v1) keeps up to cwnd_gain 2 x the BDP in flight (tcp_bbr.c; bufferbloat.py
+# BBR_CWND_GAIN): a queue under 1 BDP cannot hold what it sends beyond the line, so its
+# probing overflows it by design.
+BBR_INFLIGHT_BDPS = 2.0
+# The least queue that shows one stood: a flow that keeps none reads up to 0.2 BDP above
+# idle at the 90th percentile of its smoothed RTT (random-loss flows in the scenario
+# matrix; own_overflow below).
+QUEUE_SEEN_BDPS = 0.2
 
 
 @dataclass(frozen=True)
@@ -53,7 +72,13 @@ def own_overflow(ev: Evidence, d: _Direction) -> Overflow | None:
     if cur is None or cap is None or idle is None or cap <= 0 or idle <= 0:
         return None
     cc = sender_cc(d)
-    if cc not in LOSS_BASED or cur.retransmits == 0:
+    if cur.retransmits == 0:
+        return None
+    if cc.startswith("bbr"):
+        # Others' traffic lifts a shared flow's peaks (they give way) and fills the queue:
+        # then neither the peaks nor the queue are its own.
+        return None if _shared(ev, d) else _paced_overflow(cur, cap, idle)
+    if cc not in LOSS_BASED:
         return None
     settled = [s.tcp_info for s in cur.samples[len(cur.samples) // 2 :] if s.tcp_info]
     if not settled:
@@ -74,6 +99,56 @@ def own_overflow(ev: Evidence, d: _Direction) -> Overflow | None:
     if lr is not None:
         queue = min(queue, max(0.0, lr.p90_ms - idle) / idle)
     return Overflow(peak, queue, sawtooth_utilisation(queue, backoff(cc)))
+
+
+def _paced_overflow(cur: ModeResult, cap: float, idle: float) -> Overflow | None:
+    """BBR through a queue shallower than what it keeps in flight beyond the line: its
+    losses are its own probing overflowing that queue when its RTT stood at the queue's
+    full depth, and between them it filled the line. No law gives the share such a flow
+    keeps (its recovery, not a fixed decrease, sets the dips), so it is the one measured:
+    the settled rate over its round-trip peaks. Shown only where those peaks reached the
+    healthy share of the capacity (a flow that losses held below the line never reaches
+    it) and a queue of QUEUE_SEEN_BDPS to under 1 BDP stood (random loss leaves none; a
+    deeper queue holds BBR's inflight and is not overflowed by its design)."""
+    lr = loaded_rtt(cur, idle)
+    if lr is None:
+        return None
+    queue = max(0.0, lr.p90_ms - idle) / idle
+    if not QUEUE_SEEN_BDPS <= queue < BBR_INFLIGHT_BDPS - 1.0:
+        return None
+    peak = _peak_mbps(cur)
+    if peak is None or peak < HEALTHY_SHARE * cap:
+        return None
+    steady = steady_mbps(cur)
+    settled = [s.tcp_info for s in cur.samples[len(cur.samples) // 2 :] if s.tcp_info]
+    bdp_segments = cap * 1e6 / 8 * idle / 1e3 / (mss_of(cur) + IP_TCP_HEADERS)
+    window = percentile([t.snd_cwnd for t in settled], PEAK_PERCENTILE) / bdp_segments
+    return Overflow(window, queue, min(1.0, steady / peak))
+
+
+def _shared(ev: Evidence, d: _Direction) -> bool:
+    """Others' traffic shown on this direction: the available bandwidth measured at most
+    CROSS_FREE_SHARE of the capacity, or others' queue standing (advice/others_queue.py)."""
+    av = ev.path.available if ev.path else None
+    if d.name == "up" and av is not None and av.loaded and av.free_share <= CROSS_FREE_SHARE:
+        return True
+    return others_queue(ev, d) is not None
+
+
+def _peak_mbps(cur: ModeResult) -> float | None:
+    """The PEAK_PERCENTILE of the settled part's round-trip rates (delivered bytes over
+    windows of at least a round trip, measure/engine/rates.py), capped at the line where
+    it is known."""
+    counts = counts_of(cur.samples)
+    start = settled_start(cur.samples, counts)
+    if start is None:
+        return None
+    window = window_s(path_rtt_s(cur.samples), sample_interval_s(counts))
+    rates = [r for t, r in window_rates(counts, window) if t >= counts[start].t_s + window]
+    if not rates:
+        return None
+    peak = percentile(rates, PEAK_PERCENTILE)
+    return peak if cur.rate_bound_mbps is None else min(peak, cur.rate_bound_mbps)
 
 
 def healthy_share(ev: Evidence, d: _Direction) -> tuple[float, Overflow | None]:

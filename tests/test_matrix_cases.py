@@ -136,6 +136,26 @@ def test_a_reno_sawtooth_through_a_shallow_queue_is_no_bucket() -> None:
     assert _verdict("20261204.121") == ("path-capacity", None)
 
 
+def test_bbrs_own_probing_through_a_shallow_queue_is_the_path() -> None:
+    """BBR both ways over 50 Mbit/s x 300 ms through a 0.5-BDP queue (lab, both hosts
+    stock): 10 % retransmitted, up at 38 Mbit/s once up to speed, dipping from the line to
+    15-25 after each overflow, its RTT at the queue's full depth before the losses. The
+    losses are its own window (2 BDP in flight) overflowing the path's buffer; between them
+    it filled the line (read `congestion`, "look for a congested or faulty link")."""
+    ev = _evidence("lab-bbr-half-bdp-queue-300ms")
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("path-capacity", None)
+    assert any("overflowing under its own window" in e for e in v.evidence)
+
+
+def test_a_shared_flows_peaks_are_no_overflow_of_its_own() -> None:
+    """BBR up beside two TCP flows (2.2 Gbit/s x 2.4 ms, 0.93-BDP queue): 28 % of the path
+    free, its round-trip peaks lifted where the others gave way. Its own overflow is not
+    shown, the sharing is the verdict (read `path-capacity` when a flow's peaks were taken
+    for its own without asking whether others were there)."""
+    assert _verdict("20261229.125") == ("cross-traffic", None)
+
+
 def test_a_send_window_below_the_bdp_counts_every_loss_against_its_law() -> None:
     """BBR downloading from a far end whose tcp_wmem max is 347 KB, over 382 ms of a 36
     Mbit/s line at 0.49 % random loss: a 249 KB window, far below the 1.7 MB BDP, held 4.5

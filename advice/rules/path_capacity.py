@@ -46,9 +46,13 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     if sawtooth is not None and share < HEALTHY_SHARE:
         evidence.append(sawtooth.note(sender_cc(d)))
         shallow = (
-            " The bottleneck's queue is shallower than the path's BDP: a loss-based sender "
-            "idles the line after each loss; BBR with fq pacing, or parallel streams, keep it "
-            "fuller."
+            " The bottleneck's queue is shallower than what BBR keeps in flight beyond the "
+            "line (up to a BDP): its probing overflows it and each loss costs a round trip "
+            "of recovery. The path's buffer sets that, not a host setting."
+            if policer.model_based(sender_cc(d))
+            else " The bottleneck's queue is shallower than the path's BDP: a loss-based "
+            "sender idles the line after each loss; BBR with fq pacing, or parallel streams, "
+            "keep it fuller."
         )
     if share > 1.1:
         evidence.append("the capacity probe was the slower one (sender-limited): a lower bound")
