@@ -5,7 +5,7 @@ these types only; they never know which command or far end filled them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tcpwizard.advice.model import LimitingFactor
 from tcpwizard.advice.window_law import scaling_enabled
@@ -13,6 +13,7 @@ from tcpwizard.checks.model import Fix, HostAudit, HostRole
 from tcpwizard.measure.engine.rates import settled_from_s
 from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts
+from tcpwizard.measure.probes.dispersion import AGREE
 from tcpwizard.measure.probes.syntrace_model import SynTrace
 
 # The share of the capacity a transfer the hosts do not hold back reaches: TCP/IP headers
@@ -133,10 +134,34 @@ def directions(ev: Evidence) -> list[Direction]:
 
 def probe_capacity(ev: Evidence, d: Direction) -> CapacityEstimate | None:
     if ev.path and d.name == "down" and ev.path.capacity_down:
-        return ev.path.capacity_down  # asymmetric paths: the way back has its own
+        # Asymmetric paths: the way back has its own.
+        return corroborated(ev.path.capacity_down, ev.path.capacity)
     if ev.path and ev.path.capacity:
         return ev.path.capacity
     return None
+
+
+def corroborated(down: CapacityEstimate, up: CapacityEstimate | None) -> CapacityEstimate:
+    """The way back's estimate, confirmed where the way out's agrees with it. The way back
+    has a train and no pairs (0.6 where pairs and a train that agree have 0.9,
+    measure/probes/dispersion.py); an estimate of the way out from other packets, timed at
+    the other host, that agrees within AGREE (the pairs' and train's own agreement) is the
+    same confirmation: the down train gets the up estimate's confidence. Not where either
+    flagged a limit of its own (a sender, coalescing, a shaper), nor past the up's."""
+    if (
+        up is None
+        or down.confidence >= up.confidence
+        or down.limited_by is not None
+        or up.limited_by is not None
+        or abs(down.mbps - up.mbps) > AGREE * up.mbps
+    ):
+        return down
+    note = f"{down.note}; " if down.note else ""
+    return replace(
+        down,
+        confidence=up.confidence,
+        note=f"{note}agrees with the way out's {up.mbps:.1f} Mbit/s ({up.method})",
+    )
 
 
 def rtt_ms(ev: Evidence, d: Direction) -> float | None:

@@ -715,3 +715,21 @@ def test_a_peerless_guess_does_not_call_a_window_held_upload_healthy() -> None:
     free = mode(21.0, rwnd=0.02)
     v = diagnose(Evidence(audit(), None, far_path(guess), transfer_of(free))).verdict
     assert v.limiting_factor == "path-capacity", v
+
+
+def test_the_way_outs_estimate_confirms_the_way_backs_train() -> None:
+    """A down train (0.6, no pairs) that agrees within AGREE with a confident up estimate
+    takes its confidence; a way back that differs (an asymmetric line) or an estimate that
+    flagged its own limit stays as measured."""
+    from tcpwizard.advice.evidence import corroborated
+
+    up = CapacityEstimate(50.0, "capprobe-pairs+train", 0.9)
+    down = CapacityEstimate(50.4, "train (down)", 0.6)
+    confirmed = corroborated(down, up)
+    assert confirmed.confidence == 0.9 and confirmed.mbps == 50.4
+    assert "agrees with the way out's 50.0 Mbit/s" in confirmed.note
+    assert corroborated(CapacityEstimate(10.0, "train (down)", 0.6), up).confidence == 0.6
+    limited = dataclasses.replace(up, limited_by="sender")
+    assert corroborated(down, limited).confidence == 0.6
+    assert corroborated(down, dataclasses.replace(up, confidence=0.5)).confidence == 0.6
+    assert corroborated(down, None) is down

@@ -148,6 +148,19 @@ def test_bbrs_own_probing_through_a_shallow_queue_is_the_path() -> None:
     assert any("overflowing under its own window" in e for e in v.evidence)
 
 
+def test_a_way_backs_train_the_way_out_confirms_stands_against_a_slower_transfer() -> None:
+    """The same lab path: the download's train (no pairs, 0.6) read 50.0 Mbit/s, the
+    upload's pairs and train 50.0. Agreeing, they confirm each other: the download is
+    judged against 50, not against the 41.4 its own transfer moved (which called it 100 %
+    of the path)."""
+    from tcpwizard.advice.capacity_view import capacity
+    from tcpwizard.advice.evidence import directions
+
+    ev = _evidence("lab-bbr-half-bdp-queue-300ms")
+    down = next(d for d in directions(ev) if d.name == "down")
+    assert capacity(ev, down) == pytest.approx(50.0, rel=0.01)
+
+
 def test_a_shared_flows_peaks_are_no_overflow_of_its_own() -> None:
     """BBR up beside two TCP flows (2.2 Gbit/s x 2.4 ms, 0.93-BDP queue): 28 % of the path
     free, its round-trip peaks lifted where the others gave way. Its own overflow is not
