@@ -15,6 +15,7 @@ from tcpwizard.advice.evidence import (
     CROSS_FREE_SHARE,
     HEALTHY_SHARE,
     Evidence,
+    offered_window_full,
     settled_rwnd_limited,
 )
 from tcpwizard.advice.evidence import Direction as _Direction
@@ -88,6 +89,8 @@ def _counters_free(m: ModeResult) -> bool:
     rwnd = settled_rwnd_limited(m)
     if (rwnd or 0.0) >= CHRONO_SHARE or (busy if busy is not None else 1.0) < BUSY_SHARE:
         return False
+    if offered_window_full(m):
+        return False  # a paced sender held by the window it was offered, uncounted
     return not held_by_host(m)
 
 
@@ -256,9 +259,11 @@ def peerless_guess(ev: Evidence, d: _Direction) -> bool:
 
 def window_held(m: ModeResult) -> bool:
     """The sender's own counters say a window held it: the receive window in the settled
-    part, or its send buffer, at least CHRONO_SHARE of the time."""
+    part, or its send buffer, at least CHRONO_SHARE of the time, or the window the receiver
+    offered full (offered_window_full)."""
     _, sndbuf, _ = _chrono(m)
-    return max(settled_rwnd_limited(m) or 0.0, sndbuf or 0.0) >= CHRONO_SHARE
+    counted = max(settled_rwnd_limited(m) or 0.0, sndbuf or 0.0) >= CHRONO_SHARE
+    return counted or offered_window_full(m)
 
 
 def capacity_sure(ev: Evidence, d: _Direction) -> float:

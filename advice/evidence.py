@@ -4,13 +4,14 @@ these types only; they never know which command or far end filled them."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tcpwizard.advice.model import LimitingFactor
 from tcpwizard.advice.window_law import scaling_enabled
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
-from tcpwizard.measure.engine.rates import settled_from_s
+from tcpwizard.measure.engine.rates import mode_steady_mbps, settled_from_s
 from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.probes.dispersion import AGREE
@@ -233,3 +234,45 @@ def settled_rwnd_limited(m: ModeResult) -> float | None:
     if busy <= 0:
         return m.rwnd_limited
     return max(0.0, min(1.0, (last.rwnd_limited_us - mid.rwnd_limited_us) / busy))
+
+
+# An offered window this full held the sender: held ones read 0.88-1.0 (lab, 80 Mbit/s x
+# 60 ms, BBR: the far end's 256 KB tcp_rmem 0.99-1.0, the untuned 64 KB window 0.88: delayed
+# ACKs and the ACK clock keep a little of it unsent), free ones about half at most (Linux
+# autotuning offers about twice what arrives per round trip: a healthy upload read 0.08).
+WINDOW_FULL = 0.8
+# Samples of the offered window over the settled part: fewer, and one sample's window is
+# the median (the rates need MIN_STEADY_RATES there, measure/engine/rates.py).
+MIN_WINDOW_SAMPLES = 3
+
+
+def offered_window_fill(m: ModeResult) -> float | None:
+    """How full the window the receiver offered was over the settled part: the bytes in
+    flight (the settled goodput times the sender's median smoothed RTT there: the window
+    law read backwards) over the median window offered (TCP_INFO snd_wnd). Near 1 the
+    offered window held the sender whatever the chrono counter says: a paced sender (BBR)
+    measures the window-bound delivery rate as the path's and paces at it, so it rarely
+    waits on the window it is held by. None without the window (older kernels, far ends
+    that report none)."""
+    settled = settled_from_s(m.samples)
+    if settled is None:
+        return None
+    infos = [
+        s.tcp_info
+        for s in m.samples
+        if s.tcp_info is not None and s.t_s >= settled and s.tcp_info.snd_wnd > 0
+    ]
+    if len(infos) < MIN_WINDOW_SAMPLES:
+        return None
+    window = statistics.median(i.snd_wnd for i in infos)
+    rtt_s = statistics.median(i.rtt_us for i in infos) / 1e6
+    rate = mode_steady_mbps(m)
+    if rate is None or window <= 0:
+        return None
+    return rate * 1e6 / 8 * rtt_s / window
+
+
+def offered_window_full(m: ModeResult) -> bool:
+    """The window the receiver offered held the sender (offered_window_fill >= WINDOW_FULL)."""
+    fill = offered_window_fill(m)
+    return fill is not None and fill >= WINDOW_FULL

@@ -83,6 +83,9 @@ class TcpInfoSample:
     rwnd_limited_us: int
     sndbuf_limited_us: int
     snd_mss: int
+    # The window the receiver offered, bytes (tcpi_snd_wnd, Linux 5.4+); 0 where unread (an
+    # older kernel, a peer that did not send it, a far end that reports none).
+    snd_wnd: int = 0
 
 
 # The order of the compact wire rows and of the JSON schema's tcp_info object.

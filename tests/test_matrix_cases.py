@@ -10,6 +10,7 @@ import gzip
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,6 +160,31 @@ def test_a_way_backs_train_the_way_out_confirms_stands_against_a_slower_transfer
     ev = _evidence("lab-bbr-half-bdp-queue-300ms")
     down = next(d for d in directions(ev) if d.name == "down")
     assert capacity(ev, down) == pytest.approx(50.0, rel=0.01)
+
+
+def _uncounted(doc: dict[str, Any]) -> dict[str, Any]:
+    """The report as a run where the paced sender never waited on the window (the chrono
+    counter at 0 throughout): what BBR shows when it paces at the window-bound rate."""
+    for m in doc["transfer"]["modes"]:
+        m["rwnd_limited"] = 0.0
+        for s in m["samples"]:
+            if s["tcp_info"] is not None:
+                s["tcp_info"]["rwnd_limited_us"] = 0
+    return doc
+
+
+def test_a_window_the_sender_filled_holds_it_though_it_never_waited() -> None:
+    """BBR uploading to Debian's iperf3 through the far end's 256 KB tcp_rmem (lab, 80 Mbit/s
+    x 60 ms, check --direction up): 14.8 Mbit/s, the window it was offered 99 % full. With
+    the counter of time it waited at zero (as in the runs that read `path-capacity`), the
+    window law on TCP_INFO's snd_wnd still names the far end's receive window; the healthy
+    far end's upload (8 % of its window in flight) stays `path-capacity`."""
+    case = CASES / "lab-iperf3-far-end-256k-rmem-up.json.gz"
+    doc = _uncounted(json.loads(gzip.decompress(case.read_bytes())))
+    v = diagnose(evidence(doc)).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("receiver-window", "peer"), v
+    assert any("the window the receiver offered was" in e for e in v.evidence)
+    assert _verdict("lab-iperf3-far-end-healthy-up") == ("path-capacity", None)
 
 
 def test_a_shared_flows_peaks_are_no_overflow_of_its_own() -> None:

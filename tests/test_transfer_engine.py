@@ -229,8 +229,18 @@ def test_report_json_round_trip_and_rejects_garbage(
         assert back.bytes == rep.bytes and back.role == rep.role
         assert len(back.samples) == len(rep.samples)
         assert back.final_tcp_info == rep.final_tcp_info
+        assert [s.tcp_info for s in back.samples] == [s.tcp_info for s in rep.samples]
+    # The receiver's offered window came over loopback, and goes apart from the rows: a
+    # peer from before it reads 9-field rows, and its reports read the window as unread.
+    assert any(s.tcp_info and s.tcp_info.snd_wnd > 0 for s in snd.samples)
+    old = {k: v for k, v in snd.to_json().items() if k not in ("snd_wnd", "final_snd_wnd")}
+    assert all(len(r[6]) == 9 for r in old["samples"] if r[6] is not None)
+    assert all(
+        s.tcp_info is None or s.tcp_info.snd_wnd == 0 for s in SideReport.from_json(old).samples
+    )
     bad: list[object] = [None, {}, {**snd.to_json(), "role": "x"}, {**snd.to_json(), "bytes": -1}]
     bad.append({**snd.to_json(), "samples": [[1, 2]]})
+    bad.append({**snd.to_json(), "snd_wnd": [-1]})
     for b in bad:
         with pytest.raises(ValueError):
             SideReport.from_json(b)

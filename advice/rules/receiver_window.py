@@ -7,7 +7,13 @@ from __future__ import annotations
 from tcpwizard.advice.capacity_view import below_path as _below_path
 from tcpwizard.advice.capacity_view import capacity as _capacity
 from tcpwizard.advice.capacity_view import steady_mbps
-from tcpwizard.advice.evidence import CHRONO_SHARE, HEALTHY_SHARE, Evidence
+from tcpwizard.advice.evidence import (
+    CHRONO_SHARE,
+    HEALTHY_SHARE,
+    WINDOW_FULL,
+    Evidence,
+    offered_window_fill,
+)
 from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
@@ -24,6 +30,10 @@ from tcpwizard.units import format_mbps as _fmt
 # A window counter whose buffer allows the path: below WEAK (advice/diagnose.py), so any
 # named cause wins.
 BUFFER_ALLOWS_PATH = 0.35
+# The window law read on the offered window itself, without the kernel's own count of the
+# time it waited: the weight the counter's branch gives the same transfers when it does
+# count them (0.6 + 0.35 x the share, 0.36-0.40 on the lab's 256 KB far end: 0.73-0.74).
+OFFERED_WINDOW_FULL = 0.74
 # A hole in most round trips (more than half) keeps autotuning's in-order count behind the
 # path in most of its measurements.
 MOST_ROUND_TRIPS = 0.5
@@ -39,6 +49,16 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     if rwnd is not None and rwnd >= CHRONO_SHARE:
         evidence.append(f"sender was receive-window limited {rwnd:.0%} of the time (TCP_INFO)")
         confidence = 0.6 + 0.35 * min(1.0, rwnd)
+    fill = offered_window_fill(cur) if cur is not None else None
+    if confidence == 0.0 and fill is not None and fill >= WINDOW_FULL:
+        # A paced sender (BBR) measures the window-bound rate as the path's and paces at
+        # it: it rarely waits on the window that holds it, and the counter stays low (an
+        # upload to iperf3 through a 256 KB tcp_rmem read `path-capacity` 1 run in 3).
+        evidence.append(
+            f"the window the receiver offered was {fill:.0%} full over the settled part "
+            "(bytes in flight, rate x RTT, against TCP_INFO's snd_wnd): it held the sender"
+        )
+        confidence = OFFERED_WINDOW_FULL
     window = max_receive_window(d.receiver) if d.receiver else None
     if window and rtt and cur:
         limit = window_limit_mbps(window, rtt)

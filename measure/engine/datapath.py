@@ -222,6 +222,7 @@ class SideReport:
             "forced": self.forced,
             "rcv_autotuning": self.rcv_autotuning,
             "final_tcp_info": [_ti_json(t) for t in self.final_tcp_info],
+            "final_snd_wnd": [t.snd_wnd for t in self.final_tcp_info],
             # Compact rows: a 30 s test at 100 ms is 300 rows, well inside one 64 KiB line
             # once thinned (see thin()).
             "samples": [
@@ -238,6 +239,8 @@ class SideReport:
             ],
             # Apart from the rows, so a peer that reads 7-column rows still reads them.
             "delivered": [s.delivered for s in rows],
+            # The same for the window the receiver offered, per row (None: no TCP_INFO).
+            "snd_wnd": [s.tcp_info.snd_wnd if s.tcp_info else None for s in rows],
         }
 
     @classmethod
@@ -260,7 +263,14 @@ class SideReport:
                 congestion_control=str(obj.get("congestion_control", "")),
                 forced=bool(obj.get("forced", False)),
                 rcv_autotuning=bool(obj.get("rcv_autotuning", True)),
-                final_tcp_info=[_ti_from(t) for t in obj.get("final_tcp_info", [])],
+                final_tcp_info=[
+                    info
+                    for info in _windows_into(
+                        [_ti_from(t) for t in obj.get("final_tcp_info", [])],
+                        obj.get("final_snd_wnd"),
+                    )
+                    if info is not None
+                ],
             )
             if obj.get("host_load") is not None:
                 rep.host_load = HostLoad.from_json(obj["host_load"])
@@ -282,11 +292,35 @@ class SideReport:
                     )
                 )
             rep.samples = _with_delivered(rep.samples, obj.get("delivered"))
+            rep.samples = _with_windows(rep.samples, obj.get("snd_wnd"))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed transfer report: {exc}") from None
         if not math.isfinite(rep.seconds) or rep.seconds < 0 or rep.bytes < 0:
             raise ValueError("malformed transfer report: negative or infinite totals")
         return rep
+
+
+def _with_windows(rows: list[SideSample], windows: object) -> list[SideSample]:
+    """The rows' TCP_INFO with the peer's offered windows (absent from older peers: 0,
+    unread)."""
+    infos = _windows_into([r.tcp_info for r in rows], windows)
+    return [dataclasses.replace(r, tcp_info=i) for r, i in zip(rows, infos, strict=True)]
+
+
+def _windows_into(
+    infos: Sequence[TcpInfoSample | None], windows: object
+) -> list[TcpInfoSample | None]:
+    """`infos` with the offered windows sent beside them (None: an older peer's, unread)."""
+    if windows is None:
+        return list(infos)
+    if not isinstance(windows, list) or len(windows) != len(infos):
+        raise ValueError("snd_wnd does not match the rows")
+    out: list[TcpInfoSample | None] = []
+    for info, w in zip(infos, windows, strict=True):
+        if w is not None and (not isinstance(w, int) or isinstance(w, bool) or w < 0):
+            raise ValueError("bad snd_wnd")
+        out.append(info if info is None or w is None else dataclasses.replace(info, snd_wnd=w))
+    return out
 
 
 def _with_delivered(rows: list[SideSample], delivered: object) -> list[SideSample]:
@@ -303,14 +337,19 @@ def _with_delivered(rows: list[SideSample], delivered: object) -> list[SideSampl
     return out
 
 
+# A row's fields: every TCP_INFO field but the offered window, which goes apart from the
+# rows (SideReport.to_json) so that a peer that reads 9-field rows still reads them.
+ROW_FIELDS = tuple(f for f in TCP_INFO_FIELDS if f != "snd_wnd")
+
+
 def _ti_json(ti: TcpInfoSample) -> list[int]:
-    return [int(getattr(ti, f)) for f in TCP_INFO_FIELDS]
+    return [int(getattr(ti, f)) for f in ROW_FIELDS]
 
 
 def _ti_from(row: object) -> TcpInfoSample:
-    if not isinstance(row, list) or len(row) != len(TCP_INFO_FIELDS):
+    if not isinstance(row, list) or len(row) != len(ROW_FIELDS):
         raise ValueError("bad tcp_info row")
-    return TcpInfoSample(**{f: int(v) for f, v in zip(TCP_INFO_FIELDS, row, strict=True)})
+    return TcpInfoSample(**{f: int(v) for f, v in zip(ROW_FIELDS, row, strict=True)})
 
 
 def thin(samples: Sequence[SideSample], limit: int) -> list[SideSample]:
@@ -324,7 +363,8 @@ def thin(samples: Sequence[SideSample], limit: int) -> list[SideSample]:
 
 
 def aggregate_tcp_info(infos: Sequence[TcpInfoSample]) -> TcpInfoSample | None:
-    """Streams summed (cwnd, retransmits, rate) or averaged (RTT, chrono counters)."""
+    """Streams summed (cwnd, retransmits, rate, offered windows) or averaged (RTT, chrono
+    counters)."""
     if not infos:
         return None
     n = len(infos)
@@ -338,6 +378,7 @@ def aggregate_tcp_info(infos: Sequence[TcpInfoSample]) -> TcpInfoSample | None:
         rwnd_limited_us=sum(i.rwnd_limited_us for i in infos) // n,
         sndbuf_limited_us=sum(i.sndbuf_limited_us for i in infos) // n,
         snd_mss=max(i.snd_mss for i in infos),
+        snd_wnd=sum(i.snd_wnd for i in infos),
     )
 
 

@@ -134,6 +134,7 @@ class TcpInfo:
             rwnd_limited_us=v.get("rwnd_limited", 0),
             sndbuf_limited_us=v.get("sndbuf_limited", 0),
             snd_mss=v.get("snd_mss", 0),
+            snd_wnd=v.get("snd_wnd", 0),
         )
 
 

@@ -114,6 +114,7 @@ def sample_json(s: TransferSample) -> dict[str, Any]:
             "rwnd_limited_us": ti.rwnd_limited_us,
             "sndbuf_limited_us": ti.sndbuf_limited_us,
             "snd_mss": ti.snd_mss,
+            "snd_wnd": ti.snd_wnd,
         },
         # The cumulative count the rates come from: any window can be recomputed.
         "delivered_bytes": s.delivered_bytes,

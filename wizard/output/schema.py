@@ -173,7 +173,7 @@ PATH = obj(
     },
     optional=("available", "idle_loss"),
 )
-TCP_INFO = obj({k: INT for k in TCP_INFO_FIELDS})
+TCP_INFO = obj({k: INT for k in TCP_INFO_FIELDS}, optional=("snd_wnd",))
 SAMPLE = obj(
     {
         "t_s": NUM,
