@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tcpwizard.advice.model import LimitingFactor
-from tcpwizard.advice.window_law import scaling_enabled
+from tcpwizard.advice.window_law import WINDOW_FILLED, scaling_enabled, window_limit_mbps
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
-from tcpwizard.measure.engine.rates import mode_steady_mbps, settled_from_s
+from tcpwizard.measure.engine.rates import mode_steady_mbps, path_rtt_s, settled_from_s
 from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.probes.dispersion import AGREE
@@ -236,24 +236,21 @@ def settled_rwnd_limited(m: ModeResult) -> float | None:
     return max(0.0, min(1.0, (last.rwnd_limited_us - mid.rwnd_limited_us) / busy))
 
 
-# An offered window this full held the sender: held ones read 0.88-1.0 (lab, 80 Mbit/s x
-# 60 ms, BBR: the far end's 256 KB tcp_rmem 0.99-1.0, the untuned 64 KB window 0.88: delayed
-# ACKs and the ACK clock keep a little of it unsent), free ones about half at most (Linux
-# autotuning offers about twice what arrives per round trip: a healthy upload read 0.08).
-WINDOW_FULL = 0.8
 # Samples of the offered window over the settled part: fewer, and one sample's window is
 # the median (the rates need MIN_STEADY_RATES there, measure/engine/rates.py).
 MIN_WINDOW_SAMPLES = 3
 
 
 def offered_window_fill(m: ModeResult) -> float | None:
-    """How full the window the receiver offered was over the settled part: the bytes in
-    flight (the settled goodput times the sender's median smoothed RTT there: the window
-    law read backwards) over the median window offered (TCP_INFO snd_wnd). Near 1 the
-    offered window held the sender whatever the chrono counter says: a paced sender (BBR)
-    measures the window-bound delivery rate as the path's and paces at it, so it rarely
-    waits on the window it is held by. None without the window (older kernels, far ends
-    that report none)."""
+    """How much of the window the receiver offered the sender delivered per idle round trip
+    over the settled part: the settled goodput over the window law's rate for the median
+    window offered (TCP_INFO snd_wnd) and the path's round trip (the transfer's least
+    smoothed RTT). At WINDOW_FILLED or more the offered window held the sender whatever
+    the chrono counter says: a paced sender (BBR) measures the window-bound delivery rate
+    as the path's and paces at it, so it rarely waits on the window it is held by (lab, 80
+    Mbit/s x 60 ms: 0.99-1.0 through the far end's 256 KB tcp_rmem, the untuned 64 KB
+    window 0.88; a healthy upload 0.06-0.08, autotuning offering about twice what arrives
+    per round trip). None without the window (older kernels, far ends that report none)."""
     settled = settled_from_s(m.samples)
     if settled is None:
         return None
@@ -265,14 +262,14 @@ def offered_window_fill(m: ModeResult) -> float | None:
     if len(infos) < MIN_WINDOW_SAMPLES:
         return None
     window = statistics.median(i.snd_wnd for i in infos)
-    rtt_s = statistics.median(i.rtt_us for i in infos) / 1e6
-    rate = mode_steady_mbps(m)
-    if rate is None or window <= 0:
+    rtt_s, rate = path_rtt_s(m.samples), mode_steady_mbps(m)
+    if rate is None or not rtt_s or window <= 0:
         return None
-    return rate * 1e6 / 8 * rtt_s / window
+    return rate / window_limit_mbps(window, rtt_s * 1e3)
 
 
 def offered_window_full(m: ModeResult) -> bool:
-    """The window the receiver offered held the sender (offered_window_fill >= WINDOW_FULL)."""
+    """The window the receiver offered held the sender (offered_window_fill at least
+    WINDOW_FILLED, the one figure of the check's receiver view, `conns` and captures)."""
     fill = offered_window_fill(m)
-    return fill is not None and fill >= WINDOW_FULL
+    return fill is not None and fill >= WINDOW_FILLED

@@ -10,7 +10,6 @@ from tcpwizard.advice.capacity_view import steady_mbps
 from tcpwizard.advice.evidence import (
     CHRONO_SHARE,
     HEALTHY_SHARE,
-    WINDOW_FULL,
     Evidence,
     offered_window_fill,
 )
@@ -24,7 +23,12 @@ from tcpwizard.advice.window_evidence import at_bound as _at_bound
 from tcpwizard.advice.window_evidence import buffer_candidate as _buffer_candidate
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
 from tcpwizard.advice.window_evidence import lossy as _lossy
-from tcpwizard.advice.window_law import max_receive_window, round_trip_hit, window_limit_mbps
+from tcpwizard.advice.window_law import (
+    WINDOW_FILLED,
+    max_receive_window,
+    round_trip_hit,
+    window_limit_mbps,
+)
 from tcpwizard.units import format_mbps as _fmt
 
 # A window counter whose buffer allows the path: below WEAK (advice/diagnose.py), so any
@@ -50,13 +54,13 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
         evidence.append(f"sender was receive-window limited {rwnd:.0%} of the time (TCP_INFO)")
         confidence = 0.6 + 0.35 * min(1.0, rwnd)
     fill = offered_window_fill(cur) if cur is not None else None
-    if confidence == 0.0 and fill is not None and fill >= WINDOW_FULL:
+    if confidence == 0.0 and fill is not None and fill >= WINDOW_FILLED:
         # A paced sender (BBR) measures the window-bound rate as the path's and paces at
         # it: it rarely waits on the window that holds it, and the counter stays low (an
         # upload to iperf3 through a 256 KB tcp_rmem read `path-capacity` 1 run in 3).
         evidence.append(
-            f"the window the receiver offered was {fill:.0%} full over the settled part "
-            "(bytes in flight, rate x RTT, against TCP_INFO's snd_wnd): it held the sender"
+            f"the sender delivered {fill:.0%} of the window the receiver offered (TCP_INFO "
+            "snd_wnd) per round trip once up to speed: that window held it"
         )
         confidence = OFFERED_WINDOW_FULL
     window = max_receive_window(d.receiver) if d.receiver else None
