@@ -20,6 +20,7 @@ from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence,
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.others_queue import others_queue
+from tcpwizard.advice.rules.policer import model_based
 from tcpwizard.advice.window_law import LOSS_BASED, backoff, sawtooth_utilisation
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, mss_of, percentile
 from tcpwizard.measure.engine.rates import (
@@ -74,7 +75,7 @@ def own_overflow(ev: Evidence, d: _Direction) -> Overflow | None:
     cc = sender_cc(d)
     if cur.retransmits == 0:
         return None
-    if cc.startswith("bbr"):
+    if model_based(cc):
         # Others' traffic lifts a shared flow's peaks (they give way) and fills the queue:
         # then neither the peaks nor the queue are its own.
         return None if _shared(ev, d) else _paced_overflow(cur, cap, idle)
