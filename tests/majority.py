@@ -19,8 +19,6 @@ from _pytest.reports import TestReport
 from _pytest.runner import runtestprotocol
 
 MEASUREMENT_TRIES = 3
-# Not empty while a test that judges its own tries (until_decided) runs.
-_OWN_TRIES: list[bool] = []
 T = TypeVar("T")
 MARKER = "measurement"
 
@@ -54,13 +52,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     verdict: bool | None = None
     while verdict is None:
         item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        _OWN_TRIES.clear()
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
         outcomes.append(not any(r.failed for r in reports))
-        # A test that ran its own tries (until_decided) gave their majority's outcome: one
-        # judgment, not a majority of majorities (each of which could run 3 tries of a
-        # check: 137 s for one case of the three-ways test).
-        verdict = outcomes[-1] if _OWN_TRIES else decided(outcomes)
+        verdict = decided(outcomes)
         if verdict is None:
             _log_undecided(item, reports)
             _forget_failed_setup(item)
@@ -101,9 +95,7 @@ def _forget_failed_setup(item: pytest.Item) -> None:
 
 def until_decided(attempt: Callable[[], T], ok: Callable[[T], bool], tries: int = 3) -> list[T]:
     """A test's own tries of a measurement: `attempt` runs until one outcome holds a
-    majority of `tries` (2 right or 2 wrong of 3), not the full count when two agree. The
-    test's outcome is then that majority's: the plugin does not try it again."""
-    _OWN_TRIES.append(True)
+    majority of `tries` (2 right or 2 wrong of 3), not the full count when two agree."""
     out: list[T] = []
     need = tries // 2 + 1
     while len(out) < tries:

@@ -54,43 +54,6 @@ def test_tries_until_a_majority(
         result.stdout.fnmatch_lines(["*R*"])
 
 
-OWN_TRIES = """
-import pathlib, pytest
-from tests.majority import until_decided
-
-COUNT = pathlib.Path(__file__).with_suffix(".count")
-
-@pytest.mark.measurement
-def test_own() -> None:
-    def attempt() -> str:
-        n = int(COUNT.read_text()) if COUNT.exists() else 0
-        COUNT.write_text(str(n + 1))
-        return {script!r}[n]
-    tries = until_decided(attempt, lambda x: x == "P")
-    assert tries.count("P") >= 2, tries
-"""
-
-
-@pytest.mark.parametrize(("script", "passed", "attempts"), [("FF", False, 2), ("FPP", True, 3)])
-def test_a_test_that_judges_its_own_tries_runs_once(
-    pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    script: str,
-    passed: bool,
-    attempts: int,
-) -> None:
-    """Its outcome is its own tries' majority: a failed majority is not tried again (a
-    majority of majorities), and its attempts are the only ones."""
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    pytester.makeconftest('pytest_plugins = ["tests.majority"]')
-    path = pytester.makepyfile(test_own=OWN_TRIES.format(script=script + "FFFFFF"))
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
-    assert path.with_suffix(".count").read_text() == str(attempts)
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) == int(passed)
-    assert outcomes.get("failed", 0) == int(not passed)
-
-
 def test_decided() -> None:
     assert decided([True]) is True
     assert decided([False]) is None
