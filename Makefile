@@ -43,12 +43,9 @@ lint: install
 unit: install
 	$(BIN)/pytest -q -m "not lab"
 
-# The unit tests two workers a core (most of their time waits on subprocesses, sockets and
-# namespaces: 90 s against 141 s with one a core on 2 cores, 5 of 5 runs green); the lab's
-# measurements alone, one at a time.
-UNIT_WORKERS ?= $(shell echo $$((2 * $$(nproc))))
+# The unit tests on every core; the lab's measurements alone, one at a time.
 test: install lint
-	$(BIN)/pytest -q -m "not lab" -n $(UNIT_WORKERS)
+	$(BIN)/pytest -q -m "not lab" -n auto
 	$(BIN)/pytest -q -m lab --durations=40
 
 completions: install
