@@ -12,11 +12,11 @@ from tcpwizard.advice.ceiling import ceiling_mbps
 from tcpwizard.advice.evidence import (
     BUSY_SHARE,
     CHRONO_SHARE,
-    CROSS_FREE_SHARE,
     HEALTHY_SHARE,
     Evidence,
     offered_window_full,
     settled_rwnd_limited,
+    shared_measured,
 )
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
@@ -174,14 +174,7 @@ def capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
     probe claiming more than a transfer that ran at the path's rate is overruled."""
     probe = _probe_capacity(ev, d)
     floor = _transfer_floor(ev, d)
-    av = ev.path.available if ev.path else None
-    if (
-        probe is not None
-        and av is not None
-        and d.name == "up"
-        and av.loaded
-        and av.free_share <= CROSS_FREE_SHARE
-    ):
+    if probe is not None and shared_measured(ev, d):
         # Other traffic takes a share: a transfer gets what is left, which says nothing
         # against the capacity the probe saw.
         return probe.mbps, ""

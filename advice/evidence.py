@@ -11,7 +11,12 @@ from dataclasses import dataclass, replace
 from tcpwizard.advice.model import LimitingFactor
 from tcpwizard.advice.window_law import WINDOW_FILLED, scaling_enabled, window_limit_mbps
 from tcpwizard.checks.model import Fix, HostAudit, HostRole
-from tcpwizard.measure.engine.rates import mode_steady_mbps, path_rtt_s, settled_from_s
+from tcpwizard.measure.engine.rates import (
+    MIN_STEADY_RATES,
+    mode_steady_mbps,
+    path_rtt_s,
+    settled_from_s,
+)
 from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.probes.dispersion import AGREE
@@ -236,11 +241,6 @@ def settled_rwnd_limited(m: ModeResult) -> float | None:
     return max(0.0, min(1.0, (last.rwnd_limited_us - mid.rwnd_limited_us) / busy))
 
 
-# Samples of the offered window over the settled part: fewer, and one sample's window is
-# the median (the rates need MIN_STEADY_RATES there, measure/engine/rates.py).
-MIN_WINDOW_SAMPLES = 3
-
-
 def offered_window_fill(m: ModeResult) -> float | None:
     """How much of the window the receiver offered the sender delivered per idle round trip
     over the settled part: the settled goodput over the window law's rate for the median
@@ -259,7 +259,7 @@ def offered_window_fill(m: ModeResult) -> float | None:
         for s in m.samples
         if s.tcp_info is not None and s.t_s >= settled and s.tcp_info.snd_wnd > 0
     ]
-    if len(infos) < MIN_WINDOW_SAMPLES:
+    if len(infos) < MIN_STEADY_RATES:  # as few as the settled rate itself needs
         return None
     window = statistics.median(i.snd_wnd for i in infos)
     rtt_s, rate = path_rtt_s(m.samples), mode_steady_mbps(m)
@@ -273,3 +273,12 @@ def offered_window_full(m: ModeResult) -> bool:
     WINDOW_FILLED, the one figure of the check's receiver view, `conns` and captures)."""
     fill = offered_window_fill(m)
     return fill is not None and fill >= WINDOW_FILLED
+
+
+def shared_measured(ev: Evidence, d: Direction) -> bool:
+    """Others' traffic shares this direction's bottleneck, measured: the available bandwidth
+    (upload only) at most CROSS_FREE_SHARE of the capacity before the transfer."""
+    av = ev.path.available if ev.path else None
+    return (
+        av is not None and d.name == "up" and bool(av.loaded) and av.free_share <= CROSS_FREE_SHARE
+    )

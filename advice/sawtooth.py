@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 from tcpwizard.advice.capacity_view import capacity as _capacity
 from tcpwizard.advice.capacity_view import steady_mbps
-from tcpwizard.advice.evidence import CROSS_FREE_SHARE, HEALTHY_SHARE, Evidence, sender_cc
+from tcpwizard.advice.evidence import HEALTHY_SHARE, Evidence, sender_cc, shared_measured
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.others_queue import others_queue
+from tcpwizard.advice.rules.bufferbloat import BBR_CWND_GAIN
 from tcpwizard.advice.rules.policer import model_based
 from tcpwizard.advice.window_law import LOSS_BASED, backoff, sawtooth_utilisation
 from tcpwizard.measure.engine.loaded_rtt import loaded_rtt, mss_of, percentile
@@ -38,10 +39,6 @@ from tcpwizard.measure.model import ModeResult
 # one sample per interval), the window just before the losses without the one sample a
 # burst can lift.
 PEAK_PERCENTILE = 0.9
-# Linux BBR (v1) keeps up to cwnd_gain 2 x the BDP in flight (tcp_bbr.c; bufferbloat.py
-# BBR_CWND_GAIN): a queue under 1 BDP cannot hold what it sends beyond the line, so its
-# probing overflows it by design.
-BBR_INFLIGHT_BDPS = 2.0
 # The least queue that shows one stood: a flow that keeps none reads up to 0.2 BDP above
 # idle at the 90th percentile of its smoothed RTT (random-loss flows in the scenario
 # matrix; own_overflow below).
@@ -78,7 +75,8 @@ def own_overflow(ev: Evidence, d: _Direction) -> Overflow | None:
     if model_based(cc):
         # Others' traffic lifts a shared flow's peaks (they give way) and fills the queue:
         # then neither the peaks nor the queue are its own.
-        return None if _shared(ev, d) else _paced_overflow(cur, cap, idle)
+        shared = shared_measured(ev, d) or others_queue(ev, d) is not None
+        return None if shared else _paced_overflow(cur, cap, idle)
     if cc not in LOSS_BASED:
         return None
     settled = [s.tcp_info for s in cur.samples[len(cur.samples) // 2 :] if s.tcp_info]
@@ -115,7 +113,9 @@ def _paced_overflow(cur: ModeResult, cap: float, idle: float) -> Overflow | None
     if lr is None:
         return None
     queue = max(0.0, lr.p90_ms - idle) / idle
-    if not QUEUE_SEEN_BDPS <= queue < BBR_INFLIGHT_BDPS - 1.0:
+    # Linux BBR keeps up to BBR_CWND_GAIN x the BDP in flight: a queue under (gain - 1) BDP
+    # cannot hold what it sends beyond the line, so its probing overflows it by design.
+    if not QUEUE_SEEN_BDPS <= queue < BBR_CWND_GAIN - 1.0:
         return None
     peak = _peak_mbps(cur)
     if peak is None or peak < HEALTHY_SHARE * cap:
@@ -125,15 +125,6 @@ def _paced_overflow(cur: ModeResult, cap: float, idle: float) -> Overflow | None
     bdp_segments = cap * 1e6 / 8 * idle / 1e3 / (mss_of(cur) + IP_TCP_HEADERS)
     window = percentile([t.snd_cwnd for t in settled], PEAK_PERCENTILE) / bdp_segments
     return Overflow(window, queue, min(1.0, steady / peak))
-
-
-def _shared(ev: Evidence, d: _Direction) -> bool:
-    """Others' traffic shown on this direction: the available bandwidth measured at most
-    CROSS_FREE_SHARE of the capacity, or others' queue standing (advice/others_queue.py)."""
-    av = ev.path.available if ev.path else None
-    if d.name == "up" and av is not None and av.loaded and av.free_share <= CROSS_FREE_SHARE:
-        return True
-    return others_queue(ev, d) is not None
 
 
 def _peak_mbps(cur: ModeResult) -> float | None:

@@ -16,7 +16,6 @@ import dataclasses
 from collections.abc import Sequence
 
 from tcpwizard.advice.evidence import (
-    CROSS_FREE_SHARE,
     HEALTHY_SHARE,
     Candidate,
     Direction,
@@ -25,6 +24,7 @@ from tcpwizard.advice.evidence import (
     probe_capacity,
     rtt_ms,
     sender_cc,
+    shared_measured,
 )
 from tcpwizard.advice.rules.policer import model_based
 from tcpwizard.checks.model import Fix, HostRole
@@ -131,13 +131,6 @@ def bloated(rtt: LoadedRtt | None, bdps: float = BLOAT_BDPS) -> bool:
     return rtt is not None and rtt.queue_bdps >= bdps and rtt.queue_ms >= BLOAT_MIN_MS
 
 
-def _shared(ev: Evidence, d: Direction) -> bool:
-    """Others' traffic shares this direction's bottleneck: the available bandwidth (measured
-    upload only) mostly taken before the transfer."""
-    av = ev.path.available if ev.path else None
-    return av is not None and d.name == "up" and av.loaded > 0 and av.free_share <= CROSS_FREE_SHARE
-
-
 def _others_hold_the_rate(ev: Evidence, d: Direction) -> bool:
     """This transfer ran below the healthy share of the path while others' traffic shared
     its bottleneck: the queue is theirs, and so is the limit."""
@@ -150,7 +143,7 @@ def _others_hold_the_rate(ev: Evidence, d: Direction) -> bool:
     cur, cap = d.current, _capacity(ev, d)
     if cur is None or cap is None or steady_mbps(cur) >= HEALTHY_SHARE * cap:
         return False
-    return _shared(ev, d) or others_queue(ev, d) is not None
+    return shared_measured(ev, d) or others_queue(ev, d) is not None
 
 
 def _rtt(ev: Evidence, d: Direction) -> LoadedRtt | None:
@@ -226,7 +219,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     if rtt is None:
         return None
     own = _own_queue(ev, d, rtt)
-    if not bloated(own, SHARED_BLOAT_BDPS if _shared(ev, d) else BLOAT_BDPS):
+    if not bloated(own, SHARED_BLOAT_BDPS if shared_measured(ev, d) else BLOAT_BDPS):
         return None
     if _bbrs_own(d, own):
         return None
