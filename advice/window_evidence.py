@@ -59,6 +59,12 @@ def lossy(ev: Evidence, d: _Direction, limit_mbps: float, window: float) -> floa
     return limit_mbps * lossy_window_share(loss, window, _mss(d))
 
 
+# The weight of a rate that sits at a window-law bound (at_bound): the window, not the
+# network, set it. Both buffer rules give it; so does a window the sender was offered and
+# delivered in full each round trip (the same law, read on TCP_INFO's snd_wnd).
+AT_BOUND_CONFIDENCE = 0.75
+
+
 def at_bound(m: ModeResult, limit_mbps: float, high_mbps: float | None = None) -> bool:
     """The rate sits at a window-law bound (not far under it, which something else would
     explain): between 3/4 of it and 5/4 of its high end, once up to speed or on average."""

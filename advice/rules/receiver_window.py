@@ -19,6 +19,7 @@ from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import mss as _mss
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
 from tcpwizard.advice.middlebox import window_scaling_stripped
+from tcpwizard.advice.window_evidence import AT_BOUND_CONFIDENCE
 from tcpwizard.advice.window_evidence import at_bound as _at_bound
 from tcpwizard.advice.window_evidence import buffer_candidate as _buffer_candidate
 from tcpwizard.advice.window_evidence import loss_fraction as _loss_fraction
@@ -34,10 +35,6 @@ from tcpwizard.units import format_mbps as _fmt
 # A window counter whose buffer allows the path: below WEAK (advice/diagnose.py), so any
 # named cause wins.
 BUFFER_ALLOWS_PATH = 0.35
-# The window law read on the offered window itself, without the kernel's own count of the
-# time it waited: the weight the counter's branch gives the same transfers when it does
-# count them (0.6 + 0.35 x the share, 0.36-0.40 on the lab's 256 KB far end: 0.73-0.74).
-OFFERED_WINDOW_FULL = 0.74
 # A hole in most round trips (more than half) keeps autotuning's in-order count behind the
 # path in most of its measurements.
 MOST_ROUND_TRIPS = 0.5
@@ -62,7 +59,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
             f"the sender delivered {fill:.0%} of the window the receiver offered (TCP_INFO "
             "snd_wnd) per round trip once up to speed: that window held it"
         )
-        confidence = OFFERED_WINDOW_FULL
+        confidence = AT_BOUND_CONFIDENCE  # the window law's bound, reached
     window = max_receive_window(d.receiver) if d.receiver else None
     if window and rtt and cur:
         limit = window_limit_mbps(window, rtt)
@@ -102,7 +99,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
             )
             confidence = max(confidence, 0.55)
             if _at_bound(cur, _lossy(ev, d, limit, window), limit):
-                confidence = max(confidence, 0.75)
+                confidence = max(confidence, AT_BOUND_CONFIDENCE)
     return _buffer_candidate(
         ev,
         d,

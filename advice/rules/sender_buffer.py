@@ -11,6 +11,7 @@ from tcpwizard.advice.evidence import Candidate as _Candidate
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
+from tcpwizard.advice.window_evidence import AT_BOUND_CONFIDENCE
 from tcpwizard.advice.window_evidence import at_bound as _at_bound
 from tcpwizard.advice.window_evidence import buffer_candidate as _buffer_candidate
 from tcpwizard.advice.window_evidence import lossy as _lossy
@@ -50,7 +51,7 @@ def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
             # (TCP_INFO's sndbuf_limited undercounts with pacing congestion control, and
             # misses a sender that is also cwnd-limited now and then).
             if cur is not None and _at_bound(cur, _lossy(ev, d, limit, inflight), high):
-                confidence = max(confidence, 0.75)
+                confidence = max(confidence, AT_BOUND_CONFIDENCE)
     return _buffer_candidate(
         ev,
         d,
