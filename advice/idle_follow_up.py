@@ -17,7 +17,7 @@ import math
 from tcpwizard.advice import idle_loss
 from tcpwizard.advice.evidence import pick_current
 from tcpwizard.advice.loss_episodes import loss_share
-from tcpwizard.advice.rules.policer import model_based, policing
+from tcpwizard.advice.rules.policer import model_based, policing, same_way
 from tcpwizard.advice.window_law import LOSS_BASED
 from tcpwizard.measure.model import IdleLoss, PathEstimate, TransferResult
 from tcpwizard.measure.probes.rtt import FOLLOW_UP_INTERVAL_S
@@ -63,7 +63,8 @@ def wanted(
         n = (idle_loss.probes_to_plan if again else idle_loss.probes_to_decide)(p, idle)
         if not n or n <= best[0]:
             continue  # decided already, or no count within the cap decides
-        if policing(m, path.rtt.min, cap.mbps, cc, idle) is not None:
+        others = same_way(transfer.modes, m)
+        if policing(m, path.rtt.min, cap.mbps, cc, idle, others) is not None:
             continue  # the policer test holds already
         share = base.lost / base.sent if base.sent and again else 0.0
         planned = IdleLoss(base.sent + n, base.lost + math.ceil(n * share), base.method)

@@ -54,6 +54,11 @@ def _verdict(scenario: str) -> tuple[str, str | None]:
         # Reno down with 4-5 segments a window: its RTT raised by delayed ACKs now and then,
         # read as a queue before (`cross-traffic`).
         ("20261209.25", "BBR up, Reno down through a 1.5 Mbit/s bucket, 11.5 Mbit/s x 6.7 ms"),
+        # Beside 1.9 % random loss: the idle probes lost too many to rule it out at the
+        # plateau's 10.9 %, the untuned upload under the bucket lost 1.9 % of its segments
+        # (read `path-capacity`; and `congestion` for the second).
+        ("20261301.22", "BBR through a 93 Mbit/s bucket, 280 Mbit/s x 3.2 ms, 1.9 % loss"),
+        ("20261231.12", "BBR through a 34 Mbit/s bucket, 117 Mbit/s x 3.3 ms, 1.9 % loss"),
     ],
 )
 def test_a_policed_path_stays_the_policer(scenario: str, what: str) -> None:
@@ -85,6 +90,19 @@ def test_bbr_held_far_below_the_line_by_random_loss_is_no_policer() -> None:
     v = diagnose(_checked("20261229.165", random_loss)).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("sender-buffer", "local")
     assert diagnose(_checked("20261229.165", 0)).verdict.limiting_factor == "policer"
+
+
+def test_another_transfer_witnesses_random_loss_only_against_most_of_the_losses() -> None:
+    """Reno at 0.24 % random loss, 3.1 Gbit/s x 5.1 ms: the autotuned upload lost 0.38 %, the
+    other two 0.27-0.28 % of 23,000-27,000 segments, odds of 1 in 1,000 at the same share.
+    No cause lies in that difference: it stays `congestion`, not a bucket; the same report
+    with the witness's retransmissions cut below half the share reads `policer`."""
+    assert _verdict("20261301.33") == ("congestion", "local")
+    doc = json.loads(gzip.decompress((CASES / "20261301.33.json.gz").read_bytes()))
+    for m in doc["transfer"]["modes"]:
+        if m["direction"] == "up" and m["mode"] != "autotune":
+            m["retransmits"] = m["retransmits"] // 4
+    assert diagnose(evidence(doc)).verdict.limiting_factor == "policer"
 
 
 def test_reno_settled_near_its_loss_bound_is_congestion_not_a_policer() -> None:

@@ -128,6 +128,8 @@ class Policing:
     loss_settled: bool = False  # `loss` counts only what came after the ramp's overshoot
     # The idle probes that ruled out random loss at `loss` (None: the loss bound did)
     idle: IdleLoss | None = None
+    # Or another transfer of the same direction that did (advice/idle_loss.py)
+    witness: ModeResult | None = None
 
     def lines(self) -> tuple[str, ...]:
         out = [
@@ -162,6 +164,15 @@ class Policing:
                 f"loss at {self.loss:.1%} loses about {self.idle.sent * self.loss:.0f} (odds "
                 f"under {idle_loss.RANDOM_LOSS_ALPHA:.0%}): the segments were lost only above "
                 "a rate"
+            )
+        elif self.witness is not None:
+            w = self.witness
+            sent = idle_loss.segments_sent(w)
+            out.append(
+                f"the {w.mode} transfer the same way lost at most {w.retransmits} of its {sent} "
+                f"segments ({w.retransmits / sent:.1%}), where random loss at half the "
+                f"{self.loss:.1%} loses about {sent * self.loss * idle_loss.WITNESS_SHARE:.0f}: "
+                "most segments were lost only above a rate"
             )
         elif self.bound_mbps is not None:
             out.append(
@@ -208,10 +219,13 @@ def policing(
     line_mbps: float | None,
     cc: str,
     idle: IdleLoss | None = None,
+    others: Sequence[ModeResult] = (),
 ) -> Policing | None:
     """The policer's evidence on one transfer `m`, or None when it does not hold. Without a
     probe (line_mbps None: a live connection, a capture) the plateau is judged against the
-    transfer's own delivery-rate peaks, what the line carried while the bucket was full."""
+    transfer's own delivery-rate peaks, what the line carried while the bucket was full.
+    `others`: the check's other transfers of the same direction, witnesses of the path's
+    random loss beside the idle probes."""
     if m is None or m.error is not None or m.retransmits <= 0 or m.bytes <= 0:
         return None
     rwnd, _, _ = chrono(m)
@@ -245,6 +259,7 @@ def policing(
     loss = loss_share(m, rtt.idle_ms)
     bound = None
     ruled_out: IdleLoss | None = None
+    witness: ModeResult | None = None
     if cc in LOSS_BASED:
         # The bound of the loss that held the plateau: what was lost after the ramp's
         # overshoot. Slow start's one burst overflows any queue and says nothing of the
@@ -257,18 +272,18 @@ def policing(
         bound = mathis_mbps(mss, rtt.idle_ms, loss, cc)
         near_bound = bound is None or settled_mbps(m) <= BOUND_LIFT * bound
         if near_bound and not _burst_episodes(m, rtt.idle_ms, loss):
-            if not idle_loss.rules_out_random(idle, loss):
+            ruled_out, witness = _random_ruled_out(idle, loss, others)
+            if ruled_out is None and witness is None:
                 return None  # random loss explains the rate: the congestion rule speaks
-            ruled_out = idle  # random loss would have dropped the idle probes too
     elif model_based(cc):
         # BBR keeps its rate through light random loss, not through any: at 1.7 % random
         # loss over 519 Mbit/s x 53 ms (2,300 segments a window) its recoveries overlapped
         # and it held 28-46 Mbit/s, flat, with no queue, read `policer` at 0.98 (scenario
         # matrix 20261229.165). Random loss would drop the idle probes too; a bucket passes
         # them (advice/idle_follow_up.py sends more where they could decide).
-        if not idle_loss.rules_out_random(idle, loss):
+        ruled_out, witness = _random_ruled_out(idle, loss, others)
+        if ruled_out is None and witness is None:
             return None
-        ruled_out = idle
     if not (_drained(m, plateau) or _late_losses(m)):
         # One burst in slow start and a flat rate with no loss after it is the ramp's
         # overshoot; a policer shows its bucket draining (a faster start) or keeps dropping.
@@ -303,7 +318,28 @@ def policing(
         model_based(cc),
         settled is not None,
         ruled_out,
+        witness,
     )
+
+
+def _random_ruled_out(
+    idle: IdleLoss | None, loss: float, others: Sequence[ModeResult]
+) -> tuple[IdleLoss | None, ModeResult | None]:
+    """What ruled out random loss at `loss`: the idle probes, else another transfer of the
+    same direction (advice/idle_loss.py), else neither (None, None). (BBR policed at 93 of
+    280 Mbit/s over 3.2 ms beside 1.9 % random loss lost 10.9 %; 116 idle probes lost 5,
+    odds 0.02 at that share, while the untuned upload lost 111 of its 5,987 segments: read
+    `path-capacity`, scenario matrix 20261301.22.)"""
+    if idle_loss.rules_out_random(idle, loss):
+        return idle, None
+    return None, idle_loss.segments_rule_out_random(others, loss)
+
+
+def same_way(modes: Sequence[ModeResult], m: ModeResult | None) -> tuple[ModeResult, ...]:
+    """The transfers of `m`'s direction other than `m` itself."""
+    if m is None:
+        return ()
+    return tuple(x for x in modes if x is not m and x.direction == m.direction)
 
 
 # Random loss at rate p hits a window of W segments p x W times a round trip, so a loss
@@ -590,7 +626,8 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         return None
     if _every_stream_queued(ev, d):
         return None  # others' queue: the cross-traffic rule speaks
-    found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc, idle_loss.of_path(ev.path))
+    others = same_way(ev.transfer.modes if ev.transfer else (), d.current)
+    found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc, idle_loss.of_path(ev.path), others)
     if found is None or _windows_explain(ev, d, found) or _passed_by_another(d, found):
         return None
     # Imported here: advice/sawtooth.py reads the capacity view, which imports this package.
