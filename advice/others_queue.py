@@ -33,6 +33,12 @@ def others_queue(ev: Evidence, d: _Direction) -> str | None:
     cur, cap, idle = d.current, _capacity(ev, d), _rtt_ms(ev, d)
     if cur is None or cap is None or idle is None or cur.error is not None:
         return None
+    # The path's own RTT is at most the lowest any packet saw. Others' traffic that keeps a
+    # queue swinging can hold the idle probe's 20 echoes above it, and the transfer then
+    # dips below "idle" whenever that queue empties (Reno beside 3 TCP flows, 341 Mbit/s x
+    # 12.5 ms: echoes at 14.3 ms or more, the transfer's smoothed RTT swinging 12.9-18.3
+    # ms, read `congestion` on this host; scenario matrix 20261230.130).
+    idle = min([idle, *srtts_ms(cur)])
     rate = steady_mbps(cur)
     rwnd, sndbuf, _busy = _chrono(cur)
     if rate >= HEALTHY_SHARE * cap or (rwnd or 0.0) >= CHRONO_SHARE:
@@ -65,7 +71,8 @@ def others_queue(ev: Evidence, d: _Direction) -> str | None:
         return None
     return (
         f"a queue of {lr.queue_ms:.1f} ms stood at the bottleneck (RTT under load "
-        f"{lr.median_ms:.1f} ms against {idle:.1f} ms idle) while this transfer brought "
+        f"{lr.median_ms:.1f} ms against {idle:.1f} ms, the lowest it or the idle probe saw) "
+        f"while this transfer brought "
         f"{_fmt(rate)} of the {_fmt(cap)} capacity: others' traffic kept it standing"
     )
 

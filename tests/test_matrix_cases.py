@@ -208,6 +208,14 @@ def test_a_window_the_sender_filled_holds_it_though_it_never_waited() -> None:
     assert _verdict("lab-iperf3-far-end-healthy-up") == ("path-capacity", None)
 
 
+def test_a_queue_that_swung_below_the_idle_probe_is_still_others() -> None:
+    """Reno beside 3 TCP flows, 341 Mbit/s x 12.5 ms: the idle probe's echoes all met the
+    others' queue (14.3 ms at least), the transfer's smoothed RTT swung 12.9-18.3 ms with a
+    window of a fifth of the BDP. Judged against the probe's 14.3 the queue looked like
+    noise and the verdict was `congestion` on this host."""
+    assert _verdict("20261230.130") == ("cross-traffic", None)
+
+
 def test_a_shared_flows_peaks_are_no_overflow_of_its_own() -> None:
     """BBR up beside two TCP flows (2.2 Gbit/s x 2.4 ms, 0.93-BDP queue): 28 % of the path
     free, its round-trip peaks lifted where the others gave way. Its own overflow is not
