@@ -133,6 +133,8 @@ class Policing:
     idle: IdleLoss | None = None
     # Or another transfer of the same direction that did (advice/idle_loss.py)
     witness: ModeResult | None = None
+    # The share random loss was ruled out at, where not `loss` (BBR's whole transfer)
+    tested: float | None = None
 
     def lines(self) -> tuple[str, ...]:
         out = [
@@ -161,10 +163,16 @@ class Policing:
                 "at a rate, not at random: a plateau this far below the line with no queue is "
                 "a policer's rate"
             )
+        p = self.tested if self.tested is not None else self.loss
+        if self.tested is not None:
+            out.append(
+                f"~{p:.1%} lost over the whole transfer: BBR takes a share over 50/256 for a "
+                "policer's and paces at the rate it delivered then"
+            )
         if self.idle is not None:
             out.append(
                 f"{self.idle.sent} round-trip probes at idle lost {self.idle.lost}, where random "
-                f"loss at {self.loss:.1%} loses about {self.idle.sent * self.loss:.0f} (odds "
+                f"loss at {p:.1%} loses about {self.idle.sent * p:.0f} (odds "
                 f"under {idle_loss.RANDOM_LOSS_ALPHA:.0%}): the segments were lost only above "
                 "a rate"
             )
@@ -174,7 +182,7 @@ class Policing:
             out.append(
                 f"the {w.mode} transfer the same way lost at most {w.retransmits} of its {sent} "
                 f"segments ({w.retransmits / sent:.1%}), where random loss at half the "
-                f"{self.loss:.1%} loses about {sent * self.loss * idle_loss.WITNESS_SHARE:.0f}: "
+                f"{p:.1%} loses about {sent * p * idle_loss.WITNESS_SHARE:.0f}: "
                 "most segments were lost only above a rate"
             )
         elif self.bound_mbps is not None:
@@ -263,6 +271,7 @@ def policing(
     bound = None
     ruled_out: IdleLoss | None = None
     witness: ModeResult | None = None
+    tested: float | None = None
     if cc in LOSS_BASED:
         # The bound of the loss that held the plateau: what was lost after the ramp's
         # overshoot. Slow start's one burst overflows any queue and says nothing of the
@@ -293,6 +302,7 @@ def policing(
             # 115 ms beside 1.2 % random loss: 27-31 % lost overall, 0.3-1.6 % once settled,
             # 5 of 287 idle probes lost; read `congestion`, scenario matrix 20261301.38).
             ruled_out, witness = _random_ruled_out(idle, whole, others)
+            tested = whole
         if ruled_out is None and witness is None:
             return None
     if not (_drained(m, plateau) or _late_losses(m)):
@@ -330,6 +340,7 @@ def policing(
         settled is not None,
         ruled_out,
         witness,
+        tested,
     )
 
 
