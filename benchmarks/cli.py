@@ -115,6 +115,7 @@ OWN_PARSER: dict[str, tuple[str, str]] = {
     "confidence": ("the verdicts' confidence table from matrix rows", "bench_confidence"),
     "check-time": ("a healthy tuned path: verdict and time against the floor", "bench_check_time"),
     "rejudge": ("stored matrix reports judged again by today's rules", "bench_rejudge"),
+    "three-ways": ("one upload judged by check, conns and --pcap, every run", "bench_three_ways"),
 }
 
 
