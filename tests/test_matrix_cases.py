@@ -97,7 +97,8 @@ def test_bbr_held_far_below_the_line_by_random_loss_is_no_policer() -> None:
 
 def test_another_transfer_witnesses_random_loss_only_against_most_of_the_losses() -> None:
     """Reno at 0.24 % random loss, 3.1 Gbit/s x 5.1 ms: the autotuned upload lost 0.38 %, the
-    other two 0.27-0.28 % of 23,000-27,000 segments, odds of 1 in 1,000 at the same share.
+    other two 0.27-0.28 % of 23,000-27,000 segments, odds of 1 in 175 and 1 in 1,000 at the
+    same share.
     No cause lies in that difference: it stays `congestion`, not a bucket; the same report
     with the witness's retransmissions cut below half the share reads `policer`."""
     assert _verdict("20261301.33") == ("congestion", "local")
