@@ -317,8 +317,11 @@ def test_a_far_end_that_never_answers_times_out(
     assert time.monotonic() - started < 10
 
 
+# SIGINT as a terminal delivers it: a suite started in the background (`make test &` from a
+# script) hands its children SIGINT ignored, and the Ctrl-C below would never arrive.
 NEAR_END = """
-import json, sys, time
+import json, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from tcpwizard.measure.farends.ssh import ssh_serve
 with ssh_serve("far", ssh=sys.argv[1]) as far:
     print(json.dumps({"pid": far.pid, "port": far.port, "workdir": far.workdir}), flush=True)
