@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -114,9 +115,11 @@ def _row_from(mode: str, direction: str, d: dict[str, Any]) -> BenchRow:
     )
 
 
-def path_key(rate_bps: float, rtt_s: float, loss: float = 0.0) -> str:
+def path_key(rate_bps: float, rtt_s: float, loss: float = 0.0, jitter_s: float = 0.0) -> str:
     key = f"{rtt_s * 1e3:g}ms x {rate_bps / 1e6:g}Mbit/s"
-    return f"{key} at {loss * 100:g} % loss" if loss > 0 else key
+    if loss > 0:
+        key = f"{key} at {loss * 100:g} % loss"
+    return f"{key}, jitter {jitter_s * 1e3:g} ms" if jitter_s > 0 else key
 
 
 def measure_path(
@@ -126,13 +129,16 @@ def measure_path(
     seconds: Sequence[float] = TEST_SECONDS,
     say: Callable[[str], None] = lambda _m: None,
     loss: float = 0.0,
+    jitter_s: float = 0.0,
 ) -> list[Pair]:
     """`rounds` rounds on one fresh lab: per test length, autotune then DRS, both ways;
-    `loss`: random loss per packet on the path (a share, each way)."""
+    `loss`: random loss per packet on the path (a share, each way); `jitter_s`: each
+    packet's one-way delay varies by up to this much either way (order kept)."""
     spec = LabSpec.symmetric(
         rate_bps,
         rtt_s,
         loss=loss,
+        jitter_s=jitter_s,
         sysctls_a=BIG_BUFFERS,
         sysctls_b=BIG_BUFFERS,
         name=f"twdt-{uuid.uuid4().hex[:6]}",
@@ -159,11 +165,18 @@ def _ok(good: int, total: int) -> str:
 
 
 def render_path(
-    rate_bps: float, rtt_s: float, pairs: Sequence[Pair], note: str = "", loss: float = 0.0
+    rate_bps: float,
+    rtt_s: float,
+    pairs: Sequence[Pair],
+    note: str = "",
+    loss: float = 0.0,
+    jitter_s: float = 0.0,
 ) -> str:
     bdp = rate_bps / 8 * rtt_s
     bottleneck = rate_bps / 1e6 * TCP_GOODPUT_SHARE
     lossy = f", {loss * 100:g} % random loss each way" if loss > 0 else ""
+    if jitter_s > 0:
+        lossy += f", delay jitter +-{jitter_s * 1e3:g} ms each way (order kept)"
     out = [
         f"### {rtt_s * 1e3:g} ms x {rate_bps / 1e6:g} Mbit/s{lossy} (BDP {bdp / 1e6:.2f} MB, "
         f"bottleneck TCP goodput {bottleneck:.1f} Mbit/s){note}",
@@ -258,10 +271,11 @@ def render_all(results: dict[str, Any]) -> str:
     for rate, rtt in PATHS:
         for key, entry in results.items():
             loss = float(entry.get("loss", 0.0))
-            if key != path_key(rate, rtt, loss):
+            jitter = float(entry.get("jitter_s", 0.0))
+            if key != path_key(rate, rtt, loss, jitter):
                 continue
             note = f" — {entry['when']}, load average {entry['load']:.2f} at start"
-            out += [render_path(rate, rtt, pairs_from(entry), note, loss), ""]
+            out += [render_path(rate, rtt, pairs_from(entry), note, loss, jitter), ""]
     return "\n".join(out)
 
 
@@ -272,10 +286,11 @@ def run(
     seconds: Sequence[float] = TEST_SECONDS,
     say: Callable[[str], None] = lambda _m: None,
     loss: float = 0.0,
+    jitter_s: float = 0.0,
 ) -> str:
     """Measure the paths (those with these RTTs, or all; with `loss`, random loss each
-    way), merge them into the results file, and return (and write) the table of every path
-    measured so far."""
+    way; with `jitter_s`, delay jitter each way), merge them into the results file, and
+    return (and write) the table of every path measured so far."""
     os.makedirs(out_dir, exist_ok=True)
     store = os.path.join(out_dir, RESULTS_NAME)
     results = load_results(store)
@@ -284,11 +299,12 @@ def run(
             continue
         load = os.getloadavg()[0]
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        pairs = measure_path(rate, rtt, rounds, seconds, say, loss)
-        results[path_key(rate, rtt, loss)] = {
+        pairs = measure_path(rate, rtt, rounds, seconds, say, loss, jitter_s)
+        results[path_key(rate, rtt, loss, jitter_s)] = {
             "when": when,
             "load": round(load, 2),
             "loss": loss,
+            "jitter_s": jitter_s,
             "pairs": [
                 {
                     "seconds": p.seconds,
@@ -307,13 +323,30 @@ def run(
     return text
 
 
-def add_loss_argument(parser: argparse.ArgumentParser) -> None:
+def _jitter_ms(text: str) -> float:
+    try:
+        value = float(text.strip().removesuffix("ms"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, not {text!r}") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 1000.0:
+        raise argparse.ArgumentTypeError("must be from 0 to 1000 ms")
+    return value
+
+
+def add_path_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--loss",
         type=argtypes.percent(0.0, 50.0),
         default=0.0,
         metavar="PCT",
         help="random loss on the path, each way, e.g. 0.2",
+    )
+    parser.add_argument(
+        "--jitter",
+        type=_jitter_ms,
+        default=0.0,
+        metavar="MS",
+        help="delay jitter each way: each packet's delay varies by up to this many ms",
     )
 
 
@@ -322,13 +355,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=ROUNDS, choices=range(1, 21), metavar="1-20")
     parser.add_argument("--rtt", type=float, action="append", metavar="MS", default=[])
     parser.add_argument("--out", default="results")
-    add_loss_argument(parser)
+    add_path_arguments(parser)
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_drs_targets: the lab needs root", file=sys.stderr)
         return int(ExitCode.NO_PERMISSION)
     loss = args.loss / 100.0
-    print(run(args.out, args.rounds, args.rtt, say=lambda m: print(m, file=sys.stderr), loss=loss))
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    print(run(args.out, args.rounds, args.rtt, say=say, loss=loss, jitter_s=args.jitter / 1e3))
     return 0
 
 

@@ -58,7 +58,14 @@ def _drs_targets(args: argparse.Namespace, ctx: Context) -> int:
     from benchmarks.bench_drs_targets import run
 
     rounds = 1 if args.quick else 3
-    text = run(args.out, rounds, _rtts_ms(args), say=ctx.progress, loss=args.loss / 100.0)
+    text = run(
+        args.out,
+        rounds,
+        _rtts_ms(args),
+        say=ctx.progress,
+        loss=args.loss / 100.0,
+        jitter_s=args.jitter / 1e3,
+    )
     print(text, file=ctx.stdout)
     ctx.progress(f"wrote {args.out}/bench-drs-targets.md and .json")
     return int(ExitCode.OK)
@@ -149,7 +156,7 @@ def build_parser() -> Parser:
         p.add_argument("--quick", action="store_true", help="a smaller matrix")
         p.add_argument("--out", default="results", help="folder for tables and plots")
         if name == "drs-targets":
-            importlib.import_module("benchmarks.bench_drs_targets").add_loss_argument(p)
+            importlib.import_module("benchmarks.bench_drs_targets").add_path_arguments(p)
     for name, (help_text, module) in OWN_PARSER.items():
         p = sub.add_parser(name, help=help_text)
         importlib.import_module(f"benchmarks.{module}").add_arguments(p)

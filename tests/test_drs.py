@@ -634,3 +634,56 @@ def test_from_a_measured_bdp_startups_repairs_count() -> None:
         rx.tick(now, total, ooo)
     assert rx.startup and rx.repairing
     assert rx.request > bdp  # past the start's 2 x BDP of memory
+
+
+def _window_held_path(
+    rx: DrsReceiver, capacity: float, base_rtt: float, extra_rtt: float, ticks: int
+) -> list[float]:
+    """A sender held by our window on a path of `capacity`: each interval it moves what
+    the window (the kernel's share of the buffer) carries over the RTT the data sees, up
+    to the capacity. That RTT is the path's plus `extra_rtt` not of our making (jitter,
+    another flow's queue) plus our own queue when the window outgrows the bottleneck.
+    Returns the rate of every interval."""
+    cfg = rx.config
+    now, total, rates = 0.0, 0, []
+    for _ in range(ticks):
+        window = cfg.window_share * 2 * rx.request
+        rate = min(capacity, window * 8 / (base_rtt + extra_rtt))
+        own_queue_s = max(0.0, window - capacity / 8 * (base_rtt + extra_rtt)) / (capacity / 8)
+        rx.on_rtt(base_rtt + extra_rtt + own_queue_s, now)
+        now += rx.interval_s
+        total += int(rate / 8 * rx.interval_s)
+        rx.tick(now, total, offered=int(window))
+        rates.append(rate)
+    return rates
+
+
+def test_delay_not_of_our_making_is_carried_by_the_window() -> None:
+    """Jitter each way lifts the RTT the data sees to 1.6 x the path's minimum (delivery
+    in order at up to delay + jitter). Sized by the minimum, the window held the sender
+    below the rate it had shown and shrank with it (lab, 60 ms x 80 Mbit/s +-10 ms: DRS
+    0.63 of autotune). Held below its best, the window carries the RTT it sees."""
+    cfg = DrsConfig(max_request=64 << 20)
+    capacity, base = 80 * MBIT, 0.05
+    rx = DrsReceiver(cfg, 0.0, initial_request=int(capacity / 8 * base), from_bdp=True)
+    rx.on_rtt(base, 0.0)
+    rx.startup = False
+    rates = _window_held_path(rx, capacity, base, 0.6 * base, 40)
+    assert rates[0] < 0.8 * capacity  # the minimum's window: held below the path
+    assert min(rates[-10:]) >= 0.95 * capacity
+    carried = rx.carry_rtt_s
+    assert carried is not None and 1.2 * base < carried <= 1.6 * base * 1.01
+
+
+def test_a_queue_of_our_own_is_not_chased() -> None:
+    """At the path's rate, an RTT above the minimum may be our own queue (a loss-based
+    sender fills any window): the BDP keeps the minimum and the buffer 2 x BDP."""
+    cfg = DrsConfig(max_request=64 << 20)
+    capacity, base = 80 * MBIT, 0.05
+    rx = DrsReceiver(cfg, 0.0, initial_request=int(capacity / 8 * base), from_bdp=True)
+    rx.on_rtt(base, 0.0)
+    rx.startup = False
+    rates = _window_held_path(rx, capacity, base, 0.0, 60)
+    assert min(rates) == capacity
+    assert rx.carry_rtt_s is None
+    assert rx.request == pytest.approx(capacity / 8 * base, rel=0.02)

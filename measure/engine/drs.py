@@ -17,6 +17,14 @@ Choices this implementation makes where the paper leaves room (documented in doc
 - The BDP's RTT is the minimum of the recent samples, not the last one: echoes include
   queueing and scheduling delay (the paper saw 180 ms against ping's 77 ms), and feeding that
   back would make the buffer chase its own queue.
+- The BDP's RTT is that minimum only while the connection runs at the best rate it has
+  shown: its own queue can stand only there. Below that rate (by more than the ACK
+  clock's jitter) with the sender held by our window (the bytes of one smoothed RTT fill
+  the window offered: Little's law), the delay above the minimum is not ours -- delay
+  jitter, another flow's queue -- and the window must carry it: the BDP takes the
+  smoothed RTT from then on (`carry_rtt_s`). Without that the window shrank with the
+  rate it held down (60 ms x 80 Mbit/s, +-10 ms jitter each way: DRS 0.63-0.90 of
+  autotune; 40 ms x 100 Mbit/s, +-8 ms: 97 down to 20 Mbit/s within 5 s).
 - Bandwidth is the maximum over the last few intervals: one interval after a loss shows
   a dip, and sizing the buffer to the dip would then hold the connection down (measured
   on the lab: 35 instead of 48 Mbit/s at 50 Mbit/s x 50 ms).
@@ -204,6 +212,8 @@ class DrsReceiver:
         self.waiting_shrinks = 0  # steps a shrink was held back for data in flight
         self._repairs: deque[bool] = deque(maxlen=config.bw_window)  # per interval
         self._ooo: int | None = None  # TCP_INFO rcv_ooopack at the last tick
+        self._best_bw = 0.0  # the best rate (two intervals) the connection has shown
+        self.carry_rtt_s: float | None = None  # the RTT our window must carry (not ours)
 
     @property
     def rtt_s(self) -> float | None:
@@ -212,6 +222,14 @@ class DrsReceiver:
     @property
     def srtt_s(self) -> float | None:
         return self._srtt
+
+    @property
+    def bdp_rtt_s(self) -> float | None:
+        """The RTT the BDP is sized by: the path's, or the larger one our window carries."""
+        rtt = self.rtt_s
+        if rtt is None or self.carry_rtt_s is None:
+            return rtt
+        return max(rtt, self.carry_rtt_s)
 
     @property
     def interval_s(self) -> float:
@@ -253,25 +271,35 @@ class DrsReceiver:
             return None
         return rtt
 
-    def target_request(self, bandwidth_bps: float, sustained_bps: float | None = None) -> int:
+    def target_request(
+        self,
+        bandwidth_bps: float,
+        sustained_bps: float | None = None,
+        offered: int | None = None,
+    ) -> int:
         """Take one interval's bandwidth (and the rate over the last two intervals, which
         the BDP filter uses: a burst after loss recovery fills one interval, not two);
-        return the next SO_RCVBUF target."""
+        return the next SO_RCVBUF target. `offered`: the window last advertised (TCP_INFO
+        rcv_wnd), None where the kernel does not say."""
         c = self.config
+        current = self._memory_of(self.request)
+        rate = bandwidth_bps if sustained_bps is None else sustained_bps
+        if self._held_below_best(rate, offered, current):
+            self.carry_rtt_s = self._srtt
         prev, self._prev_bw = self._prev_bw, bandwidth_bps
         if not self.startup and self._bws and bandwidth_bps >= c.startup_growth * max(self._bws):
             # Growing fast again (a stall that ended startup early, or more capacity):
             # back to the startup rule, or a window-limited connection would creep.
             self.startup, self._flat, self._startup_bw = True, 0, max(self._bws)
-        self._bws.append(bandwidth_bps if sustained_bps is None else sustained_bps)
+        self._bws.append(rate)
         rtt = self.rtt_s
-        if rtt is None:
+        bdp_rtt = self.bdp_rtt_s
+        if rtt is None or bdp_rtt is None:
             return self.request  # nothing to size by before the first RTT sample
-        bdp = max(self._bws) / 8.0 * rtt
+        bdp = max(self._bws) / 8.0 * bdp_rtt
         memory = c.headroom * bdp
         if self.repairing:
             memory += c.repair_rtts / c.window_share * bdp
-        current = self._memory_of(self.request)
         if self.startup:
             if bandwidth_bps >= c.startup_growth * self._startup_bw:
                 self._startup_bw = bandwidth_bps
@@ -305,6 +333,19 @@ class DrsReceiver:
         request = memory / 2.0 if c.kernel_doubles else memory
         return int(min(c.max_request, max(c.min_request, request)))
 
+    def _held_below_best(self, rate: float, offered: int | None, memory: float) -> bool:
+        """Our window holds the sender below the best rate it has shown: then no queue of
+        ours stands (that needs the best rate), and the RTT above the path's is not ours."""
+        c = self.config
+        best, self._best_bw = self._best_bw, max(self._best_bw, rate)
+        # Below the best by more than the ACK clock's jitter (the share that counts as
+        # equal in the held test below): while a queue of ours stands the bottleneck never
+        # idles, and every interval carries its line rate, the best any interval shows.
+        if self._srtt is None or rate >= c.window_limited_share * best:
+            return False
+        window = offered if offered else c.window_share * memory
+        return rate / 8.0 * self._srtt >= c.window_limited_share * window
+
     @property
     def repairing(self) -> bool:
         """Loss repairs recur: the window carries a repair's arrivals on top of the BDP."""
@@ -329,7 +370,7 @@ class DrsReceiver:
         comes down to 2 x BDP at the best rate seen, which the window clamp enforces at once
         (step) instead of a round trip later. True if it ended startup."""
         c = self.config
-        base = self.rtt_s
+        base = self.bdp_rtt_s  # the path's RTT, or the delay not ours that it carries
         if not self.startup or base is None or not self._bws:
             return False
         if rtt <= max(c.queue_rtt_factor * base, base + c.queue_rtt_floor_s):
@@ -350,11 +391,16 @@ class DrsReceiver:
         return True
 
     def tick(
-        self, now: float, total_bytes: int, ooo_packets: int | None = None
+        self,
+        now: float,
+        total_bytes: int,
+        ooo_packets: int | None = None,
+        offered: int | None = None,
     ) -> DrsDecision | None:
         """End of an interval: measure, decide, and return the SBUF to send (None if the
         interval is not over yet). `ooo_packets`: the kernel's count of segments that
-        arrived out of order so far (None where it does not say)."""
+        arrived out of order so far; `offered`: the window last advertised (None where the
+        kernel does not say)."""
         if now < self._next_t:
             return None
         self._count_repairs(ooo_packets)
@@ -365,10 +411,10 @@ class DrsReceiver:
         self._prev_t, self._prev_bytes = self._last_t, self._last_bytes
         self._last_t, self._last_bytes = now, total_bytes
         self.last_bandwidth_bps = bw
-        self.request = self.target_request(bw, sustained)
+        self.request = self.target_request(bw, sustained, offered)
         self.max_request = max(self.max_request, self.request)
         self._next_t = now + self.interval_s
-        rtt = self.rtt_s
+        rtt = self.bdp_rtt_s
         bdp = int(max(self._bws) / 8.0 * rtt) if rtt is not None and self._bws else None
         return DrsDecision(now, bw, rtt, bdp, self.request, format_sbuf(now, self.request))
 
@@ -504,12 +550,12 @@ class DrsReceiverChannel:
         decision: DrsDecision | None = None
         if info is not None and (us := info.get("rcv_rtt")):
             self.core.on_queue_rtt(us / 1e6)
+        offered = info.get("rcv_wnd") if info is not None else None
         if self.core.due(now):
             if info is not None:
                 self._feed_rcv_rtt(info, now)
             ooo = info.get("rcv_ooopack") if info is not None else None
-            decision = self.core.tick(now, self._received(info, total_bytes), ooo)
-        offered = info.get("rcv_wnd") if info is not None else None
+            decision = self.core.tick(now, self._received(info, total_bytes), ooo, offered)
         step = self.core.step(now, offered, _unread(self.data_sock) if offered else 0)
         try:
             self._apply(step)
