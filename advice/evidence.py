@@ -17,13 +17,7 @@ from tcpwizard.measure.engine.rates import (
     path_rtt_s,
     settled_from_s,
 )
-from tcpwizard.measure.model import (
-    CapacityEstimate,
-    ModeResult,
-    PathEstimate,
-    RttStats,
-    TransferResult,
-)
+from tcpwizard.measure.model import CapacityEstimate, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.probes.dispersion import AGREE
 from tcpwizard.measure.probes.syntrace_model import SynTrace
@@ -185,15 +179,6 @@ def rtt_ms(ev: Evidence, d: Direction) -> float | None:
         if rtts:
             return min(rtts) / 1e3
     return None
-
-
-def idle_spread_ms(rtt: RttStats | None) -> float:
-    """How far the idle RTT itself varies (the probe's 95th percentile over its minimum):
-    delay jitter on the path, or a queue others keep swinging. A flow that keeps no queue
-    of its own runs anywhere in that range, so an RTT under load within it shows none."""
-    if rtt is None or rtt.samples < 2:
-        return 0.0
-    return max(0.0, rtt.p95 - rtt.min)
 
 
 def mss(d: Direction) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from tcpwizard.advice import idle_loss
-from tcpwizard.advice.evidence import idle_spread_ms, pick_current
+from tcpwizard.advice.evidence import pick_current
 from tcpwizard.advice.loss_episodes import loss_share
 from tcpwizard.advice.rules.policer import model_based, policing, same_way
 from tcpwizard.advice.window_law import LOSS_BASED
@@ -64,12 +64,11 @@ def wanted(
         if not n or n <= best[0]:
             continue  # decided already, or no count within the cap decides
         others = same_way(transfer.modes, m)
-        spread = idle_spread_ms(path.rtt)
-        if policing(m, path.rtt.min, cap.mbps, cc, idle, others, spread) is not None:
+        if policing(m, path.rtt.min, cap.mbps, cc, idle, others) is not None:
             continue  # the policer test holds already
         share = base.lost / base.sent if base.sent and again else 0.0
         planned = IdleLoss(base.sent + n, base.lost + math.ceil(n * share), base.method)
-        if policing(m, path.rtt.min, cap.mbps, cc, planned, idle_spread=spread) is None:
+        if policing(m, path.rtt.min, cap.mbps, cc, planned) is None:
             continue  # no count of probes turns it: something else decides
         best = (
             n,

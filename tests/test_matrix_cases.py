@@ -62,9 +62,6 @@ def _verdict(scenario: str) -> tuple[str, str | None]:
         # BBR learned the bucket's rate from 27-31 % lost early and lost 0.3-1.6 % after:
         # the idle probes judge what held it, not what it lost once paced (`congestion`).
         ("20261301.38", "BBR through a 2.2 Mbit/s bucket, 5.9 Mbit/s x 115 ms, 1.2 % loss"),
-        # +-3 ms of delay jitter each way: the RTT under load 8.3 ms over the idle minimum,
-        # inside the idle probes' own range (read `cross-traffic`, a queue of others').
-        ("lab-jitter-policer-up-and-down", "BBR through a 50 Mbit/s bucket, 200 x 30 ms"),
     ],
 )
 def test_a_policed_path_stays_the_policer(scenario: str, what: str) -> None:

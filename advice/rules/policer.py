@@ -32,7 +32,6 @@ from tcpwizard.advice.evidence import (
     Direction,
     Evidence,
     chrono,
-    idle_spread_ms,
     other_mode,
     probe_capacity,
     rtt_ms,
@@ -232,14 +231,12 @@ def policing(
     cc: str,
     idle: IdleLoss | None = None,
     others: Sequence[ModeResult] = (),
-    idle_spread: float = 0.0,
 ) -> Policing | None:
     """The policer's evidence on one transfer `m`, or None when it does not hold. Without a
     probe (line_mbps None: a live connection, a capture) the plateau is judged against the
     transfer's own delivery-rate peaks, what the line carried while the bucket was full.
     `others`: the check's other transfers of the same direction, witnesses of the path's
-    random loss beside the idle probes; `idle_spread`: how far the idle RTT itself varied
-    (ms, advice/evidence.py idle_spread_ms)."""
+    random loss beside the idle probes."""
     if m is None or m.error is not None or m.retransmits <= 0 or m.bytes <= 0:
         return None
     rwnd, _, _ = chrono(m)
@@ -258,12 +255,7 @@ def policing(
     # its samples carry that wait with no queue at all (Reno through a 1.9 Mbit/s bucket, 4
     # segments a window over 16 ms: 7.0 ms above idle, the samples' deviation 4.4 ms).
     waits = delayed_ack_ms(m, window_segments(m), rtt.queue_ms)
-    # The idle RTT's own spread is no queue of this flow either: with +-3 ms of delay
-    # jitter each way (30 ms, 200 Mbit/s through a 50 Mbit/s bucket) the RTT under load
-    # stood 8.3 ms over the idle minimum, inside the idle probes' range (p95 9.2 ms over
-    # it): read as a queue, the policer was `cross-traffic`. The larger of the two bands,
-    # not their sum: the noise floor was measured on paths whose idle spread it includes.
-    allowed = max(no_queue_ms(rtt.idle_ms), idle_spread) + spacing + waits
+    allowed = no_queue_ms(rtt.idle_ms) + spacing + waits
     if rtt.queue_ms > allowed or _queue_at_losses(m, rtt.idle_ms, allowed, model_based(cc)):
         return None  # a queue: a shaper, a full bottleneck buffer, cross traffic
     if still_ramping(m) and not _regrowing(m, rtt.idle_ms, cc):
@@ -657,9 +649,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     if _every_stream_queued(ev, d):
         return None  # others' queue: the cross-traffic rule speaks
     others = same_way(ev.transfer.modes if ev.transfer else (), d.current)
-    spread = idle_spread_ms(ev.path.rtt if ev.path else None)
-    idle = idle_loss.of_path(ev.path)
-    found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc, idle, others, spread)
+    found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc, idle_loss.of_path(ev.path), others)
     if found is None or _windows_explain(ev, d, found) or _passed_by_another(d, found):
         return None
     # Imported here: advice/sawtooth.py reads the capacity view, which imports this package.
