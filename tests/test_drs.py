@@ -687,3 +687,30 @@ def test_a_queue_of_our_own_is_not_chased() -> None:
     assert min(rates) == capacity
     assert rx.carry_rtt_s is None
     assert rx.request == pytest.approx(capacity / 8 * base, rel=0.02)
+
+
+def test_a_stream_yielding_to_its_siblings_keeps_the_minimum() -> None:
+    """Two streams at the path's 80 Mbit/s together, their shared queue lifting the RTT to
+    1.4 x the minimum: one stream falls from 60 to 20 Mbit/s as the other takes its share.
+    Alone it would read "held below my best" and size by the queue's RTT; the transfer
+    ran at its best throughout, so that queue is ours and the minimum stays."""
+    cfg = DrsConfig(max_request=64 << 20)
+    base = 0.05
+
+    def run(together: bool) -> DrsReceiver:
+        rx = DrsReceiver(cfg, 0.0, initial_request=int(40 * MBIT / 8 * base), from_bdp=True)
+        rx.on_rtt(base, 0.0)
+        rx.startup = False
+        now, own, total = 0.0, 0, 0
+        for i in range(30):
+            mine = (60 if i < 10 else 20) * MBIT
+            rx.on_rtt(1.4 * base, now)
+            now += rx.interval_s
+            own += int(mine / 8 * rx.interval_s)
+            total += int(80 * MBIT / 8 * rx.interval_s)
+            window = int(mine / 8 * 1.4 * base)  # the sender fills the window offered
+            rx.tick(now, own, offered=window, transfer_bytes=total if together else None)
+        return rx
+
+    assert run(together=False).carry_rtt_s is not None
+    assert run(together=True).carry_rtt_s is None

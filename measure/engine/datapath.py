@@ -835,9 +835,10 @@ def run_receiver(
             stop.set()
             break
         wake = next_sample
+        together = sum(s.count for s in streams) if len(streams) > 1 else None
         for i, ch in enumerate(channels):
             if streams[i].end is None:
-                ch.poll(streams[i].count)
+                ch.poll(streams[i].count, together)
                 wake = min(wake, ch.core.next_due())
         firsts = [s.first for s in streams if s.first is not None]
         if t0 is None and firsts:
