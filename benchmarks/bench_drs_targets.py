@@ -350,6 +350,10 @@ def add_path_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_drs_targets")
     parser.add_argument("--rounds", type=int, default=ROUNDS, choices=range(1, 21), metavar="1-20")
@@ -361,8 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("bench_drs_targets: the lab needs root", file=sys.stderr)
         return int(ExitCode.NO_PERMISSION)
     loss = args.loss / 100.0
-    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    print(run(args.out, args.rounds, args.rtt, say=say, loss=loss, jitter_s=args.jitter / 1e3))
+    print(run(args.out, args.rounds, args.rtt, say=_say, loss=loss, jitter_s=args.jitter / 1e3))
     return 0
 
 

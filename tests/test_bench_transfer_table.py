@@ -196,3 +196,28 @@ def test_drs_targets_on_a_lossy_path_set_memory_beside_autotunes() -> None:
     assert f"DRS peak at most {3.9 * bdp / (16 * MB):.2f} of autotune's" in text
     assert path_key(100e6, 0.1, 0.002) == "100ms x 100Mbit/s at 0.2 % loss"
     assert path_key(100e6, 0.1) == "100ms x 100Mbit/s"
+
+
+def test_drs_targets_with_delay_jitter_name_it_and_keep_the_clean_targets() -> None:
+    import argparse
+
+    from benchmarks.bench_drs_targets import Pair, add_path_arguments, path_key, render_path
+
+    bdp = 600_000
+    run = Pair(
+        8.0,
+        "down",
+        _run("autotune", 72.4, 8.1, 885, 26 * MB, 26 * MB),
+        _run("drs", 71.4, 8.1, 0, int(2.49 * bdp), int(2.49 * bdp)),
+    )
+    text = render_path(80e6, 0.06, [run], jitter_s=0.01)
+    assert "### 60 ms x 80 Mbit/s, delay jitter +-10 ms each way (order kept)" in text
+    assert "peak <= 3 BDP 1/1" in text  # jitter alone keeps a clean path's targets
+    assert path_key(80e6, 0.06, 0.0, 0.01) == "60ms x 80Mbit/s, jitter 10 ms"
+    assert path_key(80e6, 0.06, 0.002, 0.01) == "60ms x 80Mbit/s at 0.2 % loss, jitter 10 ms"
+    parser = argparse.ArgumentParser()
+    add_path_arguments(parser)
+    assert parser.parse_args(["--jitter", "10ms"]).jitter == 10.0
+    for bad in ("x", "-1", "2000", "nan"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--jitter", bad])
