@@ -180,16 +180,25 @@ def test_megabits_at_interpolates_the_samples() -> None:
     assert megabits_at(pts, 5.0) == 40.0  # past the end: all of it
 
 
+def _eight_seconds(
+    direction: str, auto: tuple[float, int, int], drs: tuple[float, int, int]
+) -> Any:
+    """An 8 s autotune/DRS pair, each (Mbit/s, retransmits, buffer held throughout)."""
+    from benchmarks.bench_drs_targets import Pair
+
+    return Pair(
+        8.0,
+        direction,
+        _run("autotune", auto[0], 8.1, auto[1], auto[2], auto[2]),
+        _run("drs", drs[0], 8.1, drs[1], drs[2], drs[2]),
+    )
+
+
 def test_drs_targets_on_a_lossy_path_set_memory_beside_autotunes() -> None:
-    from benchmarks.bench_drs_targets import Pair, path_key, render_path
+    from benchmarks.bench_drs_targets import path_key, render_path
 
     bdp = 1_250_000
-    run = Pair(
-        8.0,
-        "up",
-        _run("autotune", 85.0, 8.1, 1700, 16 * MB, 16 * MB),
-        _run("drs", 82.0, 8.1, 90, int(3.9 * bdp), int(3.9 * bdp)),
-    )
+    run = _eight_seconds("up", (85.0, 1700, 16 * MB), (82.0, 90, int(3.9 * bdp)))
     text = render_path(100e6, 0.1, [run], loss=0.002)
     assert "### 100 ms x 100 Mbit/s, 0.2 % random loss each way" in text
     assert "peak <= 3 BDP" not in text  # a clean path's target
@@ -201,15 +210,10 @@ def test_drs_targets_on_a_lossy_path_set_memory_beside_autotunes() -> None:
 def test_drs_targets_with_delay_jitter_name_it_and_keep_the_clean_targets() -> None:
     import argparse
 
-    from benchmarks.bench_drs_targets import Pair, add_path_arguments, path_key, render_path
+    from benchmarks.bench_drs_targets import add_path_arguments, path_key, render_path
 
     bdp = 600_000
-    run = Pair(
-        8.0,
-        "down",
-        _run("autotune", 72.4, 8.1, 885, 26 * MB, 26 * MB),
-        _run("drs", 71.4, 8.1, 0, int(2.49 * bdp), int(2.49 * bdp)),
-    )
+    run = _eight_seconds("down", (72.4, 885, 26 * MB), (71.4, 0, int(2.49 * bdp)))
     text = render_path(80e6, 0.06, [run], jitter_s=0.01)
     assert "### 60 ms x 80 Mbit/s, delay jitter +-10 ms each way (order kept)" in text
     assert "peak <= 3 BDP 1/1" in text  # jitter alone keeps a clean path's targets

@@ -166,7 +166,8 @@ class Policing:
         p = self.tested if self.tested is not None else self.loss
         if self.tested is not None:
             out.append(
-                f"~{p:.1%} lost over the whole transfer: BBR takes a share over 50/256 for a "
+                f"~{p:.1%} lost over the whole transfer: BBR takes a share over "
+                f"{BBR_POLICED_LOSS * 256:.0f}/256 for a "
                 "policer's and paces at the rate it delivered then"
             )
         if self.idle is not None:
