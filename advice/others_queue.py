@@ -11,6 +11,7 @@ from tcpwizard.advice.evidence import CHRONO_SHARE, HEALTHY_SHARE, Evidence
 from tcpwizard.advice.evidence import Direction as _Direction
 from tcpwizard.advice.evidence import chrono as _chrono
 from tcpwizard.advice.evidence import rtt_ms as _rtt_ms
+from tcpwizard.advice.path_jitter import jitter_range_ms
 from tcpwizard.advice.rules import policer
 from tcpwizard.measure.engine.loaded_rtt import (
     delayed_ack_ms,
@@ -38,7 +39,10 @@ def others_queue(ev: Evidence, d: _Direction) -> str | None:
     # dips below "idle" whenever that queue empties (Reno beside 3 TCP flows, 341 Mbit/s x
     # 12.5 ms: echoes at 14.3 ms or more, the transfer's smoothed RTT swinging 12.9-18.3
     # ms, read `congestion` on this host; scenario matrix 20261230.130).
-    idle = min([idle, *srtts_ms(cur)])
+    # On a path with delay jitter (advice/path_jitter.py) every flow carries the top of its
+    # range, and no transfer went below the echoes (that is one of its tells).
+    jitter = jitter_range_ms(ev)
+    idle = idle + jitter if jitter else min([idle, *srtts_ms(cur)])
     rate = steady_mbps(cur)
     rwnd, sndbuf, _busy = _chrono(cur)
     if rate >= HEALTHY_SHARE * cap or (rwnd or 0.0) >= CHRONO_SHARE:

@@ -5,11 +5,18 @@ The available bandwidth (measure/probes/availbw.py) costs about two seconds of p
 streams measure) reached less than the healthy share of the probed capacity while neither
 window held the sender. Then the path is either shared (`cross-traffic`, which needs the
 measurement) or limited by something the other rules name from the transfer itself.
+
+Or: the idle echoes spread by more than a queue-free path's RTT allows (the policer's "no
+queue" allowance, advice/rules/policer.py). Then either others' traffic keeps a queue
+swinging, or the path's own delay varies packet by packet; a flow on such a path carries the
+top of the range with no queue (advice/path_jitter.py), and only the available bandwidth
+tells the two apart, so the rules that read a queue from the RTT would otherwise guess.
 """
 
 from __future__ import annotations
 
 from tcpwizard.advice.evidence import HEALTHY_SHARE, pick_current, window_held
+from tcpwizard.advice.rules.policer import no_queue_ms
 from tcpwizard.measure.engine import rates
 from tcpwizard.measure.model import PathEstimate, TransferResult
 from tcpwizard.units import format_mbps
@@ -19,6 +26,12 @@ def fell_short(path: PathEstimate | None, transfer: TransferResult | None) -> st
     """Why the available bandwidth is worth measuring now ("" when it is not)."""
     if path is None or path.capacity is None or path.available is not None or transfer is None:
         return ""
+    spread = path.rtt.p95 - path.rtt.min
+    if path.peer and spread > no_queue_ms(path.rtt.min):
+        return (
+            f"the idle RTT spread {spread:.1f} ms above its {path.rtt.min:.1f} ms minimum: "
+            "others' queue, or the path's own delay jitter?"
+        )
     up = pick_current([m for m in transfer.modes if m.direction == "up" and m.error is None])
     if up is None:
         return ""

@@ -56,6 +56,7 @@ class Case:
     queue_bdps: float | None = None
     sysctls: tuple[tuple[str, str], ...] = ()
     loss: float = 0.0  # random, each way
+    jitter_s: float = 0.0  # each packet's one-way delay varied by up to this, order kept
 
     def spec(self) -> LabSpec:
         queue = round(self.queue_bdps * self.rate_bps * self.rtt_s / 8) if self.queue_bdps else None
@@ -63,6 +64,7 @@ class Case:
             self.rate_bps,
             self.rtt_s,
             loss=self.loss,
+            jitter_s=self.jitter_s,
             queue_bytes=queue,
             sysctls_a=self.sysctls,
             sysctls_b=self.sysctls,
@@ -107,6 +109,21 @@ CASES = (
     Case(
         "random-loss-9m-30ms", "5 % random loss each way at 9 Mbit/s, Reno", 9e6, 0.030,
         "congestion", "local", queue_bdps=1.5, sysctls=RENO, loss=0.05,
+    ),
+    # Delay jitter (order kept, as netem with a rate): every flow carries the top of its
+    # range with no queue anywhere (advice/path_jitter.py). The same three readings on it.
+    Case(
+        "policer-jitter-100m-40ms", "policed at 20 of 100 Mbit/s, +-8 ms jitter", 100e6, 0.040,
+        "policer", "path", policer_bps=20e6, jitter_s=0.008,
+    ),
+    Case(
+        "healthy-jitter-100m-40ms", "1 BDP queue at 100 Mbit/s, +-8 ms jitter", 100e6, 0.040,
+        "path-capacity", None, queue_bdps=1.0, jitter_s=0.008,
+    ),
+    Case(
+        "random-loss-jitter-100m-60ms", "0.5 % random loss each way, Reno, +-5 ms jitter",
+        100e6, 0.060, "congestion", "local", queue_bdps=1.0, sysctls=RENO, loss=0.005,
+        jitter_s=0.005,
     ),
 )  # fmt: skip
 

@@ -22,10 +22,10 @@ from tcpwizard.advice.evidence import (
     Evidence,
     directions,
     probe_capacity,
-    rtt_ms,
     sender_cc,
     shared_measured,
 )
+from tcpwizard.advice.path_jitter import queue_free_rtt_ms
 from tcpwizard.advice.rules.policer import model_based
 from tcpwizard.checks.model import Fix, HostRole
 from tcpwizard.measure.engine.loaded_rtt import LoadedRtt, loaded_rtt, mss_of, plateau_mbps
@@ -147,7 +147,9 @@ def _others_hold_the_rate(ev: Evidence, d: Direction) -> bool:
 
 
 def _rtt(ev: Evidence, d: Direction) -> LoadedRtt | None:
-    return loaded_rtt(d.current, rtt_ms(ev, d)) if d.current is not None else None
+    # From the top of the path's own delay jitter, not its bottom (advice/path_jitter.py).
+    idle = queue_free_rtt_ms(ev, d)
+    return loaded_rtt(d.current, idle) if d.current is not None else None
 
 
 def _queue_here(ev: Evidence, d: Direction) -> bool:

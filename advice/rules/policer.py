@@ -34,7 +34,6 @@ from tcpwizard.advice.evidence import (
     chrono,
     other_mode,
     probe_capacity,
-    rtt_ms,
     sender_cc,
 )
 from tcpwizard.advice.loss_episodes import (
@@ -46,6 +45,7 @@ from tcpwizard.advice.loss_episodes import (
     settled_mbps,
 )
 from tcpwizard.advice.model import Verdict, WizardGap
+from tcpwizard.advice.path_jitter import queue_free_rtt_ms
 from tcpwizard.advice.ramp import still_ramping
 from tcpwizard.advice.rules import host_drops
 from tcpwizard.advice.window_law import (
@@ -650,7 +650,9 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
     if _every_stream_queued(ev, d):
         return None  # others' queue: the cross-traffic rule speaks
     others = same_way(ev.transfer.modes if ev.transfer else (), d.current)
-    found = policing(d.current, rtt_ms(ev, d), probe.mbps, cc, idle_loss.of_path(ev.path), others)
+    # The queue is read from the top of the path's own delay jitter (advice/path_jitter.py).
+    idle_ms = queue_free_rtt_ms(ev, d)
+    found = policing(d.current, idle_ms, probe.mbps, cc, idle_loss.of_path(ev.path), others)
     if found is None or _windows_explain(ev, d, found) or _passed_by_another(d, found):
         return None
     # Imported here: advice/sawtooth.py reads the capacity view, which imports this package.
