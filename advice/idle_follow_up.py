@@ -17,6 +17,7 @@ import math
 from tcpwizard.advice import idle_loss
 from tcpwizard.advice.evidence import pick_current
 from tcpwizard.advice.loss_episodes import loss_share
+from tcpwizard.advice.path_jitter import path_jitter_ms
 from tcpwizard.advice.rules.policer import model_based, policing, same_way
 from tcpwizard.advice.window_law import LOSS_BASED
 from tcpwizard.measure.model import IdleLoss, PathEstimate, TransferResult
@@ -53,22 +54,24 @@ def wanted(
     idle = idle_loss.of_path(path)
     base = idle or IdleLoss(0, 0, path.rtt.method)
     best: tuple[int, str] = (0, "")
+    # The policer test reads its "no queue" from the top of a jittery path's range.
+    idle_ms = path.rtt.min + path_jitter_ms(path, transfer.modes)
     for direction in ("up", "down"):
         m = pick_current([x for x in transfer.modes if x.direction == direction and not x.error])
         cc = m.congestion_control if m is not None else ""
         if m is None or m.retransmits <= 0 or not (cc in LOSS_BASED or model_based(cc)):
             continue
         cap = path.capacity_down if direction == "down" and path.capacity_down else path.capacity
-        p = loss_share(m, path.rtt.min)
+        p = loss_share(m, idle_ms)
         n = (idle_loss.probes_to_plan if again else idle_loss.probes_to_decide)(p, idle)
         if not n or n <= best[0]:
             continue  # decided already, or no count within the cap decides
         others = same_way(transfer.modes, m)
-        if policing(m, path.rtt.min, cap.mbps, cc, idle, others) is not None:
+        if policing(m, idle_ms, cap.mbps, cc, idle, others) is not None:
             continue  # the policer test holds already
         share = base.lost / base.sent if base.sent and again else 0.0
         planned = IdleLoss(base.sent + n, base.lost + math.ceil(n * share), base.method)
-        if policing(m, path.rtt.min, cap.mbps, cc, planned) is None:
+        if policing(m, idle_ms, cap.mbps, cc, planned) is None:
             continue  # no count of probes turns it: something else decides
         best = (
             n,

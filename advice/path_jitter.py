@@ -21,14 +21,22 @@ above the range's bottom).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tcpwizard.advice.evidence import CROSS_FREE_SHARE, Direction, Evidence, rtt_ms
 from tcpwizard.measure.engine.loaded_rtt import QUEUE_FREE_NOISE_MS, srtts_ms
+from tcpwizard.measure.model import ModeResult, PathEstimate
 
 
 def jitter_range_ms(ev: Evidence) -> float:
     """How far the idle echoes spread above their minimum (95th percentile: one late echo
     is not the path) when that spread is the path's own delay jitter, else 0."""
-    path = ev.path
+    modes = ev.transfer.modes if ev.transfer is not None else ()
+    return path_jitter_ms(ev.path, modes)
+
+
+def path_jitter_ms(path: PathEstimate | None, modes: Sequence[ModeResult]) -> float:
+    """jitter_range_ms from the probe's path and the check's transfers."""
     if path is None or not path.peer or path.rtt.samples < 2:
         return 0.0
     spread = path.rtt.p95 - path.rtt.min
@@ -37,7 +45,6 @@ def jitter_range_ms(ev: Evidence) -> float:
     av = path.available
     if av is None or av.free_share <= CROSS_FREE_SHARE:
         return 0.0  # unknown or shared: the spread may be others' queue
-    modes = ev.transfer.modes if ev.transfer is not None else ()
     if any(s < path.rtt.min for m in modes for s in srtts_ms(m)):
         return 0.0  # the echoes carried a queue that emptied under a transfer
     return spread

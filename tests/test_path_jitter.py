@@ -12,6 +12,7 @@ from pathlib import Path
 from benchmarks.report_evidence import evidence
 from tcpwizard.advice.diagnose import Evidence, diagnose
 from tcpwizard.advice.evidence import directions
+from tcpwizard.advice.idle_follow_up import wanted
 from tcpwizard.advice.path_jitter import jitter_range_ms, queue_free_rtt_ms
 from tcpwizard.advice.shortfall import fell_short
 from tcpwizard.measure.model import PathEstimate, TcpInfoSample
@@ -97,3 +98,15 @@ def test_a_wide_idle_spread_asks_for_the_available_bandwidth() -> None:
     # A quiet path's echoes (0.1 ms apart) ask only what its upload's shortfall asks.
     quiet = fell_short(dataclasses.replace(path(40.0, 100.0), peer=True), ev.transfer)
     assert quiet.startswith("the upload held")
+
+
+def test_the_follow_up_probes_are_asked_where_jitter_hid_the_policer() -> None:
+    """BBR policed at 20 of 100 Mbit/s under +-8 ms, one upload that lost 14.7 % (below
+    BBR's own policed share): only idle probes can rule random loss out, and with the queue
+    read from the idle minimum the policer test failed before they were asked for."""
+    ev = _evidence("lab-jitter-policer-20m-of-100m-40ms-upload")
+    count, why = wanted(ev.path, ev.transfer)
+    assert count > 0 and "at random, or only above a rate?" in why
+    assert ev.path is not None
+    plain = dataclasses.replace(ev.path, available=None)
+    assert wanted(plain, ev.transfer) == (0, "")
