@@ -43,6 +43,18 @@ class PingResult:
         return 1.0 - len(self.rtts_s) / self.sent if self.sent else float("nan")
 
 
+# How close ping's minimum comes to the configured RTT: the delay line's wakeups add 0.1 ms
+# a round trip (docs/bench-calibrate.md), 0.24-0.27 ms on a slower VM (2026-12-07, 10 and
+# 50 ms paths); 2 % on long paths, where a millisecond timer's slack shows.
+RTT_FLOOR_S = 0.3e-3
+RTT_SHARE = 0.02
+
+
+def rtt_tolerance_s(rtt_s: float) -> float:
+    """How far the lab's measured minimum RTT may stand from the configured `rtt_s`."""
+    return max(RTT_FLOOR_S, RTT_SHARE * rtt_s)
+
+
 def ping(
     lab: Lab, side: Side, count: int = 10, interval_s: float = 0.05, ipv6: bool = False
 ) -> PingResult:

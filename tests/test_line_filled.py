@@ -63,3 +63,15 @@ def test_only_a_sure_reflected_probe_decides() -> None:
     assert sure_lines(far_path(sure)) == ()  # peerless: SYN or ICMP pairs
     assert sure_lines(peer_path(replace(sure, confidence=0.5))) == ()
     assert sure_lines(peer_path(replace(sure, limited_by="coalescing"))) == ()
+
+
+def test_pairs_stretched_below_the_train_leave_the_line_known() -> None:
+    """Pairs slower than an unflagged train were stretched after the bottleneck: the train
+    stands as the line a transfer must reach. Pairs faster than it could show the train
+    low (others' traffic, a bucket), and a flagged train decides nothing either way."""
+    stretched = CapacityEstimate(100.0, "train", 0.5, pairs_mbps=53.0, train_mbps=100.0)
+    assert sure_lines(peer_path(stretched)) == (("up", 100.0),)
+    faster = replace(stretched, pairs_mbps=140.0)
+    assert sure_lines(peer_path(faster)) == ()
+    assert sure_lines(peer_path(replace(stretched, limited_by="sender"))) == ()
+    assert sure_lines(peer_path(replace(stretched, pairs_mbps=None))) == ()

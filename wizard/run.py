@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tcpwizard.advice import guard, idle_follow_up, idle_loss
-from tcpwizard.advice.capacity_view import probe_sure
+from tcpwizard.advice.capacity_view import line_known
 from tcpwizard.advice.diagnose import Diagnosis, Evidence, diagnose
 from tcpwizard.advice.handshake_findings import handshake_findings, unaudited_peer_fixes
 from tcpwizard.advice.path_advice import PathAdvice, path_advice
@@ -476,16 +476,16 @@ def _stage_transfer(
 
 def sure_lines(path: PathEstimate | None) -> tuple[tuple[Way, float], ...]:
     """Per direction, the capacity (Mbit/s, IP layer) a probe through the far end's
-    reflector measured sure enough to stand against a slower transfer
-    (advice/capacity_view.py): what autotuning must reach that way before a tuned mode is
-    left out as unable to show more."""
+    reflector measured sure enough to say a transfer filled it (advice/capacity_view.py
+    line_known): what autotuning must reach that way before a tuned mode is left out as
+    unable to show more."""
     if path is None or not path.peer:
         return ()
     ways: tuple[tuple[Way, CapacityEstimate | None], ...] = (
         ("up", path.capacity),
         ("down", path.capacity_down),
     )
-    return tuple((way, cap.mbps) for way, cap in ways if cap is not None and probe_sure(cap))
+    return tuple((way, cap.mbps) for way, cap in ways if cap is not None and line_known(cap))
 
 
 # A peerless capacity estimate below this confidence does not size a static buffer.
