@@ -35,11 +35,16 @@ def jitter_range_ms(ev: Evidence) -> float:
     return path_jitter_ms(ev.path, modes)
 
 
+def idle_spread_ms(path: PathEstimate) -> float:
+    """How far the idle echoes spread above their minimum (95th percentile)."""
+    return path.rtt.p95 - path.rtt.min
+
+
 def path_jitter_ms(path: PathEstimate | None, modes: Sequence[ModeResult]) -> float:
     """jitter_range_ms from the probe's path and the check's transfers."""
-    if path is None or not path.peer or path.rtt.samples < 2:
+    if path is None or not path.peer or path.rtt.samples < 2:  # a spread needs two echoes
         return 0.0
-    spread = path.rtt.p95 - path.rtt.min
+    spread = idle_spread_ms(path)
     if spread <= QUEUE_FREE_NOISE_MS:
         return 0.0
     av = path.available
@@ -53,7 +58,7 @@ def path_jitter_ms(path: PathEstimate | None, modes: Sequence[ModeResult]) -> fl
 def queue_free_rtt_ms(ev: Evidence, d: Direction) -> float | None:
     """The RTT a flow on this path sees with no queue: the idle minimum, or on a path with
     delay jitter the top of the idle range (jitter_range_ms)."""
-    idle = rtt_ms(ev, d)
-    if idle is None or ev.path is None or idle != ev.path.rtt.min:
+    idle = rtt_ms(ev, d)  # the idle echoes' minimum whenever the probe ran
+    if idle is None or ev.path is None:
         return idle
     return idle + jitter_range_ms(ev)

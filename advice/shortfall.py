@@ -16,6 +16,7 @@ tells the two apart, so the rules that read a queue from the RTT would otherwise
 from __future__ import annotations
 
 from tcpwizard.advice.evidence import HEALTHY_SHARE, pick_current, window_held
+from tcpwizard.advice.path_jitter import idle_spread_ms
 from tcpwizard.advice.rules.policer import no_queue_ms
 from tcpwizard.measure.engine import rates
 from tcpwizard.measure.model import PathEstimate, TransferResult
@@ -26,7 +27,7 @@ def fell_short(path: PathEstimate | None, transfer: TransferResult | None) -> st
     """Why the available bandwidth is worth measuring now ("" when it is not)."""
     if path is None or path.capacity is None or path.available is not None or transfer is None:
         return ""
-    spread = path.rtt.p95 - path.rtt.min
+    spread = idle_spread_ms(path)
     if path.peer and spread > no_queue_ms(path.rtt.min):
         return (
             f"the idle RTT spread {spread:.1f} ms above its {path.rtt.min:.1f} ms minimum: "
