@@ -43,6 +43,21 @@ MAX_LOSS = 0.05  # a stream losing more (a full queue, a busy sender) gives no s
 GROUPS = 12
 SLOPE_NOISE = 0.1  # a delay growing slower than this (s per s) is no trend (busy hosts)
 BURST = 4  # packets sent back to back, the groups paced to the rate (less sender jitter)
+# The stream sent again is this long: a bucket left with its refill passes the rate R only
+# while R x AGAIN_S stays under its rate P times (the pause + AGAIN_S), so three streams'
+# length tells a bucket below 1.56 R (a pause of STREAM_S + the fetch, ~0.1 s) from a FIFO,
+# which passes R however long it lasts.
+AGAIN_S = 3 * STREAM_S
+# The stream sent again must lose twice the share that makes an overflow: drops into a FIFO
+# that TCP flows keep full come in bursts at their sawtooth's peaks, which a binomial test
+# of independent drops overstates; the bucket it is for drops far more (a fifth of the
+# line policed, the lowest rung sent again: 38 %; bucket_dropped says why).
+BUCKET_LOSS = 2 * MAX_LOSS
+BUCKET_NOTE = (
+    "the streams' losses followed the volume sent, not their rate: one at {share:.0%} of the "
+    "capacity that had passed whole lost {lost:.0%} when sent again, longer, after the faster "
+    "ones (a token bucket they emptied, not others' traffic)"
+)
 
 
 @dataclass(frozen=True)
@@ -191,6 +206,51 @@ def estimate(
     return mid, min(low, mid), max(high, mid), len(loaded)
 
 
+def again_share(results: list[StreamResult], shares: list[float]) -> float | None:
+    """The share of the capacity to send once more after the ladder: the lowest one whose
+    stream passed whole while a later, faster one overflowed (None: no such pair, nothing to
+    ask). `shares[i]` is `results[i]`'s rung."""
+    for i, r in enumerate(results):
+        if r.loss > MAX_LOSS or r.rose():
+            continue
+        if any(x.loss > MAX_LOSS for x in results[i + 1 :]):
+            return min(
+                shares[j] for j, x in enumerate(results) if x.loss <= MAX_LOSS and not x.rose()
+            )
+    return None
+
+
+def bucket_dropped(
+    results: list[StreamResult], again: StreamResult, random_loss: float = 0.0
+) -> bool:
+    """The streams' losses followed the volume sent, not their rate: a rate that had passed
+    whole overflowed when sent again, AGAIN_S long, after the faster ones. A FIFO that
+    others' traffic fills passes a rate below what they leave for as long as it is sent, and
+    drops a faster one by its rate (R + X - C over R + X) whenever it is sent; a token bucket
+    passes its tokens and its rate times the time, and the ladder's earlier streams spent the
+    tokens (a policer at a fifth of a 100 Mbit/s line with a second of its rate as bucket,
+    just emptied by the transfer: the first six streams passed, the faster four lost, read as
+    40 % of the path taken by others). Its delay must not have risen either: a queue that
+    grew in the meantime is others' load arriving."""
+    if again.loss < BUCKET_LOSS or not again.overflowed(random_loss) or again.rose():
+        return False
+    if again.packets <= 0:
+        return False
+    lost = round(again.loss * again.packets)
+    # Against the share the same rate lost before (or the path's random share): a FIFO near
+    # its edge loses a few per cent either time, which chance alone may part.
+    return any(
+        r.loss <= MAX_LOSS
+        and not r.rose()
+        and r.rate_bps <= again.rate_bps * (1 + SLOPE_NOISE)
+        and stats.binomial_at_least(
+            again.packets, lost, max(r.loss, random_loss, 1 / again.packets)
+        )
+        < stats.SIGNIFICANCE
+        for r in results
+    )
+
+
 def _arrivals(client: ControlClient, train: int, count: int, wait_s: float) -> dict[int, int]:
     """serve's arrival times of a stream sent as segments of dispersion.SEGMENT packets
     (train ids train, train + 1, ...), keyed by packet index."""
@@ -226,10 +286,22 @@ def measure_available(
     sender = capacity.TrainSender(sock, client.udp_token, size)
     base = int.from_bytes(os.urandom(3), "big") << 8
     results: list[StreamResult] = []
+    shares: list[float] = []
     packets = 0
     note = ""
     ladder = list(LADDER)
     n = 0
+
+    def stream(share: float, length_s: float = STREAM_S) -> StreamResult | None:
+        nonlocal packets
+        rate = share * capacity_bps
+        count = max(MIN_PACKETS, min(MAX_PACKETS, round(rate * length_s / (wire * 8))))
+        train = base + n * 64  # a stream's segments take consecutive train ids
+        tx = sender.train(train, count, rate, wire, BURST)
+        packets += count
+        time.sleep(max(STREAM_S, rtt_s))  # the queue it built drains
+        return stream_result(tx, _arrivals(client, train, count, 0.5), count, wire)
+
     while n < len(ladder):
         share = ladder[n]
         if time.monotonic() - start > budget_s:
@@ -238,20 +310,31 @@ def measure_available(
         rising = sum(1 for r in results if r.rose())
         if n == len(LADDER) - 1 and 2 * rising < len(results):
             ladder += LADDER_HIGH  # few loaded the path yet: try closer to the capacity
-        rate = share * capacity_bps
-        count = max(MIN_PACKETS, min(MAX_PACKETS, round(rate * STREAM_S / (wire * 8))))
-        train = base + n * 64  # a stream's segments take consecutive train ids
-        tx = sender.train(train, count, rate, wire, BURST)
-        packets += count
-        time.sleep(max(STREAM_S, rtt_s))  # the queue it built drains
-        rx = _arrivals(client, train, count, 0.5)
-        r = stream_result(tx, rx, count, wire)
+        r = stream(share)
         if r is not None:
             results.append(r)
+            shares.append(share)
         n += 1
     if not results:
         return AvailBandwidth(0.0, 0.0, capacity_bps, capacity_bps, time.monotonic() - start,
                               0, 0, packets, "no stream arrived (UDP blocked?)")  # fmt: skip
+    # Overflows after streams that passed: once more at a rate that passed, to tell a
+    # bucket the ladder emptied from a queue others fill (bucket_dropped). One stream more,
+    # past the budget if need be: without it the policer reads as others' traffic.
+    lowest = again_share(results, shares)
+    again = stream(lowest, AGAIN_S) if lowest is not None else None
+    if again is not None and bucket_dropped(results, again, random_loss):
+        return AvailBandwidth(
+            estimate_bps=capacity_bps,
+            low_bps=capacity_bps,
+            high_bps=capacity_bps,
+            capacity_bps=capacity_bps,
+            elapsed_s=time.monotonic() - start,
+            streams=len(results) + 1,
+            loaded=0,
+            packets=packets,
+            note=BUCKET_NOTE.format(share=lowest, lost=again.loss),
+        )
     est, low, high, loaded = estimate(results, capacity_bps, random_loss)
     return AvailBandwidth(
         estimate_bps=est,
