@@ -163,6 +163,7 @@ class GigaRun:
     capacity_note: str = ""
     probe_method: str = ""
     modes: tuple[tuple[str, str, float], ...] = ()
+    report: str | None = None  # the whole report's file in the bench's reports/ folder
 
 
 @dataclass(frozen=True)
@@ -195,19 +196,21 @@ class GigaRow:
         return self.case.expect_factor == "path-capacity"
 
 
-def run_case(case: GigaCase, runs: int, make_lab: Callable[[LabSpec], Lab]) -> GigaRow:
+def run_case(
+    case: GigaCase, runs: int, make_lab: Callable[[LabSpec], Lab], keep: str | None = None
+) -> GigaRow:
     load0 = os.getloadavg()[0]
     results: list[GigaRun] = []
     with make_lab(case.spec) as lab, serving(lab, "b") as serve:
         starved = cpu_quota(serve.pid, case.cpu_share_b) if case.cpu_share_b else nullcontext()
         with starved:
             for _ in range(runs):
-                results.append(_check_once(lab))
+                results.append(_check_once(lab, keep))
     return GigaRow(case, tuple(results), (load0, os.getloadavg()[0]))
 
 
-def _check_once(lab: Lab) -> GigaRun:
-    argv = [*script_argv("checkrun"), lab.addr_b]
+def _check_once(lab: Lab, keep: str | None = None) -> GigaRun:
+    argv = [*script_argv("checkrun"), lab.addr_b, *(["--keep", keep] if keep else [])]
     out = lab.run("a", argv, capture_output=True, text=True, timeout=180)
     try:
         doc = json.loads(out.stdout)
@@ -223,6 +226,7 @@ def _check_once(lab: Lab) -> GigaRun:
         capacity_note=doc["capacity_note"].get("up", ""),
         probe_method=f"{doc['probe'].get('up_method')}: {doc['probe'].get('up_note')}",
         modes=tuple((str(m), str(d), float(r)) for m, d, r in doc["modes"]),
+        report=doc.get("report"),
     )
 
 
@@ -331,7 +335,9 @@ def run_gigabit(
     for case in cases:
         if progress:
             progress(f"bench gigabit: {case.name} ({runs} checks)")
-        rows.append(run_case(case, runs, make_lab))
+        rows.append(
+            run_case(case, runs, make_lab, os.path.abspath(os.path.join(out_dir, "reports")))
+        )
     text = summary(rows) + "\n" + markdown(rows)
     print(text, file=stdout)
     multi = any(o.partition(":")[0] == "multigigabit" for o in only)

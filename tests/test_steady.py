@@ -7,8 +7,9 @@ import threading
 
 import pytest
 
-from tcpwizard.measure.engine import datapath
+from tcpwizard.measure.engine import datapath, rates
 from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop, cap_s, slow_start_rounds
+from tcpwizard.measure.model import TcpInfoSample, TransferSample
 
 MBIT = 1e6
 
@@ -50,6 +51,49 @@ def test_a_dip_is_no_growth_but_restarts_the_count() -> None:
     # Growth last at 0.8 s; the round at 30 Mbit/s (1.0 s) did not hold the rate, so three
     # rounds holding it end the transfer at 1.3 s, not 1.1 s.
     assert stop is not None and abs(stop - 1.3) < 1e-6
+
+
+# BBR's download at 5 Gbit/s x 50 ms through a one-BDP queue (benchmarks scenarios,
+# multigigabit healthy-5000, 2026-12-07): (t s, bytes delivered, smoothed RTT us) per
+# 0.1 s sample. Startup overflowed the queue at 0.9 s, the repair's dip fell at 1.1-1.3 s.
+BBR_5G = (
+    (0.0959, 15129, 50900), (0.1961, 87430, 50321), (0.2963, 334652, 50178),
+    (0.3964, 1314495, 50286), (0.4966, 5208504, 50289), (0.5967, 20304000, 50406),
+    (0.6971, 67190357, 57148), (0.7973, 126827045, 100668), (0.8975, 186979967, 143750),
+    (0.9976, 248070275, 135216), (1.0978, 284325893, 108736), (1.1983, 310243835, 51958),
+    (1.2984, 368984786, 58232), (1.3985, 427165286, 50353), (1.4986, 481875977, 51722),
+    (1.5994, 538000000, 50659), (1.6995, 594000000, 50500), (1.7996, 650000000, 50400),
+)  # fmt: skip
+
+
+def _bbr_5g_until(stop: float) -> list[TransferSample]:
+    return [
+        TransferSample(t, 0.0, 0, 0, tcp_info=TcpInfoSample(srtt, 0, 0, 0, 0, 0, 0, 0, 1448),
+                       delivered_bytes=d, delivered_by="sender")
+        for t, d, srtt in BBR_5G
+        if t <= stop
+    ]  # fmt: skip
+
+
+def test_the_end_waits_for_a_settled_part_after_slow_starts_repair() -> None:
+    """The rate held three rounds after the dip by 1.50 s, when the rate over the sampling
+    windows had been back (rates.repair_end) for one sample: ended there, the settled part
+    fell back to the second half, dip and all, 0.85 of the line, and the check said
+    `congestion` on a healthy path. The end now also waits for three samples after the
+    repair (rates.settled_stands), and the settled part begins after the dip."""
+    det = SteadyDetector(SteadyStop(), start=0.0)
+    held = next(t for t, d, srtt in BBR_5G if det.feed(t, d, 0.050, srtt / 1e6))
+    assert held < 1.55
+    assert not rates.settled_stands(_bbr_5g_until(held))
+    end = next(t for t, _, _ in BBR_5G if t >= held and rates.settled_stands(_bbr_5g_until(t)))
+    assert end < 1.75  # one more sample
+    begins = rates.settled_from_s(_bbr_5g_until(end))
+    assert begins is not None and begins >= 1.3, (end, begins)
+    # Without a repair after the half, the second half stands as soon as it has 3 samples.
+    flat = [(0.1 * i, int(1e6 * i), 50_000) for i in range(1, 9)]
+    assert rates.settled_stands(
+        [TransferSample(t, 0.0, 0, 0, delivered_bytes=d) for t, d, _ in flat]
+    )
 
 
 def test_a_long_paths_cap_is_counted_in_round_trips() -> None:

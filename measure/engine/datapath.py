@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tcpwizard.exitcodes import ExitCode, TcpWizardError
-from tcpwizard.measure.engine import buffers
+from tcpwizard.measure.engine import buffers, rates
 from tcpwizard.measure.engine.drs import DrsConfig, DrsReceiverChannel, run_echo
 from tcpwizard.measure.engine.sendcap import CAP_WAIT_S, send_room
 from tcpwizard.measure.engine.steady import SteadyDetector, SteadyStop
@@ -594,7 +594,9 @@ def run_sender(
                 on_sample(report.samples[-1])
             if detector is not None and not enough.is_set():
                 acked, rtt, srtt = _acked(streams)
-                if detector.feed(now, acked, rtt, srtt):
+                # Both: the rate held (round by round) and the settled part the verdicts
+                # read has samples enough after any repair (over the sampling windows).
+                if detector.feed(now, acked, rtt, srtt) and _settled_stands(report.samples):
                     enough.set()
             for t in data_threads:
                 if t.is_alive():
@@ -685,6 +687,14 @@ def _wait_acked(
             raise DrainTooSlow
         watch.check()
         time.sleep(0.005)
+
+
+def _settled_stands(samples: Sequence[SideSample]) -> bool:
+    """rates.counts_stand over the sender's delivered counts so far."""
+    counts = [rates.Count(0.0, 0)]
+    counts += [rates.Count(s.t, s.delivered) for s in samples if s.delivered is not None]
+    srtts = [s.tcp_info.rtt_us for s in samples if s.tcp_info is not None and s.tcp_info.rtt_us]
+    return rates.counts_stand(counts, min(srtts) / 1e6 if srtts else None)
 
 
 def _acked(streams: Sequence[_Stream]) -> tuple[int, float | None, float | None]:

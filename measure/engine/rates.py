@@ -230,6 +230,27 @@ def _settled(
     return repair
 
 
+def settled_stands(samples: Sequence[TransferSample]) -> bool:
+    """The settled part the verdicts will read stands on its own (counts_stand)."""
+    return counts_stand(counts_of(samples), path_rtt_s(samples))
+
+
+def counts_stand(counts: Sequence[Count], rtt_s: float | None) -> bool:
+    """The settled part of a transfer with these delivered-byte `counts` (from the origin)
+    stands on its own: MIN_STEADY_RATES samples, and where slow start's repair ended after
+    the half, that many after its end. A transfer that ends sooner is read over its second
+    half with the repair's dip in it (BBR at 5 Gbit/s x 50 ms: back at 1.40 s, ended at
+    1.56 s with two samples after it, settled at 0.85 of the line: `congestion` on a
+    healthy path). What the steady stop (measure/engine/steady.py) calls holding, round by
+    round, this reads over the sampling windows the settled rate is taken over."""
+    n = len(counts) - 1
+    start = int(n * SETTLED_FROM)
+    if n - start < MIN_STEADY_RATES:
+        return False
+    repair = repair_end(counts, window_s(rtt_s, sample_interval_s(counts)), rtt_s)
+    return repair is None or repair[0] <= start or n - repair[0] >= MIN_STEADY_RATES
+
+
 def settled_from_s(samples: Sequence[TransferSample]) -> float | None:
     """The time the settled part begins (settled_start), seconds since the transfer began."""
     counts = counts_of(samples)
