@@ -324,25 +324,19 @@ def measure_available(
     lowest = again_share(results, shares)
     again = stream(lowest, AGAIN_S) if lowest is not None else None
     if again is not None and bucket_dropped(results, again, random_loss):
-        return AvailBandwidth(
-            estimate_bps=capacity_bps,
-            low_bps=capacity_bps,
-            high_bps=capacity_bps,
-            capacity_bps=capacity_bps,
-            elapsed_s=time.monotonic() - start,
-            streams=len(results) + 1,
-            loaded=0,
-            packets=packets,
-            note=BUCKET_NOTE.format(share=lowest, lost=again.loss),
-        )
-    est, low, high, loaded = estimate(results, capacity_bps, random_loss)
+        est = low = high = capacity_bps
+        loaded, streams = 0, len(results) + 1
+        note = BUCKET_NOTE.format(share=lowest, lost=again.loss)
+    else:
+        est, low, high, loaded = estimate(results, capacity_bps, random_loss)
+        streams = len(results)
     return AvailBandwidth(
         estimate_bps=est,
         low_bps=low,
         high_bps=high,
         capacity_bps=capacity_bps,
         elapsed_s=time.monotonic() - start,
-        streams=len(results),
+        streams=streams,
         loaded=loaded,
         packets=packets,
         note=note,
