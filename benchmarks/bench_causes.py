@@ -12,6 +12,7 @@ run beside a transfer.
 Each case holds the lab for about 10 runs x 15 s; results are appended to
 OUT/causes.jsonl, and the table (OUT/bench-causes.md) is rebuilt from every case there, so
 the cases can run one at a time (`--only policer-100m-30ms`), each under the lab lock.
+Every check's whole JSON report is kept in OUT/reports, named in its run's row.
 """
 
 from __future__ import annotations
@@ -154,14 +155,20 @@ def _autotune(doc: dict[str, Any]) -> dict[str, Any] | None:
     return next((m for m in modes if m["mode"] == "autotune" and m["direction"] == "up"), None)
 
 
-def check_run(lab: Lab, env: dict[str, str]) -> dict[str, Any]:
-    """One `check --direction up --modes autotune`: what the bench keeps of it."""
+def check_run(lab: Lab, env: dict[str, str], keep: Path | None = None) -> dict[str, Any]:
+    """One `check --direction up --modes autotune`: what the bench keeps of it (and the
+    whole report, in `keep`, named in the row, so a miss can be read later)."""
     t0 = time.monotonic()
     doc = json_report(
         lab,
         tcpwizard_argv("check", lab.addr_b, "--json", "--direction", "up", "--modes", "autotune"),
         env,
     )
+    kept = None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        kept = keep / f"check-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:4]}.json"
+        kept.write_text(json.dumps(doc))
     v = doc["verdict"]
     m = _autotune(doc) or {}
     lat = m.get("latency_under_load") or {}
@@ -175,6 +182,7 @@ def check_run(lab: Lab, env: dict[str, str]) -> dict[str, Any]:
         "rtt_idle_ms": lat.get("idle_ms"),
         "rpm": lat.get("rpm"),
         "seconds": round(time.monotonic() - t0, 1),
+        "report": kept.name if kept is not None else None,
     }
 
 
@@ -240,7 +248,9 @@ def ping_run(lab: Lab, env: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def run_case(case: Case, runs: int = RUNS, ping_runs: int = PING_RUNS) -> dict[str, Any]:
+def run_case(
+    case: Case, runs: int = RUNS, ping_runs: int = PING_RUNS, keep: Path | None = None
+) -> dict[str, Any]:
     lab = Lab(case.spec().with_name(f"twca-{uuid.uuid4().hex[:6]}"))
     results: list[dict[str, Any]] = []
     pings: list[dict[str, Any]] = []
@@ -249,7 +259,7 @@ def run_case(case: Case, runs: int = RUNS, ping_runs: int = PING_RUNS) -> dict[s
         env = isolated_env(tmp)
         for _ in range(runs):
             try:
-                results.append(check_run(lab, env))
+                results.append(check_run(lab, env, keep))
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 results.append({"factor": "error", "host": None, "error": str(exc)[:200]})
         for _ in range(ping_runs):
@@ -326,7 +336,12 @@ def run_causes(out_dir: str, only: tuple[str, ...], ctx: Context, quick: bool = 
         if only and case.name not in only:
             continue
         ctx.progress(f"{case.name}: {case.cause} ...")
-        row = run_case(case, runs=3 if quick else RUNS, ping_runs=1 if quick else PING_RUNS)
+        row = run_case(
+            case,
+            runs=3 if quick else RUNS,
+            ping_runs=1 if quick else PING_RUNS,
+            keep=Path(out_dir, "reports"),
+        )
         with store.open("a") as f:
             f.write(json.dumps(row) + "\n")
     rows: dict[str, dict[str, Any]] = {}
