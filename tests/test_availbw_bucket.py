@@ -47,6 +47,11 @@ def bucket_ladder(
     return out
 
 
+def rung(ladder: list[StreamResult], share: float) -> list[StreamResult]:
+    """The ladder's streams sent at `share` of the capacity."""
+    return [r for r in ladder if abs(r.rate_bps - share * CAP) < 1.0]
+
+
 def fifo(share: float, cross: float) -> StreamResult:
     """A stream into a full FIFO of capacity CAP shared with `cross` (fluid): it loses what
     exceeds its share, R + X - C over R + X, whenever it is sent."""
@@ -67,7 +72,7 @@ def test_an_emptied_bucket_drops_the_rate_it_passed_before() -> None:
     tokens = 20e6 * (0.1 + AGAIN_S)
     want = lowest * CAP * AGAIN_S
     again = sent(lowest, 1 - tokens / want, length_s=AGAIN_S)
-    assert bucket_dropped(ladder, again)
+    assert bucket_dropped(rung(ladder, lowest), again)
 
 
 def test_a_fifo_others_fill_drops_by_rate_whenever_it_is_sent() -> None:
@@ -78,24 +83,25 @@ def test_a_fifo_others_fill_drops_by_rate_whenever_it_is_sent() -> None:
     lowest = again_share(ladder, shares)
     assert lowest is not None
     again = fifo(lowest, 0.35)
-    assert not bucket_dropped(ladder, dataclasses.replace(again, packets=3 * again.packets))
+    longer = dataclasses.replace(again, packets=3 * again.packets)
+    assert not bucket_dropped(rung(ladder, lowest), longer)
 
 
 def test_a_fifo_at_its_edge_losing_a_few_per_cent_either_time_is_no_bucket() -> None:
     ladder = [sent(0.5, 0.04), sent(0.6, 0.3)]
     assert again_share(ladder, [0.5, 0.6]) == 0.5
-    assert not bucket_dropped(ladder, sent(0.5, 0.06))
+    assert not bucket_dropped(rung(ladder, 0.5), sent(0.5, 0.06))
     # Three times as long into a FIFO TCP flows keep full: its drops come in bursts, a few
     # more caught than by the shorter one; under twice an overflow's share is no bucket.
-    assert not bucket_dropped(ladder, sent(0.5, 0.09, length_s=AGAIN_S))
+    assert not bucket_dropped(rung(ladder, 0.5), sent(0.5, 0.09, length_s=AGAIN_S))
 
 
 def test_a_queue_that_grew_meanwhile_is_others_load_arriving() -> None:
     ladder = [sent(0.5, 0.0), sent(0.9, 0.4)]
     grew = StreamResult(50e6, 0.3, 0.3, 50e6 / 1.3, 250)  # stretched as its queue grew
     assert grew.rose()
-    assert not bucket_dropped(ladder, grew)
-    assert bucket_dropped(ladder, sent(0.5, 0.3))
+    assert not bucket_dropped(rung(ladder, 0.5), grew)
+    assert bucket_dropped(rung(ladder, 0.5), sent(0.5, 0.3))
 
 
 def test_nothing_to_send_again_without_a_pass_before_an_overflow() -> None:

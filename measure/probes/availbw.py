@@ -207,9 +207,9 @@ def estimate(
 
 
 def again_share(results: list[StreamResult], shares: list[float]) -> float | None:
-    """The share of the capacity to send once more after the ladder: the lowest one whose
-    stream passed whole while a later, faster one overflowed (None: no such pair, nothing to
-    ask). `shares[i]` is `results[i]`'s rung."""
+    """The share of the capacity to send once more after the ladder: the lowest rung a stream
+    passed whole at, once some stream passed whole before a later one overflowed (None: no
+    such pair, nothing to ask). `shares[i]` is `results[i]`'s rung."""
     for i, r in enumerate(results):
         if r.loss > MAX_LOSS or r.rose():
             continue
@@ -221,17 +221,17 @@ def again_share(results: list[StreamResult], shares: list[float]) -> float | Non
 
 
 def bucket_dropped(
-    results: list[StreamResult], again: StreamResult, random_loss: float = 0.0
+    before: list[StreamResult], again: StreamResult, random_loss: float = 0.0
 ) -> bool:
-    """The streams' losses followed the volume sent, not their rate: a rate that had passed
-    whole overflowed when sent again, AGAIN_S long, after the faster ones. A FIFO that
-    others' traffic fills passes a rate below what they leave for as long as it is sent, and
-    drops a faster one by its rate (R + X - C over R + X) whenever it is sent; a token bucket
-    passes its tokens and its rate times the time, and the ladder's earlier streams spent the
-    tokens (a policer at a fifth of a 100 Mbit/s line with a second of its rate as bucket,
-    just emptied by the transfer: the first six streams passed, the faster four lost, read as
-    40 % of the path taken by others). Its delay must not have risen either: a queue that
-    grew in the meantime is others' load arriving."""
+    """The streams' losses followed the volume sent, not their rate: `again`, sent AGAIN_S
+    long after the faster streams at the rung the streams `before` had passed whole at,
+    overflowed. A FIFO that others' traffic fills passes a rate below what they leave for as
+    long as it is sent, and drops a faster one by its rate (R + X - C over R + X) whenever it
+    is sent; a token bucket passes its tokens and its rate times the time, and the ladder's
+    earlier streams spent the tokens (a policer at a fifth of a 100 Mbit/s line with a second
+    of its rate as bucket, just emptied by the transfer: the first six streams passed, the
+    faster four lost, read as 40 % of the path taken by others). Its delay must not have
+    risen either: a queue that grew in the meantime is others' load arriving."""
     if again.loss < BUCKET_LOSS or not again.overflowed(random_loss) or again.rose():
         return False
     if again.packets <= 0:
@@ -242,12 +242,11 @@ def bucket_dropped(
     return any(
         r.loss <= MAX_LOSS
         and not r.rose()
-        and r.rate_bps <= again.rate_bps * (1 + SLOPE_NOISE)
         and stats.binomial_at_least(
             again.packets, lost, max(r.loss, random_loss, 1 / again.packets)
         )
         < stats.SIGNIFICANCE
-        for r in results
+        for r in before
     )
 
 
@@ -323,7 +322,8 @@ def measure_available(
     # past the budget if need be: without it the policer reads as others' traffic.
     lowest = again_share(results, shares)
     again = stream(lowest, AGAIN_S) if lowest is not None else None
-    if again is not None and bucket_dropped(results, again, random_loss):
+    before = [r for r, share in zip(results, shares, strict=True) if share == lowest]
+    if again is not None and bucket_dropped(before, again, random_loss):
         est = low = high = capacity_bps
         loaded, streams = 0, len(results) + 1
         note = BUCKET_NOTE.format(share=lowest, lost=again.loss)
