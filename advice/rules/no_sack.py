@@ -48,15 +48,20 @@ def _sack_off(ev: Evidence, role: HostRole, audit: HostAudit | None) -> bool:
     return not any(t.option == "SACK" for t in syn_tampering(hs, ev.peer))
 
 
-def rule(ev: Evidence, d: Direction) -> Candidate | None:
-    cur = d.current
-    if cur is None or cur.error is not None or cur.retransmits <= 0:
-        return None
-    off = [
+def sack_off_roles(ev: Evidence, d: Direction) -> list[HostRole]:
+    """The hosts of direction `d` whose SACK was off (SACK is used only when both offer it)."""
+    return [
         role
         for role, audit in ((d.sender_role, d.sender), (d.receiver_role, d.receiver))
         if _sack_off(ev, role, audit)
     ]
+
+
+def rule(ev: Evidence, d: Direction) -> Candidate | None:
+    cur = d.current
+    if cur is None or cur.error is not None or cur.retransmits <= 0:
+        return None
+    off = sack_off_roles(ev, d)
     if not off or not below_path(ev, d):
         return None  # SACK off, but no loss or the line reached: not what held it
     rwnd, sndbuf, _ = chrono(cur)

@@ -649,6 +649,16 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         return None
     if _every_stream_queued(ev, d):
         return None  # others' queue: the cross-traffic rule speaks
+    # Imported here: no_sack reads the capacity view, which imports this package.
+    from tcpwizard.advice.rules.no_sack import sack_off_roles
+
+    if sack_off_roles(ev, d):
+        # Without SACK the retransmissions are not the path's losses one for one (NewReno
+        # resends what SACK would have spared; BBR v1 at 0.2 % random loss with SACK off at
+        # one end retransmitted 22 % of its segments, advice/rules/no_sack.py): tested
+        # against the idle probes, random loss looked ruled out and the policer was named
+        # (SACK off at 0.5 % random loss, BBR, 100 Mbit/s x 50 ms: 2 of 3 lab tries).
+        return None
     others = same_way(ev.transfer.modes if ev.transfer else (), d.current)
     # The queue is read from the top of the path's own delay jitter (advice/path_jitter.py).
     idle_ms = queue_free_rtt_ms(ev, d)
