@@ -66,6 +66,10 @@ BBR_5G = (
 )  # fmt: skip
 
 
+def _stands(samples: list[TransferSample]) -> bool:
+    return rates.counts_stand(rates.counts_of(samples), rates.path_rtt_s(samples))
+
+
 def _bbr_5g_until(stop: float) -> list[TransferSample]:
     return [
         TransferSample(t, 0.0, 0, 0, tcp_info=TcpInfoSample(srtt, 0, 0, 0, 0, 0, 0, 0, 1448),
@@ -80,20 +84,18 @@ def test_the_end_waits_for_a_settled_part_after_slow_starts_repair() -> None:
     windows had been back (rates.repair_end) for one sample: ended there, the settled part
     fell back to the second half, dip and all, 0.85 of the line, and the check said
     `congestion` on a healthy path. The end now also waits for three samples after the
-    repair (rates.settled_stands), and the settled part begins after the dip."""
+    repair (rates.counts_stand), and the settled part begins after the dip."""
     det = SteadyDetector(SteadyStop(), start=0.0)
     held = next(t for t, d, srtt in BBR_5G if det.feed(t, d, 0.050, srtt / 1e6))
     assert held < 1.55
-    assert not rates.settled_stands(_bbr_5g_until(held))
-    end = next(t for t, _, _ in BBR_5G if t >= held and rates.settled_stands(_bbr_5g_until(t)))
+    assert not _stands(_bbr_5g_until(held))
+    end = next(t for t, _, _ in BBR_5G if t >= held and _stands(_bbr_5g_until(t)))
     assert end < 1.75  # one more sample
     begins = rates.settled_from_s(_bbr_5g_until(end))
     assert begins is not None and begins >= 1.3, (end, begins)
     # Without a repair after the half, the second half stands as soon as it has 3 samples.
     flat = [(0.1 * i, int(1e6 * i), 50_000) for i in range(1, 9)]
-    assert rates.settled_stands(
-        [TransferSample(t, 0.0, 0, 0, delivered_bytes=d) for t, d, _ in flat]
-    )
+    assert _stands([TransferSample(t, 0.0, 0, 0, delivered_bytes=d) for t, d, _ in flat])
 
 
 def test_a_long_paths_cap_is_counted_in_round_trips() -> None:

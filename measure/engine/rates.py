@@ -219,20 +219,25 @@ def _settled(
     acknowledged after): a few samples' span then reads above the line (102 Mbit/s at the
     IP layer on a 100 Mbit/s lab line). The pipe it refilled was full at the best rate
     before the collapse, which the settled rate cannot exceed."""
-    n = len(counts) - 1  # samples with a count
-    start = int(n * SETTLED_FROM)  # counts[0] is the origin: counts[start] ends the first half
-    if n - start < MIN_STEADY_RATES:
+    found = _half_and_repair(counts, path_rtt_s(samples))
+    if found is None:
         return None
-    rtt = path_rtt_s(samples)
-    repair = repair_end(counts, window_s(rtt, sample_interval_s(counts)), rtt)
+    n, start, repair = found
     if repair is None or repair[0] <= start or n - repair[0] < MIN_STEADY_RATES:
         return start, None
     return repair
 
 
-def settled_stands(samples: Sequence[TransferSample]) -> bool:
-    """The settled part the verdicts will read stands on its own (counts_stand)."""
-    return counts_stand(counts_of(samples), path_rtt_s(samples))
+def _half_and_repair(
+    counts: Sequence[Count], rtt_s: float | None
+) -> tuple[int, int, tuple[int, float] | None] | None:
+    """(samples with a count, the index ending the first half, repair_end), None with fewer
+    than MIN_STEADY_RATES samples in the second half."""
+    n = len(counts) - 1  # samples with a count
+    start = int(n * SETTLED_FROM)  # counts[0] is the origin: counts[start] ends the first half
+    if n - start < MIN_STEADY_RATES:
+        return None
+    return n, start, repair_end(counts, window_s(rtt_s, sample_interval_s(counts)), rtt_s)
 
 
 def counts_stand(counts: Sequence[Count], rtt_s: float | None) -> bool:
@@ -243,11 +248,10 @@ def counts_stand(counts: Sequence[Count], rtt_s: float | None) -> bool:
     1.56 s with two samples after it, settled at 0.85 of the line: `congestion` on a
     healthy path). What the steady stop (measure/engine/steady.py) calls holding, round by
     round, this reads over the sampling windows the settled rate is taken over."""
-    n = len(counts) - 1
-    start = int(n * SETTLED_FROM)
-    if n - start < MIN_STEADY_RATES:
+    found = _half_and_repair(counts, rtt_s)
+    if found is None:
         return False
-    repair = repair_end(counts, window_s(rtt_s, sample_interval_s(counts)), rtt_s)
+    n, start, repair = found
     return repair is None or repair[0] <= start or n - repair[0] >= MIN_STEADY_RATES
 
 

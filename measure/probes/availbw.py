@@ -237,8 +237,9 @@ def bucket_dropped(
     if again.packets <= 0:
         return False
     lost = round(again.loss * again.packets)
-    # Against the share the same rate lost before (or the path's random share): a FIFO near
-    # its edge loses a few per cent either time, which chance alone may part.
+    # Against the share the same rate lost before (or the path's random share, or one
+    # packet's share where it lost none: a share of 0 would make any loss impossible): a
+    # FIFO near its edge loses a few per cent either time, which chance alone may part.
     return any(
         r.loss <= MAX_LOSS
         and not r.rose()
