@@ -50,8 +50,10 @@ BURST = 4  # packets sent back to back, the groups paced to the rate (less sende
 AGAIN_S = 3 * STREAM_S
 # The stream sent again must lose twice the share that makes an overflow: drops into a FIFO
 # that TCP flows keep full come in bursts at their sawtooth's peaks, which a binomial test
-# of independent drops overstates; the bucket it is for drops far more (a fifth of the
-# line policed, the lowest rung sent again: 38 %; bucket_dropped says why).
+# of independent drops overstates; the bucket it is for drops far more (derived: a fifth of
+# the line policed, the lowest rung sent again, 38 %; measured: 43 % in a matrix policer,
+# no bucket read in 7 matrix TCP cross-traffic replays nor the UDP cross-traffic lab test,
+# docs/bench-causes.md).
 BUCKET_LOSS = 2 * MAX_LOSS
 BUCKET_NOTE = (
     "the streams' losses followed the volume sent, not their rate: one at {share:.0%} of the "
