@@ -182,8 +182,10 @@ def measure_upload(
     #    and competing traffic gets a small share of the bottleneck. If the rough train
     #    lost most of itself (a queue of a few packets), mini-trains instead.
     mini = bool(rough and score_a.loss > LOSSY)
-    # Let the first train drain before the pairs.
-    time.sleep(min(0.05, left() / 10))
+    # Let the first train drain before the pairs. Its report holding every packet says it
+    # has: serve answers once the last arrived, so no packet of it is left in a queue.
+    if len(rx_a.get(base_id, {})) < PROBE_TRAIN_LEN:
+        time.sleep(min(0.05, left() / 10))
     tx_p = sender.pairs(base_id + 1, npairs, spacing)
     time.sleep(min(spacing, left() / 10))
     if mini and rough:
@@ -232,8 +234,8 @@ def measure_download(
     size = udp.udp_payload_size(client.family, mtu)
     wire = udp.wire_bytes(client.family, size)
     reg = udp.pack(udp.KIND_REGISTER, client.udp_token)
-    registered = False
-    for _ in range(3):  # UDP may drop the registration; it is tiny, retry a little
+    registered = register_acked(sock)
+    for _ in range(0 if registered else 3):  # UDP may drop it; it is tiny, retry a little
         sock.send(reg)
         if _wait(sock, min(0.3, max(0.0, deadline - time.monotonic()))):
             with contextlib.suppress(OSError):
@@ -271,6 +273,28 @@ def measure_download(
     if score is None:
         return None
     return combine(None, score, "down", link_bps, unpaced_loss)
+
+
+def register(client: ControlClient, sock: socket.socket) -> None:
+    """Tell serve where download trains go, before they are asked for: sent once the RTT
+    echoes are in, its answer waits in the socket while the upload probe runs, and
+    measure_download finds it there instead of spending a round trip on it."""
+    with contextlib.suppress(OSError):  # lost or refused: measure_download registers itself
+        sock.send(udp.pack(udp.KIND_REGISTER, client.udp_token))
+
+
+def register_acked(sock: socket.socket) -> bool:
+    """Whether serve's answer to an earlier `register` is among the packets waiting (late
+    echo replies may be too; they are no longer wanted)."""
+    acked = False
+    while select.select([sock], [], [], 0)[0]:
+        try:
+            data, _a, _t, _k = udp.recv_stamped(sock)
+        except OSError:
+            break
+        pkt = udp.unpack(data)
+        acked = acked or (pkt is not None and pkt.kind == udp.KIND_REGISTER_ACK)
+    return acked
 
 
 def _download_train(

@@ -120,6 +120,8 @@ def _with_serve(
         up: CapacityEstimate | None = None
         down: CapacityEstimate | None = None
         if udp_ok:
+            if download:
+                capacity.register(client, udp)
             say("capacity: packet pairs and trains (upload)")
             link = interface_bps(str(client.address[0]))
             up = capacity.measure_upload(client, udp, budget_s=_left(deadline) * 0.6, link_bps=link)
