@@ -5,6 +5,7 @@ serve over loopback."""
 from __future__ import annotations
 
 import select
+import socket
 import time
 
 from tcpwizard.measure.probes.capacity import measure_download, register, register_acked
@@ -13,7 +14,7 @@ from tcpwizard.measure.wire.control import ControlClient
 from tests.serve_helpers import running_server
 
 
-def _until_readable(sock: object, timeout: float = 2.0) -> bool:
+def _until_readable(sock: socket.socket, timeout: float = 2.0) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if select.select([sock], [], [], 0.05)[0]:
