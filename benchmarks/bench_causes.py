@@ -58,10 +58,11 @@ class Case:
     sysctls: tuple[tuple[str, str], ...] = ()
     loss: float = 0.0  # random, each way
     jitter_s: float = 0.0  # each packet's one-way delay varied by up to this, order kept
+    policed_way_back_only: bool = False  # the policer on b -> a alone (downloads)
 
     def spec(self) -> LabSpec:
         queue = round(self.queue_bdps * self.rate_bps * self.rtt_s / 8) if self.queue_bdps else None
-        return LabSpec.symmetric(
+        spec = LabSpec.symmetric(
             self.rate_bps,
             self.rtt_s,
             loss=self.loss,
@@ -71,6 +72,9 @@ class Case:
             sysctls_b=self.sysctls,
             policer_bps=self.policer_bps,
         )
+        if self.policed_way_back_only:
+            spec = replace(spec, forward=replace(spec.forward, policer_bps=None))
+        return spec
 
 
 def _grid(factor: str, rates: tuple[float, ...], cause: Callable[[float], str]) -> list[Case]:
@@ -116,6 +120,12 @@ CASES = (
     Case(
         "policer-jitter-100m-40ms", "policed at 20 of 100 Mbit/s, +-8 ms jitter", 100e6, 0.040,
         "policer", "path", policer_bps=20e6, jitter_s=0.008,
+    ),
+    # A bucket one way only: the upload sees the line, the download the policed rate; BBR's
+    # startup queue stands in front of the bucket while it drops (advice/rules/policer.py).
+    Case(
+        "policer-way-back-100m-40ms", "policed at 20 of 100 Mbit/s, b -> a only", 100e6, 0.040,
+        "policer", "path", policer_bps=20e6, policed_way_back_only=True,
     ),
     Case(
         "healthy-jitter-100m-40ms", "1 BDP queue at 100 Mbit/s, +-8 ms jitter", 100e6, 0.040,

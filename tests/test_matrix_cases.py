@@ -17,6 +17,8 @@ import pytest
 from benchmarks.report_evidence import evidence
 from tcpwizard.advice import idle_follow_up
 from tcpwizard.advice.diagnose import Evidence, diagnose
+from tcpwizard.advice.evidence import directions
+from tcpwizard.advice.loss_episodes import episodes
 from tcpwizard.advice.model import Verdict
 from tcpwizard.advice.window_law import lossy_window_share, round_trip_hit
 from tcpwizard.measure.model import IdleLoss
@@ -356,3 +358,19 @@ def test_a_queue_others_keep_is_no_policers_queue_free_plateau() -> None:
     0.41 ms), so others' queue, and no policer's (read `policer` 0.98 before, when the
     policer's floor was 1 ms and the same 0.7 ms was both)."""
     assert _verdict("20261228.54") == ("cross-traffic", None)
+
+
+def test_bbrs_startup_queue_in_front_of_a_bucket_is_no_queue_at_its_losses() -> None:
+    """BBR down through a 20 Mbit/s bucket on the way back of a 100 Mbit/s x 40 ms lab line:
+    its startup's queue stood in front of the bucket for twelve 100 ms intervals of losses
+    in a row (1.1-2 x idle), then the rate held 19 Mbit/s with the RTT at idle. Each of
+    those intervals was taken for an episode of its own, so half the losses "came with a
+    queue" and the verdict was `congestion` (0.58); the run is one overshoot."""
+    ev = _evidence("lab-bbr-policed-way-back-20m-of-100m-40ms")
+    down = next(d for d in directions(ev) if d.name == "down")
+    m = down.current
+    assert m is not None and m.congestion_control == "bbr"
+    assert len(episodes(m, ev.path.rtt.min if ev.path else 0.0)) > 5  # the intervals apart
+    assert len(episodes(m, ev.path.rtt.min if ev.path else 0.0, runs=True)) == 2
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")

@@ -454,8 +454,16 @@ def _queue_at_losses(m: ModeResult, idle_ms: float, allowed_ms: float, paced: bo
     1-BDP queue over 166 ms: 3,300 of 4,800 segments lost at 1.2-2 x idle in two overflows,
     the rest one by one; read `policer`). Not an unpaced sender's: its window goes out in
     bursts at the host's link rate and queues at the line in front of the bucket (Reno
-    through a 393 Mbit/s bucket on a 1.1 Gbit/s x 57 ms line: losses at +7 to +69 ms)."""
-    later = episodes(m, idle_ms)[1:]
+    through a 393 Mbit/s bucket on a 1.1 Gbit/s x 57 ms line: losses at +7 to +69 ms).
+
+    A paced sender's episodes are runs of lossy intervals (`episodes(runs=True)`), so the
+    first, skipped, is the whole overshoot of its ramp, which lasts past one recovery: BBR
+    paces at the bandwidth its startup measured until its filter forgets it (10 round trips)
+    and a bucket behind the bottleneck drops through all of it while the queue startup
+    built stands in front (BBR policed at 20 on a 100 Mbit/s x 40 ms line: losses in twelve
+    100 ms intervals in a row at 1.1-2 x idle, then flat at 19 Mbit/s with the RTT at idle;
+    each interval taken for an episode of its own, read `congestion`)."""
+    later = episodes(m, idle_ms, runs=paced)[1:]
     if later or not paced:
         queued = sum(1 for e in later if e and max(e) - idle_ms > allowed_ms)
         return bool(later) and 2 * queued >= len(later)
