@@ -58,7 +58,8 @@ class Case:
     sysctls: tuple[tuple[str, str], ...] = ()
     loss: float = 0.0  # random, each way
     jitter_s: float = 0.0  # each packet's one-way delay varied by up to this, order kept
-    policed_way_back_only: bool = False  # the policer on b -> a alone (downloads)
+    policed_way_back_only: bool = False  # the policer on b -> a alone
+    direction: str = "up"  # the way the check's transfer runs (down: b -> a)
 
     def spec(self) -> LabSpec:
         queue = round(self.queue_bdps * self.rate_bps * self.rtt_s / 8) if self.queue_bdps else None
@@ -125,7 +126,7 @@ CASES = (
     # startup queue stands in front of the bucket while it drops (advice/rules/policer.py).
     Case(
         "policer-way-back-100m-40ms", "policed at 20 of 100 Mbit/s, b -> a only", 100e6, 0.040,
-        "policer", "path", policer_bps=20e6, policed_way_back_only=True,
+        "policer", "path", policer_bps=20e6, policed_way_back_only=True, direction="down",
     ),
     Case(
         "healthy-jitter-100m-40ms", "1 BDP queue at 100 Mbit/s, +-8 ms jitter", 100e6, 0.040,
@@ -160,27 +161,26 @@ def json_report(lab: Lab, argv: list[str], env: dict[str, str]) -> dict[str, Any
     return doc
 
 
-def _autotune(doc: dict[str, Any]) -> dict[str, Any] | None:
+def _autotune(doc: dict[str, Any], direction: str = "up") -> dict[str, Any] | None:
     modes = (doc.get("transfer") or {}).get("modes") or []
-    return next((m for m in modes if m["mode"] == "autotune" and m["direction"] == "up"), None)
+    return next((m for m in modes if m["mode"] == "autotune" and m["direction"] == direction), None)
 
 
-def check_run(lab: Lab, env: dict[str, str], keep: Path | None = None) -> dict[str, Any]:
-    """One `check --direction up --modes autotune`: what the bench keeps of it (and the
-    whole report, in `keep`, named in the row, so a miss can be read later)."""
+def check_run(
+    lab: Lab, env: dict[str, str], keep: Path | None = None, direction: str = "up"
+) -> dict[str, Any]:
+    """One `check --direction DIRECTION --modes autotune`: what the bench keeps of it (and
+    the whole report, in `keep`, named in the row, so a miss can be read later)."""
     t0 = time.monotonic()
-    doc = json_report(
-        lab,
-        tcpwizard_argv("check", lab.addr_b, "--json", "--direction", "up", "--modes", "autotune"),
-        env,
-    )
+    argv = ("check", lab.addr_b, "--json", "--direction", direction, "--modes", "autotune")
+    doc = json_report(lab, tcpwizard_argv(*argv), env)
     kept = None
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         kept = keep / f"check-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:4]}.json"
         kept.write_text(json.dumps(doc))
     v = doc["verdict"]
-    m = _autotune(doc) or {}
+    m = _autotune(doc, direction) or {}
     lat = m.get("latency_under_load") or {}
     return {
         "factor": v["limiting_factor"],
@@ -218,7 +218,7 @@ def ping_rtts(text: str, since: float, until: float) -> list[float]:
     return out
 
 
-def ping_run(lab: Lab, env: dict[str, str]) -> dict[str, Any]:
+def ping_run(lab: Lab, env: dict[str, str], direction: str = "up") -> dict[str, Any]:
     """A transfer with `ping` beside it: the transfer's RTT under load (its second half)
     against the median of the pings answered in the same second half."""
     with _pinging(lab) as ping:
@@ -232,6 +232,8 @@ def ping_run(lab: Lab, env: dict[str, str]) -> dict[str, Any]:
                 "--json",
                 "--modes",
                 "autotune",
+                "--direction",
+                direction,
                 "--duration",
                 f"{TRANSFER_S:g}s",
             ),
@@ -240,7 +242,7 @@ def ping_run(lab: Lab, env: dict[str, str]) -> dict[str, Any]:
         end = time.time()
         time.sleep(0.3)
     text, _ = ping.communicate(timeout=10)
-    m = _autotune(doc) or {}
+    m = _autotune(doc, direction) or {}
     lat = m.get("latency_under_load") or {}
     samples = m.get("samples") or []
     t_last = samples[-1]["t_s"] if samples else TRANSFER_S
@@ -269,12 +271,12 @@ def run_case(
         env = isolated_env(tmp)
         for _ in range(runs):
             try:
-                results.append(check_run(lab, env, keep))
+                results.append(check_run(lab, env, keep, case.direction))
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 results.append({"factor": "error", "host": None, "error": str(exc)[:200]})
         for _ in range(ping_runs):
             try:
-                pings.append(ping_run(lab, env))
+                pings.append(ping_run(lab, env, case.direction))
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 pings.append({"error": str(exc)[:200]})
     return {
