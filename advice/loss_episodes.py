@@ -24,14 +24,14 @@ EPISODE_GAP_RTTS = 2
 LATE_LOSS_EVENTS = 3
 
 
-def episodes(m: ModeResult, rtt_ms: float, runs: bool = False) -> list[list[float]]:
+def episodes(m: ModeResult, rtt_ms: float, first_run: bool = False) -> list[list[float]]:
     """Loss recoveries in the transfer, each as the sender's smoothed RTTs (ms) of its
     intervals with new retransmissions and of the interval before its first: a new episode
     after a gap of more than two round trips without any (one recovery sends its
-    retransmissions a round trip apart, so its intervals may skip one). `runs`: a new one
-    only after a loss-free interval as well: on a path whose two round trips are shorter
-    than an interval (100 ms samples under 50 ms), adjacent lossy intervals show no pause,
-    and a run of them may be one overshoot's recoveries."""
+    retransmissions a round trip apart, so its intervals may skip one). `first_run`: the
+    first episode goes on until an interval without loss: on a path whose two round trips
+    are shorter than an interval (100 ms samples under 50 ms) adjacent lossy intervals show
+    no pause, and the ramp's overshoot may take many recoveries."""
     out: list[list[float]] = []
     last, last_t, before = 0, -1e9, None
     gap_s = EPISODE_GAP_RTTS * rtt_ms / 1e3
@@ -41,7 +41,7 @@ def episodes(m: ModeResult, rtt_ms: float, runs: bool = False) -> list[list[floa
         if ti is None:
             continue
         if ti.total_retrans > last:
-            if ((clean or not runs) and s.t_s - last_t > gap_s) or not out:
+            if ((clean or not first_run or len(out) > 1) and s.t_s - last_t > gap_s) or not out:
                 out.append([] if before is None else [before])
             out[-1].append(ti.rtt_us / 1e3)
             last_t = s.t_s

@@ -129,6 +129,11 @@ CASES = (
         "policer", "path", policer_bps=20e6, policed_way_back_only=True, direction="down",
     ),
     Case(
+        "policer-way-back-reno-100m-40ms", "policed at 20 of 100 Mbit/s, b -> a only, Reno",
+        100e6, 0.040, "policer", "path", policer_bps=20e6, policed_way_back_only=True,
+        direction="down", sysctls=RENO,
+    ),
+    Case(
         "healthy-jitter-100m-40ms", "1 BDP queue at 100 Mbit/s, +-8 ms jitter", 100e6, 0.040,
         "path-capacity", None, queue_bdps=1.0, jitter_s=0.008,
     ),

@@ -362,15 +362,31 @@ def test_a_queue_others_keep_is_no_policers_queue_free_plateau() -> None:
 
 def test_bbrs_startup_queue_in_front_of_a_bucket_is_no_queue_at_its_losses() -> None:
     """BBR down through a 20 Mbit/s bucket on the way back of a 100 Mbit/s x 40 ms lab line:
-    its startup's queue stood in front of the bucket for twelve 100 ms intervals of losses
+    its startup's queue stood in front of the bucket through eight 100 ms intervals of losses
     in a row (1.1-2 x idle), then the rate held 19 Mbit/s with the RTT at idle. Each of
     those intervals was taken for an episode of its own, so half the losses "came with a
-    queue" and the verdict was `congestion` (0.58); the run is one overshoot."""
+    queue" and the verdict was `congestion` (0.58); the run is the ramp's overshoot."""
     ev = _evidence("lab-bbr-policed-way-back-20m-of-100m-40ms")
     down = next(d for d in directions(ev) if d.name == "down")
     m = down.current
     assert m is not None and m.congestion_control == "bbr"
-    assert len(episodes(m, ev.path.rtt.min if ev.path else 0.0)) > 5  # the intervals apart
-    assert len(episodes(m, ev.path.rtt.min if ev.path else 0.0, runs=True)) == 2
+    idle = ev.path.rtt.min if ev.path else 0.0
+    apart = episodes(m, idle)
+    assert len(apart) > 10 and sum(max(e) > 1.5 * idle for e in apart[1:]) >= 3
+    ramp, *later = episodes(m, idle, first_run=True)
+    assert len(ramp) > 8 and max(ramp) > 1.9 * idle  # the overshoot, its queue with it
+    assert later and all(max(e) < 1.05 * idle for e in later)  # the bucket's, at idle
+    v = diagnose(ev).verdict
+    assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+
+
+def test_renos_overshoot_through_a_bucket_is_one_episode_and_the_bucket_is_named() -> None:
+    """Reno down through the same bucket: ten lossy intervals in a row after slow start (a
+    burst at 1.4 x idle among them, its window sent back to back queuing in front of the
+    bucket), then one loss at idle two seconds later. Read interval by interval, half the
+    episodes had a queue and the verdict was `congestion` on the sender (0.81)."""
+    ev = _evidence("lab-reno-policed-way-back-20m-of-100m-40ms")
+    down = next(d for d in directions(ev) if d.name == "down")
+    assert down.current is not None and down.current.congestion_control == "reno"
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")

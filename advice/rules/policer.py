@@ -456,14 +456,17 @@ def _queue_at_losses(m: ModeResult, idle_ms: float, allowed_ms: float, paced: bo
     bursts at the host's link rate and queues at the line in front of the bucket (Reno
     through a 393 Mbit/s bucket on a 1.1 Gbit/s x 57 ms line: losses at +7 to +69 ms).
 
-    A paced sender's episodes are runs of lossy intervals (`episodes(runs=True)`), so the
-    first, skipped, is the whole overshoot of its ramp, which lasts past one recovery: BBR
-    paces at the bandwidth its startup measured until its filter forgets it (10 round trips)
-    and a bucket behind the bottleneck drops through all of it while the queue startup
-    built stands in front (BBR policed at 20 on a 100 Mbit/s x 40 ms line: losses in twelve
-    100 ms intervals in a row at 1.1-2 x idle, then flat at 19 Mbit/s with the RTT at idle;
-    each interval taken for an episode of its own, read `congestion`)."""
-    later = episodes(m, idle_ms, runs=paced)[1:]
+    The first episode, skipped, is the ramp's whole overshoot: every lossy interval up to
+    the first without loss (`episodes(first_run=True)`). It outlasts one recovery: BBR
+    paces at the bandwidth its startup measured until its filter forgets it (10 round
+    trips), Reno recovers a window's worth of holes a round trip at a time, and a bucket
+    behind the bottleneck drops through all of it while the queue the ramp built stands in
+    front. On a path whose two round trips are shorter than an interval each lossy interval
+    was an episode of its own (BBR policed at 20 on a 100 Mbit/s x 40 ms line: eight
+    intervals of losses in a row at 1.1-2 x idle, then flat at 19 Mbit/s with the RTT at
+    idle, read `congestion`; Reno through the same bucket: ten, then one loss at idle
+    after two seconds, read `congestion` on the sender)."""
+    later = episodes(m, idle_ms, first_run=True)[1:]
     if later or not paced:
         queued = sum(1 for e in later if e and max(e) - idle_ms > allowed_ms)
         return bool(later) and 2 * queued >= len(later)
