@@ -390,3 +390,15 @@ def test_renos_overshoot_through_a_bucket_is_one_episode_and_the_bucket_is_named
     assert down.current is not None and down.current.congestion_control == "reno"
     v = diagnose(ev).verdict
     assert (v.limiting_factor, v.host_to_fix) == ("policer", "path")
+
+
+def test_others_queue_on_the_way_back_is_no_policers_queue_free_plateau() -> None:
+    """Two BBR flows of others on the way back of a 100 Mbit/s x 50 ms lab line: the echoes
+    at 94-100 ms (their median 4 ms above their minimum), the download's share of 24 Mbit/s
+    at 100 ms, "no queue" against that minimum, read `policer` 0.98. The available-bandwidth
+    streams run on the upload only and found it free; nothing vouches for the way back."""
+    ev = _evidence("lab-two-bbr-flows-on-the-way-back-100m-50ms")
+    assert ev.path is not None and ev.path.rtt.p50 - ev.path.rtt.min > 3.0
+    v = diagnose(ev).verdict
+    assert v.limiting_factor != "policer"
+    assert v.confidence < 0.7  # no cause the evidence holds: a weak reading, said as such

@@ -623,6 +623,24 @@ def _every_stream_queued(ev: Evidence, d: Direction) -> bool:
     return d.name == "up" and av is not None and av.streams > 0 and av.loaded == av.streams
 
 
+def _others_queue_the_way_back(ev: Evidence, d: Direction) -> bool:
+    """Half the idle echoes or more stood above their minimum by more than a queue-free
+    flow's noise, and the transfer is a download: a queue came and went on the path while
+    they ran, and nothing rules out that others' flows keep it on the way back. The idle
+    RTT was then measured through it, so "no queue under load" says nothing of a bucket;
+    the available-bandwidth streams run only on the upload and cannot vouch for this way.
+    (Two BBR flows of others on the way back of a 100 Mbit/s x 50 ms lab line kept the
+    echoes at 94-100 ms, their median 4 ms above the minimum; the download, its share of 24
+    Mbit/s at 100 ms "with no queue", read `policer` 0.98.) The median, not the top: a late
+    echo or two is the host's timer (an 8 Mbit/s bucket at 20 ms: the 95th percentile 2 ms
+    above the minimum, the median 0.04 ms); a bucket alone on the way back leaves the
+    median at the minimum (0.17 ms above it at 40 ms)."""
+    path = ev.path
+    if d.name != "down" or path is None or not path.peer or path.rtt.samples < 2:
+        return False
+    return path.rtt.p50 - path.rtt.min > NOISE_MS
+
+
 def _mostly_free(ev: Evidence) -> bool:
     av = ev.path.available if ev.path else None
     return av is not None and av.free_share > CROSS_FREE_SHARE
@@ -660,6 +678,8 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         return None
     if _every_stream_queued(ev, d):
         return None  # others' queue: the cross-traffic rule speaks
+    if _others_queue_the_way_back(ev, d):
+        return None
     # Imported here: no_sack reads the capacity view, which imports this package.
     from tcpwizard.advice.rules.no_sack import sack_off_roles
 
