@@ -13,7 +13,7 @@ module per limiting factor; this engine walks them in the order of advice/rules/
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tcpwizard.advice import calibration
 from tcpwizard.advice.capacity_view import capacity as _capacity
@@ -228,14 +228,17 @@ def _speak_for_both_ways(
         # the other way's rate beside it.
         best = next((c for c in pool if c.direction == "up"), best)
         other = next(c for c in pool if c.direction != best.direction)
+        # The verdict claims both ways: it is as sure as the less sure of them, and that
+        # way's reasons for doubt are shown (a download whose probe saw far more than it
+        # moved, advice/capacity_view.py capacity_sure).
+        doubted = other.confidence < best.confidence
+        shown = other.evidence if doubted else other.evidence[:1]
+        best = replace(best, confidence=min(best.confidence, other.confidence))
         return (
             best,
             best.host,
             best.explanation,
-            (
-                *best.evidence,
-                f"{other.direction}: {other.evidence[0]}",
-            ),
+            (*best.evidence, *(f"{other.direction}: {e}" for e in shown)),
         )
     # The other way's own reading of the same factor: its most confident one (a weaker
     # candidate of the same factor there, with another host, is not what that way says).

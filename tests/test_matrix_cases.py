@@ -402,3 +402,16 @@ def test_others_queue_on_the_way_back_is_no_policers_queue_free_plateau() -> Non
     v = diagnose(ev).verdict
     assert v.limiting_factor != "policer"
     assert v.confidence < 0.7  # no cause the evidence holds: a weak reading, said as such
+
+
+def test_a_download_far_below_its_train_is_no_sure_path_capacity() -> None:
+    """60 Mbit/s of others' UDP on the way back of a 100 Mbit/s x 50 ms lab line: the
+    download moved 43 against its train's 100 (weak: no pairs that way, and the upload's
+    pairs disagreed), the transfer's rate was taken for the capacity and both ways read
+    healthy at 0.95 with nothing said. The claim for both ways is as sure as the doubted
+    one, and its doubt is shown."""
+    ev = _evidence("lab-udp-60m-on-the-way-back-100m-50ms")
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "path-capacity" and v.host_to_fix is None
+    assert v.confidence <= 0.85
+    assert any(e.startswith("down: probe said") and "others' traffic" in e for e in v.evidence)
