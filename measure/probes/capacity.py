@@ -275,6 +275,11 @@ def measure_download(
     return combine(None, score, "down", link_bps, unpaced_loss)
 
 
+# The most packets register_acked reads: the echoes' late replies and serve's answer are a
+# few dozen; a connected UDP socket hears only serve, so more is no answer of ours.
+MAX_WAITING = 256
+
+
 def register(client: ControlClient, sock: socket.socket) -> None:
     """Tell serve where download trains go, before they are asked for: sent once the RTT
     echoes are in, its answer waits in the socket while the upload probe runs, and
@@ -287,7 +292,9 @@ def register_acked(sock: socket.socket) -> bool:
     """Whether serve's answer to an earlier `register` is among the packets waiting (late
     echo replies may be too; they are no longer wanted)."""
     acked = False
-    while select.select([sock], [], [], 0)[0]:
+    for _ in range(MAX_WAITING):
+        if not select.select([sock], [], [], 0)[0]:
+            break
         try:
             data, _a, _t, _k = udp.recv_stamped(sock)
         except OSError:
