@@ -233,15 +233,11 @@ def measure_download(
     deadline = time.monotonic() + budget_s
     size = udp.udp_payload_size(client.family, mtu)
     wire = udp.wire_bytes(client.family, size)
-    reg = udp.pack(udp.KIND_REGISTER, client.udp_token)
     registered = register_acked(sock)
     for _ in range(0 if registered else 3):  # UDP may drop it; it is tiny, retry a little
-        sock.send(reg)
+        register(client, sock)
         if _wait(sock, min(0.3, max(0.0, deadline - time.monotonic()))):
-            with contextlib.suppress(OSError):
-                data, _a, _t, _k = udp.recv_stamped(sock)
-                pkt = udp.unpack(data)
-                registered = pkt is not None and pkt.kind == udp.KIND_REGISTER_ACK
+            registered = register_acked(sock)
         if registered:
             break
     if not registered:
