@@ -277,8 +277,6 @@ def offered_window_full(m: ModeResult) -> bool:
 
 def shared_measured(ev: Evidence, d: Direction) -> bool:
     """Others' traffic shares this direction's bottleneck, measured: the available bandwidth
-    (upload only) at most CROSS_FREE_SHARE of the capacity before the transfer."""
-    av = ev.path.available if ev.path else None
-    return (
-        av is not None and d.name == "up" and bool(av.loaded) and av.free_share <= CROSS_FREE_SHARE
-    )
+    that way at most CROSS_FREE_SHARE of the capacity before the transfer."""
+    av = ev.path.available_for(d.name) if ev.path else None
+    return av is not None and bool(av.loaded) and av.free_share <= CROSS_FREE_SHARE

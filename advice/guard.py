@@ -148,12 +148,16 @@ def guard_path(
     cap = None if p.capacity is None else guard_capacity(p.capacity, limit)
     down = None if p.capacity_down is None else guard_capacity(p.capacity_down, limit)
     av = None if p.available is None else _guard_available(p.available, limit)
+    av_down = None if p.available_down is None else _guard_available(p.available_down, limit)
     bdp = p.bdp_bytes
     if cap is not None and p.capacity is not None and cap.mbps < p.capacity.mbps and bdp:
         bdp = round(bdp * cap.mbps / p.capacity.mbps)
-    if (cap, down, av, bdp) == (p.capacity, p.capacity_down, p.available, p.bdp_bytes):
+    was = (p.capacity, p.capacity_down, p.available, p.available_down, p.bdp_bytes)
+    if (cap, down, av, av_down, bdp) == was:
         return p
-    return dataclasses.replace(p, capacity=cap, capacity_down=down, available=av, bdp_bytes=bdp)
+    return dataclasses.replace(
+        p, capacity=cap, capacity_down=down, available=av, available_down=av_down, bdp_bytes=bdp
+    )
 
 
 def _guard_sample(s: TransferSample, limit: float) -> TransferSample:

@@ -12,7 +12,8 @@ The idle echoes, spaced apart, sample that range; the rules that read a queue fr
 under load (bufferbloat, the policer's "no queue", others' queue) measure it from the top of
 the range instead of its bottom. Others' traffic spreads the echoes too, and its queue is a
 queue, so the range counts as the path's only when two tells rule others out: the
-available-bandwidth probe found the path free (measure/probes/availbw.py), and no transfer's
+available-bandwidth probe found the path free every way it was sent (measure/probes/
+availbw.py, availbw_down.py), and no transfer's
 smoothed RTT went below the idle minimum (a queue that held every echo up empties now and
 then under a flow: Reno beside 3 TCP flows dipped 1.5 ms below its echoes, scenario matrix
 20261230.130; the smoothed RTT of a flow on a jittery path averages many samples and stays
@@ -47,9 +48,9 @@ def path_jitter_ms(path: PathEstimate | None, modes: Sequence[ModeResult]) -> fl
     spread = idle_spread_ms(path)
     if spread <= QUEUE_FREE_NOISE_MS:
         return 0.0
-    av = path.available
-    if av is None or av.free_share <= CROSS_FREE_SHARE:
-        return 0.0  # unknown or shared: the spread may be others' queue
+    avs = path.availables()
+    if not avs or any(a.free_share <= CROSS_FREE_SHARE for a in avs):
+        return 0.0  # unknown or shared (either way): the spread may be others' queue
     if any(s < path.rtt.min for m in modes for s in srtts_ms(m)):
         return 0.0  # the echoes carried a queue that emptied under a transfer
     return spread

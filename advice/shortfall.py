@@ -1,10 +1,11 @@
 """When a transfer falls short of the path with no host to blame, measure what others leave.
 
-The available bandwidth (measure/probes/availbw.py) costs about two seconds of periodic streams, so
-`check` runs it unasked only when it can change the verdict: the upload (the direction the
-streams measure) reached less than the healthy share of the probed capacity while neither
-window held the sender. Then the path is either shared (`cross-traffic`, which needs the
-measurement) or limited by something the other rules name from the transfer itself.
+The available bandwidth (measure/probes/availbw.py) costs about two seconds of periodic
+streams each way, so `check` runs it unasked only when it can change the verdict, for each
+way a transfer went (serve sends the streams for a download): the transfer reached less
+than the healthy share of the probed capacity that way while neither window held the
+sender. Then the path is either shared (`cross-traffic`, which needs the measurement) or
+limited by something the other rules name from the transfer itself.
 
 Or: the idle echoes spread by more than a queue-free path's RTT allows (the policer's "no
 queue" allowance, advice/rules/policer.py). Then either others' traffic keeps a queue
@@ -19,30 +20,38 @@ from tcpwizard.advice.evidence import HEALTHY_SHARE, pick_current, window_held
 from tcpwizard.advice.path_jitter import idle_spread_ms
 from tcpwizard.advice.rules.policer import no_queue_ms
 from tcpwizard.measure.engine import rates
-from tcpwizard.measure.model import PathEstimate, TransferResult
+from tcpwizard.measure.model import Direction, PathEstimate, TransferResult
 from tcpwizard.units import format_mbps
 
 
-def fell_short(path: PathEstimate | None, transfer: TransferResult | None) -> str:
-    """Why the available bandwidth is worth measuring now ("" when it is not)."""
-    if path is None or path.capacity is None or path.available is not None or transfer is None:
+def fell_short(
+    path: PathEstimate | None, transfer: TransferResult | None, direction: Direction = "up"
+) -> str:
+    """Why the available bandwidth that way is worth measuring now ("" when it is not)."""
+    if path is None or path.capacity is None or transfer is None:
         return ""
+    if path.available_for(direction) is not None:
+        return ""
+    ran = [m for m in transfer.modes if m.direction == direction and m.error is None]
+    cur = pick_current(ran)
+    if direction == "down" and cur is None:
+        return ""  # no download to explain
     spread = idle_spread_ms(path)
     if path.peer and spread > no_queue_ms(path.rtt.min):
         return (
             f"the idle RTT spread {spread:.1f} ms above its {path.rtt.min:.1f} ms minimum: "
             "others' queue, or the path's own delay jitter?"
         )
-    up = pick_current([m for m in transfer.modes if m.direction == "up" and m.error is None])
-    if up is None:
+    if cur is None:
         return ""
-    rate = rates.mode_steady_mbps(up) or up.throughput_mbps
-    cap = path.capacity.mbps
+    rate = rates.mode_steady_mbps(cur) or cur.throughput_mbps
+    cap = (path.capacity_down if direction == "down" and path.capacity_down else path.capacity).mbps
     if rate >= HEALTHY_SHARE * cap:
         return ""
-    if window_held(up):
+    if window_held(cur):
         return ""  # a window held it: the window rules speak, whatever others send
+    way = "upload" if direction == "up" else "download"
     return (
-        f"the upload held {format_mbps(rate)} of the {format_mbps(cap)} the probe saw, with "
+        f"the {way} held {format_mbps(rate)} of the {format_mbps(cap)} the probe saw, with "
         "neither window holding it: is the path shared?"
     )

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from tcpwizard.advice.evidence import Evidence
 from tcpwizard.checks.model import BdpTarget, Finding, Fix, HostAudit, InterfaceInfo, RouteInfo
-from tcpwizard.measure.model import PathEstimate, RttStats, TransferResult
+from tcpwizard.measure.model import Direction, PathEstimate, RttStats, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.observe.synopts import SynOptions
 from tcpwizard.measure.probes.availbw import AvailBandwidth
@@ -111,23 +111,30 @@ def host_audit(obj: Mapping[str, Any], fixes: Mapping[str, Fix]) -> HostAudit:
     )
 
 
+def _available(av: Mapping[str, Any] | None, direction: Direction) -> AvailBandwidth | None:
+    if av is None:
+        return None
+    return AvailBandwidth(
+        av["mbps"] * 1e6,
+        av["low_mbps"] * 1e6,
+        av["high_mbps"] * 1e6,
+        av["capacity_mbps"] * 1e6,
+        av["elapsed_s"],
+        av["streams"],
+        av["loaded_streams"],
+        av["packets"],
+        av.get("note", ""),
+        direction,
+    )
+
+
 def path_estimate(obj: Mapping[str, Any]) -> PathEstimate:
-    av = obj.get("available")
-    available = None
-    if av is not None:
-        available = AvailBandwidth(
-            av["mbps"] * 1e6,
-            av["low_mbps"] * 1e6,
-            av["high_mbps"] * 1e6,
-            av["capacity_mbps"] * 1e6,
-            av["elapsed_s"],
-            av["streams"],
-            av["loaded_streams"],
-            av["packets"],
-            av.get("note", ""),
-        )
     return from_fields(
-        PathEstimate, obj, rtt=from_fields(RttStats, obj["rtt_ms"]), available=available
+        PathEstimate,
+        obj,
+        rtt=from_fields(RttStats, obj["rtt_ms"]),
+        available=_available(obj.get("available"), "up"),
+        available_down=_available(obj.get("available_down"), "down"),
     )
 
 

@@ -70,6 +70,16 @@ class PathEstimate:
     # More round-trip probes at idle after the transfers, when their losses needed telling
     # apart from random loss (advice/idle_loss.py).
     idle_loss: IdleLoss | None = None
+    # What cross traffic leaves of the download's capacity (measure/probes/availbw_down.py).
+    available_down: AvailBandwidth | None = None
+
+    def available_for(self, direction: str) -> AvailBandwidth | None:
+        """What cross traffic leaves free that way ("up" or "down"), when measured."""
+        return self.available if direction == "up" else self.available_down
+
+    def availables(self) -> tuple[AvailBandwidth, ...]:
+        """Every available-bandwidth measurement of the check (upload first)."""
+        return tuple(a for a in (self.available, self.available_down) if a is not None)
 
 
 @dataclass(frozen=True)

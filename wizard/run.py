@@ -350,28 +350,35 @@ def _stage_probe(run: _Run, stage: StageFn, emit: EventFn) -> None:
         stage("probe", "path measured", path=run.path)
 
 
-def _stage_available(run: _Run, stage: StageFn, why: str = "") -> None:
-    """The available bandwidth beside the capacity (serve's reflector only), asked for
-    (--avail) or because the upload fell short (advice/shortfall.py); the verdict
+def _stage_available(run: _Run, stage: StageFn, why: str = "", direction: Way = "up") -> None:
+    """The available bandwidth beside the capacity that way (serve's reflector only), asked
+    for (--avail) or because a transfer fell short (advice/shortfall.py); the verdict
     `cross-traffic` needs it."""
-    cap = run.path.capacity if run.path else None
-    if run.path is None or cap is None or not run.far.abilities.reflector:
-        if not why:  # asked for: say why not (unasked, it was only worth a try)
+    path = run.path
+    cap = path.capacity if path else None
+    if path is not None and direction == "down" and path.capacity_down is not None:
+        cap = path.capacity_down
+    if path is None or cap is None or not run.far.abilities.reflector:
+        if not why and direction == "up":  # asked for: say why not, once
             run.notes.append("available bandwidth: needs tcpwizard serve and a measured capacity")
         return
-    stage("probe", "measuring what cross traffic leaves free (periodic streams)")
+    way = "" if direction == "up" else " on the way back"
+    stage("probe", f"measuring what cross traffic leaves free{way} (periodic streams)")
     if why:
-        run.notes.append(f"available bandwidth measured: {why}")
+        run.notes.append(f"available bandwidth{way} measured: {why}")
     try:
         av = run.far.available(
-            cap.mbps * 1e6, run.path.rtt.min / 1e3, idle_loss.random_share(run.path)
+            cap.mbps * 1e6, path.rtt.min / 1e3, idle_loss.random_share(path), direction
         )
     except (OSError, PeerUnavailable) as exc:
-        run.notes.append(f"available bandwidth not measured: {exc}")
+        run.notes.append(f"available bandwidth{way} not measured: {exc}")
         return
     if av.note:
-        run.notes.append(f"available bandwidth: {av.note}")
-    run.path = dataclasses.replace(run.path, available=av)
+        run.notes.append(f"available bandwidth{way}: {av.note}")
+    if direction == "up":
+        run.path = dataclasses.replace(path, available=av)
+    else:
+        run.path = dataclasses.replace(path, available_down=av)
 
 
 def _stage_idle_loss(run: _Run, stage: StageFn) -> None:
@@ -624,14 +631,19 @@ def run_check(
         if req.hops is not None:
             _stage_hops(run, req.hops, stage)
         _stage_probe(run, stage, emit)
+        ways: tuple[Way, ...] = ("up", "down")
+        if req.direction == "up" or req.direction == "down":
+            ways = (req.direction,)
         if req.available:
-            _stage_available(run, stage)
+            for way in ways:
+                _stage_available(run, stage, direction=way)
         _stage_transfer(run, stage, emit, cancel)
-        if not req.available and (why := fell_short(run.path, run.transfer)):
-            if req.quick:  # two more seconds would undo what --quick is for
-                run.notes.append(f"{why} (--quick leaves it open: add --avail)")
-            else:
-                _stage_available(run, stage, why)
+        for way in () if req.available else ways:
+            if why := fell_short(run.path, run.transfer, way):
+                if not req.quick:
+                    _stage_available(run, stage, why, way)
+                elif (note := f"{why} (--quick leaves it open: add --avail)") not in run.notes:
+                    run.notes.append(note)  # two more seconds would undo what --quick is for
         _stage_idle_loss(run, stage)
     finally:
         run.far.close()  # a far end swapped in mid-run (a fallback) closes the same way

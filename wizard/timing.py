@@ -94,7 +94,7 @@ def floor_s(
         moved = max(per_dir.values()) if at_once else sum(per_dir.values())
         rounds += moved
         parts.append(f"{moved} for {len(modes)} transfers (open, slow start, 3 steady, report)")
-    extra = path.available.elapsed_s if path.available is not None else 0.0
+    extra = sum(a.elapsed_s for a in path.availables())
     text = f"{' + '.join(parts)}, at {rtt * 1e3:.1f} ms"
     if extra:
         text += f", + {extra:.1f} s of available-bandwidth streams"

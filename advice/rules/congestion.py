@@ -186,11 +186,11 @@ FULL_SHARE_LOSS_CONFIDENCE = 0.45
 
 def _fills_free_share(ev: Evidence, d: _Direction) -> str | None:
     """Evidence that this transfer filled what others left free of a shared path (the
-    available bandwidth, measured upload only): it reached the healthy share of the low
-    end of what was free, so its losses are those of a full bottleneck."""
-    av = ev.path.available if ev.path else None
+    available bandwidth that way): it reached the healthy share of the low end of what was
+    free, so its losses are those of a full bottleneck."""
+    av = ev.path.available_for(d.name) if ev.path else None
     cur = d.current
-    if av is None or d.name != "up" or cur is None or not av.loaded:
+    if av is None or cur is None or not av.loaded:
         return None
     if av.free_share > CROSS_FREE_SHARE:
         return None

@@ -31,14 +31,14 @@ CROSS_QUEUE_CONFIDENCE = 0.7
 
 def rule(ev: Evidence, d: _Direction) -> _Candidate | None:
     """The capacity is there, but other traffic takes a share of it (the available
-    bandwidth, measured upload only, was mostly taken before this transfer). Unresponsive
+    bandwidth that way was mostly taken before this transfer). Unresponsive
     traffic leaves the transfer about what is free; TCP flows yield part of their share
     (they split a bottleneck), so a transfer faster than what was free still shares it."""
-    av = ev.path.available if ev.path else None
+    av = ev.path.available_for(d.name) if ev.path else None
     cur, cap = d.current, _capacity(ev, d)
     if cur is None or cap is None:
         return None
-    if av is None or d.name != "up" or not av.loaded or av.free_share > CROSS_FREE_SHARE:
+    if av is None or not av.loaded or av.free_share > CROSS_FREE_SHARE:
         # No measured share taken (or none measured): a queue others kept standing while
         # this transfer ran below the path says the same.
         queue = _others_queue(ev, d)

@@ -610,7 +610,7 @@ def _passed_by_another(d: Direction, found: Policing) -> bool:
 
 
 def _every_stream_queued(ev: Evidence, d: Direction) -> bool:
-    """Every periodic stream of the available-bandwidth probe (the upload's) met a growing
+    """Every periodic stream of the available-bandwidth probe that way met a growing
     queue, the slowest at half the capacity: others' traffic keeps the bottleneck's queue
     standing. A bucket drops what exceeds its rate and delays nothing, so on a path it alone
     holds a stream above the rate loses packets (no slope) and one below passes flat. (The
@@ -619,16 +619,16 @@ def _every_stream_queued(ev: Evidence, d: Direction) -> bool:
     the delay line itself queues; TCP flows beside BBR taking the path: 9 of 9 and 6 of 6,
     read `policer` before: the idle RTT was measured through their queue. Hence every
     stream, never most.)"""
-    av = ev.path.available if ev.path else None
-    return d.name == "up" and av is not None and av.streams > 0 and av.loaded == av.streams
+    av = ev.path.available_for(d.name) if ev.path else None
+    return av is not None and av.streams > 0 and av.loaded == av.streams
 
 
 def _others_queue_the_way_back(ev: Evidence, d: Direction) -> bool:
     """Half the idle echoes or more stood above their minimum by more than a queue-free
     flow's noise, and the transfer is a download: a queue came and went on the path while
     they ran, and nothing rules out that others' flows keep it on the way back. The idle
-    RTT was then measured through it, so "no queue under load" says nothing of a bucket;
-    the available-bandwidth streams run only on the upload and cannot vouch for this way.
+    RTT was then measured through it, so "no queue under load" says nothing of a bucket,
+    unless the available-bandwidth streams sent that way found it mostly free.
     (Two BBR flows of others on the way back of a 100 Mbit/s x 50 ms lab line kept the
     echoes at 94-100 ms, their median 4 ms above the minimum; the download, its share of 24
     Mbit/s at 100 ms "with no queue", read `policer` 0.98.) The median, not the top: a late
@@ -638,11 +638,13 @@ def _others_queue_the_way_back(ev: Evidence, d: Direction) -> bool:
     path = ev.path
     if d.name != "down" or path is None or not path.peer or path.rtt.samples < 2:
         return False
+    if _mostly_free(ev, d):
+        return False
     return path.rtt.p50 - path.rtt.min > NOISE_MS
 
 
-def _mostly_free(ev: Evidence) -> bool:
-    av = ev.path.available if ev.path else None
+def _mostly_free(ev: Evidence, d: Direction) -> bool:
+    av = ev.path.available_for(d.name) if ev.path else None
     return av is not None and av.free_share > CROSS_FREE_SHARE
 
 
@@ -665,7 +667,7 @@ def rule(ev: Evidence, d: Direction) -> Candidate | None:
         return None
     if (
         (probe.train_loss or 0.0) > TRAIN_LOST
-        and not _mostly_free(ev)
+        and not _mostly_free(ev, d)
         and not _burst_through_bucket(d.current)
     ):
         # The probe's long train found no room: the bottleneck's queue was already full

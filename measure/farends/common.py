@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tcpwizard.checks.facts import HostFacts
-from tcpwizard.measure.model import IdleLoss, PathEstimate
+from tcpwizard.measure.model import Direction, IdleLoss, PathEstimate
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.probes.probe import Progress as ProbeProgress
 from tcpwizard.measure.probes.probe import probe
@@ -40,7 +40,11 @@ class Unaudited:
         """Nothing stays open between its stages."""
 
     def available(
-        self, capacity_bps: float, rtt_s: float, random_loss: float = 0.0
+        self,
+        capacity_bps: float,
+        rtt_s: float,
+        random_loss: float = 0.0,
+        direction: Direction = "up",
     ) -> AvailBandwidth:
         raise PeerUnavailable(NO_AVAILABLE)
 

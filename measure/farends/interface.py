@@ -203,11 +203,16 @@ class FarEnd(Protocol):
         ...
 
     def available(
-        self, capacity_bps: float, rtt_s: float, random_loss: float = 0.0
+        self,
+        capacity_bps: float,
+        rtt_s: float,
+        random_loss: float = 0.0,
+        direction: Direction = "up",
     ) -> AvailBandwidth:
-        """What cross traffic leaves free of `capacity_bps` (needs `abilities.reflector`),
-        its streams' losses judged against `random_loss` (the idle probes' share lost);
-        raises PeerUnavailable (or OSError) when it cannot be measured."""
+        """What cross traffic leaves free of `capacity_bps` toward the far end (up) or back
+        (down) (needs `abilities.reflector`), its streams' losses judged against
+        `random_loss` (the idle probes' share lost); raises PeerUnavailable (or OSError)
+        when it cannot be measured."""
         ...
 
     def idle_echo(self, count: int) -> IdleLoss:

@@ -15,7 +15,7 @@ from tcpwizard.measure.farends.interface import (
     TransferHooks,
     TransferOptions,
 )
-from tcpwizard.measure.model import IdleLoss, PathEstimate, TransferResult
+from tcpwizard.measure.model import Direction, IdleLoss, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts, handshake_with
 from tcpwizard.measure.probes.probe import Progress as ProbeProgress
 from tcpwizard.measure.wire.protocol import PeerUnavailable
@@ -49,7 +49,11 @@ class PortFar:
         """Nothing stays open between its stages."""
 
     def available(
-        self, capacity_bps: float, rtt_s: float, random_loss: float = 0.0
+        self,
+        capacity_bps: float,
+        rtt_s: float,
+        random_loss: float = 0.0,
+        direction: Direction = "up",
     ) -> AvailBandwidth:
         raise PeerUnavailable(NO_AVAILABLE)
 

@@ -21,7 +21,7 @@ from tcpwizard.measure.farends.interface import (
     TransferHooks,
     TransferOptions,
 )
-from tcpwizard.measure.model import IdleLoss, ModeResult, PathEstimate, TransferResult
+from tcpwizard.measure.model import Direction, IdleLoss, ModeResult, PathEstimate, TransferResult
 from tcpwizard.measure.observe.handshake import HandshakeFacts
 from tcpwizard.measure.probes.probe import Progress as ProbeProgress
 from tcpwizard.measure.probes.probe import probe
@@ -270,14 +270,20 @@ class ServeFar:
         )
 
     def available(
-        self, capacity_bps: float, rtt_s: float, random_loss: float = 0.0
+        self,
+        capacity_bps: float,
+        rtt_s: float,
+        random_loss: float = 0.0,
+        direction: Direction = "up",
     ) -> AvailBandwidth:
         from tcpwizard.measure.probes.availbw import measure_available
+        from tcpwizard.measure.probes.availbw_down import measure_available_down
 
+        measure = measure_available if direction == "up" else measure_available_down
         with self.control(AVAIL_TIMEOUT_S) as client:
             udp = client.udp_socket()
             try:
-                return measure_available(client, udp, capacity_bps, rtt_s, random_loss=random_loss)
+                return measure(client, udp, capacity_bps, rtt_s, random_loss=random_loss)
             finally:
                 udp.close()
 

@@ -24,9 +24,11 @@ import os
 import socket
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tcpwizard.measure import stats
+from tcpwizard.measure.model import Direction
 from tcpwizard.measure.probes import capacity, dispersion
 from tcpwizard.measure.wire import udp
 from tcpwizard.measure.wire.control import ControlClient
@@ -64,7 +66,8 @@ BUCKET_NOTE = (
 
 @dataclass(frozen=True)
 class AvailBandwidth:
-    """What cross traffic leaves free, from this host toward the far end (upload)."""
+    """What cross traffic leaves free of the capacity one way: from this host toward the
+    far end (up) or back (down)."""
 
     estimate_bps: float
     low_bps: float
@@ -75,6 +78,7 @@ class AvailBandwidth:
     loaded: int  # streams whose delay grew (each one an estimate)
     packets: int
     note: str = ""
+    direction: Direction = "up"
 
     @property
     def mbps(self) -> float:
@@ -270,6 +274,11 @@ def _arrivals(client: ControlClient, train: int, count: int, wait_s: float) -> d
     return out
 
 
+# One stream of the ladder: (share of the capacity, seconds long) -> its result (None: too
+# little of it arrived) and the packets it sent.
+StreamFn = Callable[[float, float], tuple[StreamResult | None, int]]
+
+
 def measure_available(
     client: ControlClient,
     sock: socket.socket,
@@ -287,23 +296,41 @@ def measure_available(
     wire = udp.wire_bytes(client.family, size)
     sender = capacity.TrainSender(sock, client.udp_token, size)
     base = int.from_bytes(os.urandom(3), "big") << 8
+    n = 0
+
+    def stream(share: float, length_s: float) -> tuple[StreamResult | None, int]:
+        nonlocal n
+        count = stream_packets(share * capacity_bps, length_s, wire)
+        train = base + n * 64  # a stream's segments take consecutive train ids
+        n += 1
+        tx = sender.train(train, count, share * capacity_bps, wire, BURST)
+        time.sleep(max(STREAM_S, rtt_s))  # the queue it built drains
+        return stream_result(tx, _arrivals(client, train, count, 0.5), count, wire), count
+
+    return run_ladder(stream, capacity_bps, budget_s, random_loss, start)
+
+
+def stream_packets(rate_bps: float, length_s: float, wire: int) -> int:
+    """Packets of a stream `length_s` long at rate_bps, within [MIN_PACKETS, MAX_PACKETS]."""
+    return max(MIN_PACKETS, min(MAX_PACKETS, round(rate_bps * length_s / (wire * 8))))
+
+
+def run_ladder(
+    stream: StreamFn,
+    capacity_bps: float,
+    budget_s: float,
+    random_loss: float,
+    start: float,
+    direction: Direction = "up",
+) -> AvailBandwidth:
+    """The ladder of streams (sent by `stream`, either way) from `start` within about
+    budget_s, the stream sent again when losses followed the volume, and the estimate."""
     results: list[StreamResult] = []
     shares: list[float] = []
     packets = 0
     note = ""
     ladder = list(LADDER)
     n = 0
-
-    def stream(share: float, length_s: float = STREAM_S) -> StreamResult | None:
-        nonlocal packets
-        rate = share * capacity_bps
-        count = max(MIN_PACKETS, min(MAX_PACKETS, round(rate * length_s / (wire * 8))))
-        train = base + n * 64  # a stream's segments take consecutive train ids
-        tx = sender.train(train, count, rate, wire, BURST)
-        packets += count
-        time.sleep(max(STREAM_S, rtt_s))  # the queue it built drains
-        return stream_result(tx, _arrivals(client, train, count, 0.5), count, wire)
-
     while n < len(ladder):
         share = ladder[n]
         if time.monotonic() - start > budget_s:
@@ -312,19 +339,24 @@ def measure_available(
         rising = sum(1 for r in results if r.rose())
         if n == len(LADDER) - 1 and 2 * rising < len(results):
             ladder += LADDER_HIGH  # few loaded the path yet: try closer to the capacity
-        r = stream(share)
+        r, sent = stream(share, STREAM_S)
+        packets += sent
         if r is not None:
             results.append(r)
             shares.append(share)
         n += 1
     if not results:
         return AvailBandwidth(0.0, 0.0, capacity_bps, capacity_bps, time.monotonic() - start,
-                              0, 0, packets, "no stream arrived (UDP blocked?)")  # fmt: skip
+                              0, 0, packets, "no stream arrived (UDP blocked?)",
+                              direction)  # fmt: skip
     # Overflows after streams that passed: once more at a rate that passed, to tell a
     # bucket the ladder emptied from a queue others fill (bucket_dropped). One stream more,
     # past the budget if need be: without it the policer reads as others' traffic.
     lowest = again_share(results, shares)
-    again = stream(lowest, AGAIN_S) if lowest is not None else None
+    again: StreamResult | None = None
+    if lowest is not None:
+        again, sent = stream(lowest, AGAIN_S)
+        packets += sent
     before = [r for r, share in zip(results, shares, strict=True) if share == lowest]
     if again is not None and bucket_dropped(before, again, random_loss):
         est = low = high = capacity_bps
@@ -343,4 +375,5 @@ def measure_available(
         loaded=loaded,
         packets=packets,
         note=note,
+        direction=direction,
     )

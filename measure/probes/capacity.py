@@ -233,14 +233,7 @@ def measure_download(
     deadline = time.monotonic() + budget_s
     size = udp.udp_payload_size(client.family, mtu)
     wire = udp.wire_bytes(client.family, size)
-    registered = register_acked(sock)
-    for _ in range(0 if registered else 3):  # UDP may drop it; it is tiny, retry a little
-        register(client, sock)
-        if _wait(sock, min(0.3, max(0.0, deadline - time.monotonic()))):
-            registered = register_acked(sock)
-        if registered:
-            break
-    if not registered:
+    if not ensure_registered(client, sock, deadline):
         return None
     # An unpaced train first; if most of it was lost (a small bottleneck queue),
     # mini-trains, as for the upload.
@@ -284,6 +277,19 @@ def register(client: ControlClient, sock: socket.socket) -> None:
         sock.send(udp.pack(udp.KIND_REGISTER, client.udp_token))
 
 
+def ensure_registered(client: ControlClient, sock: socket.socket, deadline: float) -> bool:
+    """serve knows where download trains go: its answer to an earlier `register` waits in
+    the socket, or a registration now is answered before `deadline` (three tries: UDP may
+    drop it; it is tiny)."""
+    if register_acked(sock):
+        return True
+    for _ in range(3):
+        register(client, sock)
+        if _wait(sock, min(0.3, max(0.0, deadline - time.monotonic()))) and register_acked(sock):
+            return True
+    return False
+
+
 def register_acked(sock: socket.socket) -> bool:
     """Whether serve's answer to an earlier `register` is among the packets waiting (late
     echo replies may be too; they are no longer wanted)."""
@@ -311,9 +317,30 @@ def _download_train(
     burst: int = 1,
     link_bps: float | None = None,
 ) -> TrainScore | None:
-    """One train from serve; longer than serve's per-train limit, it is asked for as
-    back-to-back segments (requests sent together, so serve starts each as soon as the
-    last one is out)."""
+    """One train from serve, scored."""
+    got = download_arrivals(client, sock, size, rate_bps, deadline, count, burst)
+    if got is None:
+        return None
+    tx, rx = got
+    if burst > 1:
+        return score_mini_trains(tx, rx.items(), count, wire, burst)
+    return score_train(tx, rx.items(), count, wire, link_bps)
+
+
+def download_arrivals(
+    client: ControlClient,
+    sock: socket.socket,
+    size: int,
+    rate_bps: float,
+    deadline: float,
+    count: int,
+    burst: int = 1,
+) -> tuple[dict[int, int], dict[int, int]] | None:
+    """One train from serve, back to back (rate_bps 0) or paced in groups of `burst`:
+    (serve's send times, this host's kernel arrival times) by packet index, None when serve
+    refused it. Longer than serve's per-train limit, it is asked for as back-to-back
+    segments (requests sent together, so serve starts each as soon as the last one is
+    out)."""
     base = int.from_bytes(os.urandom(3), "big") << 4
     sizes = segments(count)
     for k, n in enumerate(sizes):
@@ -336,9 +363,7 @@ def _download_train(
         done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
         if ErrorReply.of(done) is not None:
             return None
-    if burst > 1:
-        return score_mini_trains(tx, rx.items(), count, wire, burst)
-    return score_train(tx, rx.items(), count, wire, link_bps)
+    return tx, rx
 
 
 def _wait(sock: socket.socket, timeout: float) -> bool:

@@ -15,6 +15,7 @@ from tcpwizard.measure.model import (
     TransferSample,
 )
 from tcpwizard.measure.observe.hostload import HostLoad
+from tcpwizard.measure.probes.availbw import AvailBandwidth
 
 
 def _round(x: float | None, nd: int = 3) -> float | None:
@@ -60,7 +61,12 @@ def path_json(est: PathEstimate) -> dict[str, Any]:
         "port": est.port,
         "duration_s": round(est.duration_s, 3),
         "notes": list(est.notes),
-        **({} if est.available is None else {"available": available_json(est)}),
+        **({} if est.available is None else {"available": available_json(est.available)}),
+        **(
+            {}
+            if est.available_down is None
+            else {"available_down": available_json(est.available_down)}
+        ),
         **(
             {}
             if est.idle_loss is None
@@ -75,10 +81,8 @@ def path_json(est: PathEstimate) -> dict[str, Any]:
     }
 
 
-def available_json(est: PathEstimate) -> dict[str, Any]:
-    """`check --avail`: what cross traffic leaves free of the upload capacity."""
-    a = est.available
-    assert a is not None
+def available_json(a: AvailBandwidth) -> dict[str, Any]:
+    """What cross traffic leaves free of the capacity one way."""
     return {
         "mbps": _round(a.estimate_bps / 1e6),
         "low_mbps": _round(a.low_bps / 1e6),

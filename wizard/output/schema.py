@@ -136,6 +136,17 @@ _CAPACITY = obj(
     },
     optional=("train_loss",),
 )
+_AVAILABLE = obj(
+    {
+        **{k: NUM for k in ("mbps", "low_mbps", "high_mbps", "capacity_mbps")},
+        "free_share": NUM,
+        "streams": INT,
+        "loaded_streams": INT,
+        "packets": INT,
+        "elapsed_s": NUM,
+        "note": STR,
+    }
+)
 PATH = obj(
     {
         "rtt_ms": obj(
@@ -156,22 +167,14 @@ PATH = obj(
         "port": INT,
         "duration_s": NUM,
         "notes": arr(STR),
-        # check --avail only (measure/probes/availbw.py)
-        "available": obj(
-            {
-                **{k: NUM for k in ("mbps", "low_mbps", "high_mbps", "capacity_mbps")},
-                "free_share": NUM,
-                "streams": INT,
-                "loaded_streams": INT,
-                "packets": INT,
-                "elapsed_s": NUM,
-                "note": STR,
-            }
-        ),
+        # when measured (--avail, or a transfer fell short): toward the far end
+        # (measure/probes/availbw.py) and back (availbw_down.py)
+        "available": _AVAILABLE,
+        "available_down": _AVAILABLE,
         # more round-trip probes at idle after the transfers (advice/idle_loss.py)
         "idle_loss": obj({"sent": INT, "lost": INT, "method": STR}),
     },
-    optional=("available", "idle_loss"),
+    optional=("available", "available_down", "idle_loss"),
 )
 TCP_INFO = obj({k: INT for k in TCP_INFO_FIELDS}, optional=("snd_wnd",))
 SAMPLE = obj(

@@ -179,12 +179,13 @@ def _path(con: Console, r: Report) -> None:
         )
     if p.bdp_bytes:
         con.print(f"  bandwidth-delay product {format_bytes(p.bdp_bytes)}")
-    if p.available is not None:
-        a = p.available
+    for a in p.availables():
+        way = "" if a.direction == "up" else " back"
         con.print(
-            f"  available {_mbps(a.mbps)} ({_mbps(a.low_bps / 1e6)}-{_mbps(a.high_bps / 1e6)}) "
-            f"of {_mbps(a.capacity_bps / 1e6)}: {a.free_share:.0%} free ({a.loaded} of "
-            f"{a.streams} periodic streams built a queue, {a.elapsed_s:.1f} s)"
+            f"  available{way} {_mbps(a.mbps)} ({_mbps(a.low_bps / 1e6)}-"
+            f"{_mbps(a.high_bps / 1e6)}) of {_mbps(a.capacity_bps / 1e6)}: {a.free_share:.0%} "
+            f"free ({a.loaded} of {a.streams} periodic streams built a queue, "
+            f"{a.elapsed_s:.1f} s)"
         )
 
 

@@ -1,0 +1,71 @@
+"""Available bandwidth on the way back: the same ladder of periodic streams, sent by serve.
+
+Others' traffic from the far end toward this host shares the download's bottleneck and
+leaves the upload's streams (measure/probes/availbw.py) untouched. serve sends each stream
+as a paced probe train (groups of availbw.BURST packets at the stream's rate), stamping every
+packet with its send time; this host takes the kernel's arrival time of each. The one-way
+delays (arrival - send; the two clocks' offset cancels in a slope) then trend as the
+upload's do, and the same estimate reads them.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from tcpwizard.measure.probes import capacity
+from tcpwizard.measure.probes.availbw import (
+    BURST,
+    STREAM_S,
+    AvailBandwidth,
+    StreamResult,
+    run_ladder,
+    stream_packets,
+    stream_result,
+)
+from tcpwizard.measure.wire import udp
+from tcpwizard.measure.wire.control import ControlClient
+
+# How long the registration of this host's UDP address may take: three tries of
+# capacity.ensure_registered's 0.3 s.
+REGISTER_S = 1.0
+# What a stream's last packet may take to arrive after serve sent it: the wait for the
+# stream ends this long after its planned length plus a round trip (a queue of a few
+# hundred milliseconds drains in it; a later packet is lost, as a full queue's would be).
+ARRIVAL_SLACK_S = 0.5
+
+
+class UdpNotRegistered(OSError):
+    """serve never answered the registration of this host's UDP address."""
+
+
+def measure_available_down(
+    client: ControlClient,
+    sock: socket.socket,
+    capacity_bps: float,
+    rtt_s: float,
+    budget_s: float = 2.0,
+    mtu: int = 1500,
+    random_loss: float = 0.0,
+) -> AvailBandwidth:
+    """Streams at a ladder of rates up to capacity_bps from serve toward this host, within
+    about budget_s: the available bandwidth on the way back. Raises UdpNotRegistered when
+    serve cannot send to this host's UDP socket."""
+    start = time.monotonic()
+    if not capacity.ensure_registered(client, sock, start + REGISTER_S):
+        raise UdpNotRegistered("serve could not reach this host's UDP socket (UDP blocked?)")
+    size = udp.udp_payload_size(client.family, mtu)
+    wire = udp.wire_bytes(client.family, size)
+
+    def stream(share: float, length_s: float) -> tuple[StreamResult | None, int]:
+        rate = share * capacity_bps
+        count = stream_packets(rate, length_s, wire)
+        deadline = time.monotonic() + count * wire * 8 / rate + rtt_s + ARRIVAL_SLACK_S
+        got = capacity.download_arrivals(client, sock, size, rate, deadline, count, BURST)
+        time.sleep(STREAM_S)  # the queue it built is gone (its last packet is in); others recover
+        if got is None:
+            return None, count
+        tx, rx = got
+        return stream_result(tx, rx, count, wire), count
+
+    return run_ladder(stream, capacity_bps, budget_s, random_loss, start, "down")
