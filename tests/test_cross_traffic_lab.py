@@ -22,10 +22,10 @@ SPEC = LabSpec.symmetric(200e6, 0.020)
 SCHEMA = committed_schema("report")
 
 
-def check(lab: Lab) -> dict[str, Any]:
+def check(lab: Lab, direction: str = "up") -> dict[str, Any]:
     proc = run_tcpwizard(
-        lab, "a", "check", lab.addr_b, "--avail", "--quick", "--direction", "up", "--json",
-        timeout=120,
+        lab, "a", "check", lab.addr_b, "--avail", "--quick", "--direction", direction,
+        "--json", timeout=120,
     )  # fmt: skip
     doc: dict[str, Any] = json.loads(proc.stdout)
     jsonschema.validate(doc, SCHEMA)
@@ -50,3 +50,24 @@ def test_available_bandwidth_and_cross_traffic_verdict(lab_factory: LabFactory) 
     assert v["limiting_factor"] == "cross-traffic", v
     assert v["host_to_fix"] is None
     assert not [f for f in shared["fixes"] if f["kind"] == "sysctl"]
+
+
+def test_cross_traffic_on_the_way_back(lab_factory: LabFactory) -> None:
+    """The same UDP traffic from b to a: serve sends the periodic streams, the download is
+    judged by them, and the upload's figure (not measured: --direction down) stands for
+    nothing."""
+    lab = lab_factory(SPEC)
+    with serving(lab, "b"):
+        quiet = check(lab, "down")
+        with CrossTraffic(lab, udp_bps=120e6, duration_s=60, reverse=True):
+            shared = check(lab, "down")
+    q_av = quiet["path"]["available_down"]
+    assert q_av["mbps"] >= 0.9 * q_av["capacity_mbps"], q_av
+    assert quiet["verdict"]["limiting_factor"] == "path-capacity"
+
+    assert "available" not in shared["path"]
+    av = shared["path"]["available_down"]
+    assert 65 <= av["mbps"] <= 95, av
+    v = shared["verdict"]
+    assert v["limiting_factor"] == "cross-traffic", v
+    assert v["explanation"].startswith("down:") and v["host_to_fix"] is None, v

@@ -415,3 +415,38 @@ def test_a_download_far_below_its_train_is_no_sure_path_capacity() -> None:
     assert v.limiting_factor == "path-capacity" and v.host_to_fix is None
     assert v.confidence <= 0.85
     assert any(e.startswith("down: probe said") and "others' traffic" in e for e in v.evidence)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        # 60 Mbit/s of others' UDP on the way back of a 100 Mbit/s x 50 ms lab line: 39 of
+        # 100 free (6 of 6 streams loaded); read a doubted `path-capacity` before.
+        "lab-udp-60m-on-the-way-back-streams-back-100m-50ms",
+        # Two BBR flows of others on the way back: 18 free, the download's 24 a share of
+        # the rest; read a weak `congestion` before (and `policer` 0.98 before that).
+        "lab-two-bbr-flows-on-the-way-back-streams-back-100m-50ms",
+    ],
+)
+def test_others_on_the_way_back_measured_by_streams_sent_back(scenario: str) -> None:
+    """A download that fell short has the available bandwidth measured that way (serve
+    sends the streams): others' traffic on the way back reads `cross-traffic` for it."""
+    ev = _evidence(scenario)
+    assert ev.path is not None and ev.path.available is None
+    av = ev.path.available_down
+    assert av is not None and av.direction == "down" and av.loaded == av.streams
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "cross-traffic" and v.host_to_fix is None, v
+    assert v.explanation.startswith("down:")
+
+
+def test_a_bucket_on_the_way_back_is_no_traffic_of_others() -> None:
+    """The streams sent back through a 20 Mbit/s bucket on a 100 Mbit/s x 40 ms line: the
+    faster ones emptied it and the one sent again lost what a bucket loses, so the way back
+    reads free, and the download `policer`."""
+    ev = _evidence("lab-bbr-policed-way-back-streams-back-20m-of-100m-40ms")
+    assert ev.path is not None
+    av = ev.path.available_down
+    assert av is not None and av.loaded == 0 and "token bucket" in av.note
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "policer" and v.explanation.startswith("down:"), v
