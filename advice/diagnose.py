@@ -70,8 +70,9 @@ def _gap(
     )
     if worst is None or worst.current is None:
         return _predicted_gap(ev, factor)
-    if factor == "path-capacity":
-        # Healthy: the rates once up to speed (a short test's ramp is not a gap).
+    if factor in ("path-capacity", "cross-traffic"):
+        # Healthy, or shared: the rates once up to speed (a short test's ramp is not a gap;
+        # on a shared path no setting reaches the capacity others take, so it is no gap).
         now = steady_mbps(worst.current)
         tuned = steady_mbps(worst.best) if worst.best else now
         if worst.best is None or tuned <= now:

@@ -173,6 +173,7 @@ CASES: dict[str, Case] = {
     "predicted": Case("check", check_cases.predicted, ExitCode.UNKNOWN),
     "policed": Case("check", check_cases.policed, ExitCode.WARNING),
     "middlebox": Case("check", check_cases.middlebox, ExitCode.CRITICAL),
+    "shared-way-back": Case("check", check_cases.shared_way_back, ExitCode.WARNING),
     "check-hops": Case("check", _check_hops, ExitCode.CRITICAL),
     "check-timed": Case("check", _timed, ExitCode.CRITICAL),
     # No transfer, so no factor named: this host's worst finding (a warning) decides.

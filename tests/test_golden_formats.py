@@ -119,11 +119,37 @@ def middlebox(tmp: Path) -> Report:
     )
 
 
+def shared_way_back(tmp: Path) -> Report:
+    """Others' UDP on the way back: the available bandwidth measured both ways (the upload's
+    free, the download's streams sent back loaded), from a stored lab report's path and
+    transfers judged by the real rules."""
+    from tcpwizard.advice.diagnose import diagnose
+    from tests.test_matrix_cases import stored_evidence
+
+    ev = stored_evidence("lab-udp-60m-on-the-way-back-streams-back-100m-50ms")
+    back = ev.path.available_down if ev.path else None
+    assert ev.path is not None and back is not None
+    cap = back.capacity_bps
+    up = dataclasses.replace(back, estimate_bps=cap, low_bps=90e6, high_bps=cap, loaded=0,
+                             streams=10, direction="up")  # fmt: skip
+    ev = dataclasses.replace(ev, path=dataclasses.replace(ev.path, available=up))
+    d = diagnose(ev)
+    return dataclasses.replace(
+        measured(tmp),
+        verdict=d.verdict,
+        fixes=d.fixes,
+        path=ev.path,
+        transfer=ev.transfer,
+        exit_code=ExitCode.WARNING,
+    )
+
+
 CASES = {
     "measured": measured,
     "predicted": predicted,
     "policed": policed,
     "middlebox": middlebox,
+    "shared-way-back": shared_way_back,
 }
 
 
@@ -152,3 +178,13 @@ def test_middlebox_names_the_path_not_a_host(tmp_path: Path) -> None:
     doc = json.loads(_render(report, "json")[1])
     assert doc["peer_handshake"]["tampering"][0]["option"] == "window scaling"
     assert doc["peer_handshake"]["received_syn"]["wscale"] is None
+
+
+def test_both_ways_available_bandwidth_is_shown_by_way(tmp_path: Path) -> None:
+    report = shared_way_back(tmp_path)
+    assert report.verdict.limiting_factor == "cross-traffic"
+    _, text = _render(report, "text")
+    assert "  available 99.8 Mbit/s" in text and "  available back 39.1 Mbit/s" in text, text
+    doc = json.loads(_render(report, "json")[1])
+    assert doc["path"]["available"]["loaded_streams"] == 0
+    assert doc["path"]["available_down"]["loaded_streams"] == 6

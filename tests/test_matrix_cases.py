@@ -270,8 +270,12 @@ def test_a_bloated_buffer_others_keep_full_is_a_finding_beside_the_sharing() -> 
     assert any(e.startswith("also, up: bufferbloat") for e in v.evidence)
 
 
-def _evidence(scenario: str) -> Evidence:
+def stored_evidence(scenario: str) -> Evidence:
+    """The evidence of a stored report of tests/data/matrix-cases."""
     return evidence(json.loads(gzip.decompress((CASES / f"{scenario}.json.gz").read_bytes())))
+
+
+_evidence = stored_evidence
 
 
 @pytest.mark.parametrize(

@@ -95,9 +95,14 @@ def _verdict(con: Console, r: Report) -> None:
                 )
             )
         else:
+            gives = (
+                "others leave of the path"
+                if v.limiting_factor == "cross-traffic"
+                else ("the path gives")
+            )
             con.print(
                 Text("Wizard gap: ", style="bold")
-                + Text(f"none — {_mbps(gap.current_mbps)} once up to speed is what the path gives.")
+                + Text(f"none — {_mbps(gap.current_mbps)} once up to speed is what {gives}.")
             )
     for e in v.evidence:
         con.print(f"  · {_safe(e)}", markup=False, style="dim")
