@@ -36,6 +36,7 @@ from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import stop
 from tcpwizard.lab.serving import serving, tcpwizard_argv
+from tcpwizard.lab.traffic import CrossTraffic
 from tcpwizard.lab.spec import LabSpec
 
 RUNS = 10
@@ -60,6 +61,23 @@ class Case:
     jitter_s: float = 0.0  # each packet's one-way delay varied by up to this, order kept
     policed_way_back_only: bool = False  # the policer on b -> a alone
     direction: str = "up"  # the way the check's transfer runs (down: b -> a)
+    # Others' traffic through the bottleneck all through the runs (iperf3, lab/traffic.py):
+    # UDP at this rate or this many TCP flows, b -> a when cross_way_back.
+    cross_udp_bps: float = 0.0
+    cross_tcp_flows: int = 0
+    cross_way_back: bool = False
+
+    def cross(self, lab: Lab, seconds: float) -> contextlib.AbstractContextManager[object]:
+        """Others' traffic for `seconds` (nothing when the case has none)."""
+        if not (self.cross_udp_bps or self.cross_tcp_flows):
+            return contextlib.nullcontext()
+        return CrossTraffic(
+            lab,
+            udp_bps=self.cross_udp_bps,
+            tcp_flows=self.cross_tcp_flows,
+            duration_s=seconds,
+            reverse=self.cross_way_back,
+        )
 
     def spec(self) -> LabSpec:
         queue = round(self.queue_bdps * self.rate_bps * self.rtt_s / 8) if self.queue_bdps else None
@@ -132,6 +150,18 @@ CASES = (
         "policer-way-back-reno-100m-40ms", "policed at 20 of 100 Mbit/s, b -> a only, Reno",
         100e6, 0.040, "policer", "path", policer_bps=20e6, policed_way_back_only=True,
         direction="down", sysctls=RENO,
+    ),
+    # Others' traffic on the way back only: the upload's streams find the path free, the
+    # streams serve sends back find it shared (measure/probes/availbw_down.py).
+    Case(
+        "udp-way-back-100m-50ms", "60 Mbit/s of others' UDP on 100 Mbit/s, b -> a only",
+        100e6, 0.050, "cross-traffic", None, direction="down", cross_udp_bps=60e6,
+        cross_way_back=True,
+    ),
+    Case(
+        "tcp-flows-way-back-100m-50ms", "2 TCP flows of others on 100 Mbit/s, b -> a only",
+        100e6, 0.050, "cross-traffic", None, direction="down", cross_tcp_flows=2,
+        cross_way_back=True,
     ),
     Case(
         "healthy-jitter-100m-40ms", "1 BDP queue at 100 Mbit/s, +-8 ms jitter", 100e6, 0.040,
@@ -272,7 +302,14 @@ def run_case(
     results: list[dict[str, Any]] = []
     pings: list[dict[str, Any]] = []
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp, lab, serving(lab, "b"):
+    # Each run's check takes up to ~20 s, a ping run ~8 s: others' traffic outlasts them all.
+    cross_s = min(3600.0, 30.0 * (runs + ping_runs) + 30.0)
+    with (
+        tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp,
+        lab,
+        serving(lab, "b"),
+        case.cross(lab, cross_s),
+    ):
         env = isolated_env(tmp)
         for _ in range(runs):
             try:
