@@ -36,8 +36,8 @@ from tcpwizard.exitcodes import ExitCode, UsageError
 from tcpwizard.lab.lab import Lab
 from tcpwizard.lab.netns import stop
 from tcpwizard.lab.serving import serving, tcpwizard_argv
-from tcpwizard.lab.traffic import CrossTraffic
 from tcpwizard.lab.spec import LabSpec
+from tcpwizard.lab.traffic import CrossTraffic
 
 RUNS = 10
 PING_RUNS = 3
