@@ -36,8 +36,11 @@ def fell_short(
     cur = pick_current(ran)
     if direction == "down" and cur is None:
         return ""  # no download to explain
+    # The spread asks once, the upload's streams if an upload ran (either way's tell the
+    # path's own jitter from others' queue; a download that fell short asks for its own).
+    asks = direction == "up" or not any(m.direction == "up" for m in transfer.modes)
     spread = idle_spread_ms(path)
-    if path.peer and spread > no_queue_ms(path.rtt.min):
+    if asks and path.peer and spread > no_queue_ms(path.rtt.min):
         return (
             f"the idle RTT spread {spread:.1f} ms above its {path.rtt.min:.1f} ms minimum: "
             "others' queue, or the path's own delay jitter?"

@@ -98,6 +98,13 @@ def test_a_wide_idle_spread_asks_for_the_available_bandwidth() -> None:
     # A quiet path's echoes (0.1 ms apart) ask only what its upload's shortfall asks.
     quiet = fell_short(dataclasses.replace(path(40.0, 100.0), peer=True), ev.transfer)
     assert quiet.startswith("the upload held")
+    # The spread asks once: the upload's streams when an upload ran, else the download's.
+    assert ev.transfer is not None
+    assert {m.direction for m in ev.transfer.modes} == {"up", "down"}
+    assert "idle RTT spread" not in fell_short(unmeasured, ev.transfer, "down")
+    back = tuple(m for m in ev.transfer.modes if m.direction == "down")
+    only_down = dataclasses.replace(ev.transfer, modes=back)
+    assert "idle RTT spread" in fell_short(unmeasured, only_down, "down")
 
 
 def test_the_follow_up_probes_are_asked_where_jitter_hid_the_policer() -> None:
