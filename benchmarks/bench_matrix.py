@@ -106,11 +106,12 @@ def plan(args: argparse.Namespace) -> tuple[int, list[Scenario]]:
 
 @contextlib.contextmanager
 def _cross(lab: Lab, s: Scenario) -> Iterator[None]:
+    seconds, back = CHECK_TIMEOUT_S + 30, s.way_back
     if s.cross_udp_bps > 0:
-        with CrossTraffic(lab, udp_bps=s.cross_udp_bps, duration_s=CHECK_TIMEOUT_S + 30):
+        with CrossTraffic(lab, udp_bps=s.cross_udp_bps, duration_s=seconds, reverse=back):
             yield
     elif s.cross_tcp_flows > 0:
-        with CrossTraffic(lab, tcp_flows=s.cross_tcp_flows, duration_s=CHECK_TIMEOUT_S + 30):
+        with CrossTraffic(lab, tcp_flows=s.cross_tcp_flows, duration_s=seconds, reverse=back):
             yield
     else:
         yield

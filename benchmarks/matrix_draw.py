@@ -43,6 +43,10 @@ cause, uniformly, from ALL_CAUSES with its own parameters:
   upload keeps the rest.
 - cross-tcp: 2-4 iperf3 TCP flows a -> b: the check's flow gets about 1 / (N + 1) of the
   line (one flow beside it would leave half, on the edge of binding).
+- one way: a third of the policer, cross-udp and cross-tcp draws act on b -> a alone
+  (WAY_BACK_SHARE, from a generator of its own after the cause and envelope are drawn, so
+  every id keeps both): the bucket on the way back only, or the cross traffic sent b -> a
+  (iperf3 -R). The upload then has the line and the download the cause's limit.
 - cpu-starved-b: b's serve in a cgroup held to 0.5 % of one core (STARVED_SHARE): it moves
   at most ~31 Mbit/s either way (STARVED_MAX_BPS, measured), so the line is drawn from
   100 Mbit/s up.
@@ -162,6 +166,11 @@ CAUSES = (
 LATER_CAUSES = ("cpu-starved-b",)
 # Half the scenarios run over IPv6 (the lab gives both hosts both families).
 IPV6_SHARE = 0.5
+# The causes on the path that can act one way, and the share of their draws that do (on
+# b -> a alone): a third, so the matrix keeps two thirds of them as every run before drew
+# them and still meets a one-way cause every ~15 scenarios.
+ONE_WAY_CAUSES = frozenset({"policer", "cross-udp", "cross-tcp"})
+WAY_BACK_SHARE = 1 / 3
 ALL_CAUSES = CAUSES + LATER_CAUSES
 
 # What each cause's verdict must be: (limiting_factor, host_to_fix).
@@ -209,6 +218,7 @@ class Scenario:
     cross_tcp_flows: int = 0
     cpu_share_b: float | None = None  # b's serve held to this share of a core
     ipv6: bool = False  # the check runs over the lab's IPv6 addresses
+    way_back: bool = False  # the cause (policer, cross traffic) acts on b -> a alone
     draws: int = 1  # envelopes drawn until the cause bound (1: the first did)
 
     @property
@@ -224,7 +234,7 @@ class Scenario:
         return max(round(self.queue_bdps * self.bdp_bytes), MIN_QUEUE_PACKETS * MTU)
 
     def spec(self) -> LabSpec:
-        return LabSpec.symmetric(
+        spec = LabSpec.symmetric(
             self.rate_bps,
             self.rtt_s,
             loss=self.loss,
@@ -235,6 +245,17 @@ class Scenario:
             policer_bps=self.policer_bps,
             middlebox=MiddleboxSpec(("window",)) if self.strip_wscale else None,
         )
+        if self.way_back:
+            spec = replace(spec, forward=replace(spec.forward, policer_bps=None))
+        return spec
+
+    def cross_on(self, up: bool) -> bool:
+        """The cross traffic runs that way (up: a -> b, as always but for way_back)."""
+        return up != self.way_back
+
+    def policed_on(self, up: bool) -> bool:
+        """The policer, if any, acts that way (both ways but for way_back's b -> a alone)."""
+        return self.policer_bps is not None and not (up and self.way_back)
 
     def describe(self) -> str:
         extra = {
@@ -253,6 +274,7 @@ class Scenario:
             f"{self.queue_bytes / self.bdp_bytes:.2g} BDP{loss}, {self.cc_a}/{self.cc_b}"
             + (", IPv6" if self.ipv6 else "")
             + (f"; {extra}" if extra else "")
+            + (", b -> a only" if self.way_back else "")
         )
 
 
@@ -350,6 +372,18 @@ def _cause(rng: random.Random, seed: int, index: int) -> str:
     return cause
 
 
+def _way_back(s: Scenario) -> Scenario:
+    """A one-way cause acts on b -> a alone with WAY_BACK_SHARE, from a generator of its own
+    (the cause and envelope of every id stay as they were drawn before), where the truth
+    stays the cause's."""
+    if s.cause not in ONE_WAY_CAUSES:
+        return s
+    if random.Random(f"tcpwizard-matrix-way-back:{s.seed}:{s.index}").random() >= WAY_BACK_SHARE:
+        return s
+    back = replace(s, way_back=True)
+    return back if truth(back) == truth(s) else s
+
+
 def _ipv6(seed: int, index: int) -> bool:
     """The address family, from a generator of its own: the envelope and the cause of every
     id stay what they were drawn as before the family was."""
@@ -378,7 +412,7 @@ def draw(seed: int, index: int) -> Scenario:
     s = _envelope(rng, seed, index, cause)
     for n in range(1, MAX_DRAWS + 1):
         if truth(s) == EXPECTED[cause]:
-            return _with_cubic(replace(s, draws=n, ipv6=ipv6))
+            return _way_back(_with_cubic(replace(s, draws=n, ipv6=ipv6)))
         s = _envelope(rng, seed, index, cause)
     return replace(s, draws=MAX_DRAWS, ipv6=ipv6)  # truth() says what it is (scored so)
 
@@ -460,13 +494,13 @@ def _direction_limits(s: Scenario, up: bool) -> list[Limit]:
         if util < 1.0:
             # Reno's linear growth is the law; CUBIC's concave growth keeps more, up to all.
             out.append(Limit(util, util if cc == "reno" else 1.0, "path-capacity", None))
-    if s.policer_bps is not None:
+    if s.policer_bps is not None and s.policed_on(up):
         share = s.policer_bps / s.rate_bps
         out.append(Limit(0.5 * share, share, "policer", "path"))
-    if up and s.cross_udp_bps > 0:
+    if s.cross_on(up) and s.cross_udp_bps > 0:
         left = max(0.0, 1.0 - s.cross_udp_bps / s.rate_bps)
         out.append(Limit(left, left, "cross-traffic", None))
-    if up and s.cross_tcp_flows > 0:
+    if s.cross_on(up) and s.cross_tcp_flows > 0:
         share = 1.0 / (s.cross_tcp_flows + 1)
         out.append(Limit(0.5 * share, 1.5 * share, "cross-traffic", None))
     if s.cpu_share_b is not None:  # b receives the upload and sends the download
@@ -480,9 +514,9 @@ def _host(side: str) -> str:
 
 def _filled(s: Scenario, up: bool, limits: list[Limit]) -> bool:
     """A flow keeps this direction's bottleneck queue busy: the transfer when nothing but the
-    line (or unresponsive cross traffic) holds it, or TCP cross traffic (a -> b)."""
+    line (or unresponsive cross traffic) holds it, or TCP cross traffic that way."""
     held = any(x.hi <= BINDS and x.factor != "cross-traffic" for x in limits)
-    return not held or (up and s.cross_tcp_flows > 0)
+    return not held or (s.cross_on(up) and s.cross_tcp_flows > 0)
 
 
 def _fill_time_s(s: Scenario) -> float:

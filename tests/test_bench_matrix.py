@@ -19,6 +19,7 @@ from benchmarks.matrix_draw import (
     AMBIGUOUS,
     CUBIC_SHARE,
     EXPECTED,
+    ONE_WAY_CAUSES,
     RATE_MAX_BPS,
     RATE_MIN_BPS,
     RTT_MAX_S,
@@ -293,9 +294,10 @@ def test_half_the_draws_run_over_ipv6_and_keep_their_envelope() -> None:
 
 
 def test_the_family_and_cubic_leave_every_recorded_draw_as_it_was() -> None:
-    """The family and CUBIC come from generators of their own: the scenarios of the last
-    recorded runs (docs/bench-matrix-runs.jsonl, seeds of runs 14-16, drawn before there was
-    either) are drawn again field for field, but for Reno hosts that now run CUBIC."""
+    """The family, CUBIC and the one-way causes come from generators of their own: the
+    scenarios of the last recorded runs (docs/bench-matrix-runs.jsonl, seeds of runs 14-16,
+    drawn before there was any) are drawn again field for field, but for Reno hosts that now
+    run CUBIC and a path's cause that now acts on b -> a alone."""
     path = Path(__file__).resolve().parents[1] / "docs" / "bench-matrix-runs.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     recent = [r for r in rows if r["seed"] in (31415926, 27182818, 16180339)]
@@ -304,6 +306,8 @@ def test_the_family_and_cubic_leave_every_recorded_draw_as_it_was() -> None:
     for r in recent:
         again = asdict(draw(r["seed"], r["scenario"]["index"]))
         again.pop("ipv6")
+        back = again.pop("way_back")
+        assert not back or r["scenario"]["cause"] in ONE_WAY_CAUSES, r["id"]
         was = dict(r["scenario"])
         for host in ("cc_a", "cc_b"):
             if again[host] != was[host]:
@@ -343,3 +347,30 @@ def test_the_run_allows_the_congestion_controls_it_draws_and_puts_the_list_back(
         assert allowed.read_text() == "reno bbr cubic"
         assert missing == ["vegas"]
     assert allowed.read_text() == "reno bbr"
+
+
+def test_a_third_of_the_path_causes_act_on_the_way_back_alone() -> None:
+    drawn = [draw(20261321, i) for i in range(600)]
+    one_way = [s for s in drawn if s.cause in ONE_WAY_CAUSES]
+    back = [s for s in one_way if s.way_back]
+    # binomial(n, 1/3): within 4 standard deviations
+    n = len(one_way)
+    assert abs(len(back) - n / 3) <= 4 * (n * 2 / 9) ** 0.5, (len(back), n)
+    assert not any(s.way_back for s in drawn if s.cause not in ONE_WAY_CAUSES)
+    for s in back:
+        assert truth(s) in (EXPECTED[s.cause], (AMBIGUOUS, None)), s.id
+        assert s.describe().endswith(", b -> a only")
+        spec = s.spec()
+        if s.policer_bps is not None:  # the bucket on b -> a alone
+            assert spec.forward.policer_bps is None and spec.reverse.policer_bps is not None
+        if s.policer_bps is not None:
+            assert s.policed_on(up=False) and not s.policed_on(up=True)
+        else:
+            assert s.cross_on(up=False) and not s.cross_on(up=True)
+    assert any(s.cross_udp_bps or s.cross_tcp_flows for s in back)
+    assert any(s.policer_bps for s in back)
+    # the others as always: a bucket both ways, cross traffic a -> b
+    both = next(s for s in one_way if s.policer_bps and not s.way_back)
+    assert both.policed_on(up=True) and both.policed_on(up=False)
+    upward = next(s for s in one_way if s.cross_udp_bps and not s.way_back)
+    assert upward.cross_on(up=True) and not upward.cross_on(up=False)
