@@ -78,7 +78,6 @@ def policed(tmp: Path) -> Report:
     """A policer on the path: the verdict, its pacing fixes (snippets in the text) and the
     transfer's RTT under load and rate plateau, from the rule on a synthetic policed
     transfer."""
-    from tcpwizard.advice.diagnose import diagnose
     from tests.test_policer_bloat_rules import policed as policed_evidence
 
     ev = policed_evidence()
@@ -87,9 +86,15 @@ def policed(tmp: Path) -> Report:
     assert ev.path is not None
     more = IdleLoss(48, 0, "udp-echo")
     ev = dataclasses.replace(ev, path=dataclasses.replace(ev.path, idle_loss=more))
+    return _judged(measured(tmp), ev)
+
+
+def _judged(base: Report, ev: Evidence) -> Report:
+    """`base` with the verdict and fixes the real rules give `ev`, and its path and
+    transfers (a warning)."""
     d = diagnose(ev)
     return dataclasses.replace(
-        measured(tmp),
+        base,
         verdict=d.verdict,
         fixes=d.fixes,
         path=ev.path,
@@ -123,7 +128,6 @@ def shared_way_back(tmp: Path) -> Report:
     """Others' UDP on the way back: the available bandwidth measured both ways (the upload's
     free, the download's streams sent back loaded), from a stored lab report's path and
     transfers judged by the real rules."""
-    from tcpwizard.advice.diagnose import diagnose
     from tests.test_matrix_cases import stored_evidence
 
     ev = stored_evidence("lab-udp-60m-on-the-way-back-streams-back-100m-50ms")
@@ -133,15 +137,7 @@ def shared_way_back(tmp: Path) -> Report:
     up = dataclasses.replace(back, estimate_bps=cap, low_bps=90e6, high_bps=cap, loaded=0,
                              streams=10, direction="up")  # fmt: skip
     ev = dataclasses.replace(ev, path=dataclasses.replace(ev.path, available=up))
-    d = diagnose(ev)
-    return dataclasses.replace(
-        measured(tmp),
-        verdict=d.verdict,
-        fixes=d.fixes,
-        path=ev.path,
-        transfer=ev.transfer,
-        exit_code=ExitCode.WARNING,
-    )
+    return _judged(measured(tmp), ev)
 
 
 CASES = {
