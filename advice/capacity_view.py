@@ -256,7 +256,11 @@ def capacity_view(ev: Evidence, d: _Direction) -> tuple[float | None, str]:
         ""
         if low >= HEALTHY_SHARE * probe.mbps
         else "; the rest of what the probe saw may be others' traffic or a shaper this way"
-        + (" (the available bandwidth is measured on the upload only)" if d.name == "down" else "")
+        + (
+            " (the available bandwidth was not measured this way)"
+            if ev.path is None or ev.path.available_for(d.name) is None
+            else ""
+        )
     )
     return low, (
         f"probe said {_fmt(probe.mbps)} ({probe.method}), transfers showed the path carries "
@@ -290,9 +294,9 @@ def capacity_sure(ev: Evidence, d: _Direction) -> float:
     transfer that delivered more than the probe saw proves a floor, and that probe is then
     in doubt; a transfer slower than the probe's claim that was taken for the capacity (a
     weak probe overruled) proves no more than its own rate, and the rest of the claim may
-    be others' traffic or a shaper on the way (the available bandwidth is measured on the
-    upload only: a download beside 60 Mbit/s of others' UDP on a 100 Mbit/s line moved 43
-    against its train's 100 and read `path-capacity` 0.95)."""
+    be others' traffic or a shaper on the way (a download beside 60 Mbit/s of others' UDP on
+    a 100 Mbit/s line moved 43 against its train's 100 and read `path-capacity` 0.95, with
+    no available bandwidth measured that way)."""
     probe, cap = _probe_capacity(ev, d), capacity(ev, d)
     if probe is None or cap is None or cap <= 0 or probe.mbps <= 0:
         return 1.0

@@ -72,7 +72,8 @@ def _gap(
         return _predicted_gap(ev, factor)
     if factor in ("path-capacity", "cross-traffic"):
         # Healthy, or shared: the rates once up to speed (a short test's ramp is not a gap;
-        # on a shared path no setting reaches the capacity others take, so it is no gap).
+        # on a shared path the tuned side is what a tuned mode measured there, never the
+        # capacity others take).
         now = steady_mbps(worst.current)
         tuned = steady_mbps(worst.best) if worst.best else now
         if worst.best is None or tuned <= now:

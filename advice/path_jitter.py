@@ -12,12 +12,11 @@ The idle echoes, spaced apart, sample that range; the rules that read a queue fr
 under load (bufferbloat, the policer's "no queue", others' queue) measure it from the top of
 the range instead of its bottom. Others' traffic spreads the echoes too, and its queue is a
 queue, so the range counts as the path's only when two tells rule others out: the
-available-bandwidth probe found the path free every way it was sent (measure/probes/
-availbw.py, availbw_down.py), and no transfer's
-smoothed RTT went below the idle minimum (a queue that held every echo up empties now and
-then under a flow: Reno beside 3 TCP flows dipped 1.5 ms below its echoes, scenario matrix
-20261230.130; the smoothed RTT of a flow on a jittery path averages many samples and stays
-above the range's bottom).
+available-bandwidth probe found the path free every way it was sent
+(measure/probes/availbw.py, availbw_down.py), and no transfer's smoothed RTT went below the
+idle minimum (a queue that held every echo up empties now and then under a flow: Reno beside
+3 TCP flows dipped 1.5 ms below its echoes, scenario matrix 20261230.130; the smoothed RTT
+of a flow on a jittery path averages many samples and stays above the range's bottom).
 """
 
 from __future__ import annotations

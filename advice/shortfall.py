@@ -28,7 +28,10 @@ def fell_short(
     path: PathEstimate | None, transfer: TransferResult | None, direction: Direction = "up"
 ) -> str:
     """Why the available bandwidth that way is worth measuring now ("" when it is not)."""
-    if path is None or path.capacity is None or transfer is None:
+    if path is None or transfer is None:
+        return ""
+    probed = path.capacity_down if direction == "down" and path.capacity_down else path.capacity
+    if probed is None:
         return ""
     if path.available_for(direction) is not None:
         return ""
@@ -48,7 +51,7 @@ def fell_short(
     if cur is None:
         return ""
     rate = rates.mode_steady_mbps(cur) or cur.throughput_mbps
-    cap = (path.capacity_down if direction == "down" and path.capacity_down else path.capacity).mbps
+    cap = probed.mbps
     if rate >= HEALTHY_SHARE * cap:
         return ""
     if window_held(cur):

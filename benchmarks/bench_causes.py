@@ -151,8 +151,8 @@ CASES = (
         100e6, 0.040, "policer", "path", policer_bps=20e6, policed_way_back_only=True,
         direction="down", sysctls=RENO,
     ),
-    # Others' traffic on the way back only: the upload's streams find the path free, the
-    # streams serve sends back find it shared (measure/probes/availbw_down.py).
+    # Others' traffic on the way back only, the download checked: the streams serve sends
+    # back find it shared (measure/probes/availbw_down.py).
     Case(
         "udp-way-back-100m-50ms", "60 Mbit/s of others' UDP on 100 Mbit/s, b -> a only",
         100e6, 0.050, "cross-traffic", None, direction="down", cross_udp_bps=60e6,
@@ -302,7 +302,8 @@ def run_case(
     results: list[dict[str, Any]] = []
     pings: list[dict[str, Any]] = []
     t0 = time.monotonic()
-    # Each run's check takes up to ~20 s, a ping run ~8 s: others' traffic outlasts them all.
+    # Each run's check takes up to ~20 s, a ping run ~8 s: others' traffic outlasts them all
+    # (within the hour lab/traffic.py allows a run of cross traffic).
     cross_s = min(3600.0, 30.0 * (runs + ping_runs) + 30.0)
     with (
         tempfile.TemporaryDirectory(prefix="tw-causes-") as tmp,

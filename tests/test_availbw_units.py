@@ -175,6 +175,23 @@ def test_streams_that_overflow_the_queue_estimate_from_their_arrival_rate() -> N
     assert low <= est <= high
 
 
+def test_a_stream_sent_back_is_read_at_the_rate_it_was_sent_whatever_it_lost() -> None:
+    """Sent back, a stream's send times come only with the packets that arrived (serve
+    stamps them in the packets): a FIFO full of others' traffic that dropped every third
+    one must not make the stream look sent at the rate it arrived."""
+    cap, cross, rate = 100e6, 60e6, 70e6
+    tx, rx = fluid_stream(rate, cap, cross, count=300)
+    kept = {i for i in tx if i % 3 != 2}
+    sent_back = {i: t for i, t in tx.items() if i in kept}
+    arrived = {i: t for i, t in rx.items() if i in kept}
+    up = stream_result(tx, arrived, 300, WIRE)
+    back = stream_result(sent_back, arrived, 300, WIRE)
+    assert up is not None and back is not None
+    assert back.rate_bps == pytest.approx(up.rate_bps, rel=0.01)
+    assert back.rate_bps == pytest.approx(rate, rel=0.01)
+    assert back.loss == pytest.approx(1 / 3, abs=0.01)
+
+
 def test_a_mode_that_moved_past_what_was_free_refutes_the_leftover() -> None:
     """Autotuning held by a small send buffer at about what the available bandwidth read
     free, while DRS moved three times that on the same path (a 4.6 Gbit/s matrix scenario):

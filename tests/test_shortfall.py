@@ -42,6 +42,12 @@ def test_a_download_far_below_its_probe_asks_for_the_streams_sent_back() -> None
     # the upload's measurement is not the download's
     up_only = dataclasses.replace(path(40.0, 100.0), available=_free(100.0))
     assert fell_short(up_only, down, "down") == why
+    # the download is judged against its own way's capacity, probed even when the upload's
+    # was not
+    p = path(40.0, 100.0)
+    only_down = dataclasses.replace(p, capacity=None, capacity_down=p.capacity)
+    assert fell_short(only_down, down, "down") == why
+    assert fell_short(only_down, _up(30.0), "up") == ""
 
 
 def _free(cap_mbps: float) -> AvailBandwidth:

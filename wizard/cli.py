@@ -163,8 +163,9 @@ def _add_check(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument(
         "--avail",
         action="store_true",
-        help="also measure what cross traffic leaves free of the capacity (periodic UDP "
-        "streams to serve, ~1-2 s): a shared path is then named `cross-traffic`",
+        help="also measure what cross traffic leaves free of the capacity each way the check "
+        "runs (periodic UDP streams to serve and back, ~1-2 s a way): a shared path is then "
+        "named `cross-traffic`",
     )
     # Given --port, check uses serve only; given --iperf3-port, iperf3 only; neither: serve,
     # then iperf3 at its default port, then the open --tcp-port (a prediction).

@@ -359,8 +359,9 @@ def _stage_available(run: _Run, stage: StageFn, why: str = "", direction: Way = 
     if path is not None and direction == "down" and path.capacity_down is not None:
         cap = path.capacity_down
     if path is None or cap is None or not run.far.abilities.reflector:
-        if not why and direction == "up":  # asked for: say why not, once
-            run.notes.append("available bandwidth: needs tcpwizard serve and a measured capacity")
+        note = "available bandwidth: needs tcpwizard serve and a measured capacity"
+        if not why and note not in run.notes:  # asked for: say why not, once
+            run.notes.append(note)
         return
     way = "" if direction == "up" else " on the way back"
     stage("probe", f"measuring what cross traffic leaves free{way} (periodic streams)")

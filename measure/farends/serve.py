@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 # kernel shows it took ours (measure/wire/control.py, STARVED_HELLO_S).
 HELLO_TIMEOUT_S = 3.0
 TRANSFER_TIMEOUT_S = 5.0  # a transfer request's answer (serve prepares its sockets first)
-AVAIL_TIMEOUT_S = 5.0  # serve's answer to a stream's arrival report
+# serve's answer to a stream's arrival report (up), or to a stream's probe_train (down)
+AVAIL_TIMEOUT_S = 5.0
 
 
 def _fresh(c: ControlClient, last_used: float) -> bool:

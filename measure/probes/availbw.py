@@ -146,14 +146,18 @@ def theil_sen(points: list[tuple[float, float]]) -> float:
 def stream_result(
     tx: dict[int, int], rx: dict[int, int], count: int, wire: int
 ) -> StreamResult | None:
-    """One stream's sent rate, delay slope and loss from send and arrival times (ns)."""
+    """One stream's sent rate, delay slope and loss from send and arrival times (ns), keyed
+    by packet index. The rate is read between the first and last index sent: a stream sent
+    back has send times only for what arrived (serve stamps them in the packets), and its
+    lost packets must not pass for a slower sending."""
     idx = [i for i in sorted(rx) if i in tx]
     if len(idx) < max(10, count // 4) or len(tx) < 2:
         return None
-    span = (max(tx.values()) - min(tx.values())) / 1e9
+    first, last = min(tx), max(tx)
+    span = (tx[last] - tx[first]) / 1e9
     if span <= 0:
         return None
-    rate = (len(tx) - 1) * wire * 8 / span
+    rate = (last - first) * wire * 8 / span
     size = max(2, len(idx) // GROUPS)
     points = []
     for g in range(0, len(idx) - size + 1, size):

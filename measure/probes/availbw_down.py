@@ -35,6 +35,11 @@ REGISTER_S = 1.0
 ARRIVAL_SLACK_S = 0.5
 
 
+# A stream has ended when nothing came for this long (download_arrivals' default: a train's
+# packets come back to back or a group every few milliseconds).
+QUIET_S = 0.1
+
+
 class UdpNotRegistered(OSError):
     """serve never answered the registration of this host's UDP address."""
 
@@ -51,9 +56,9 @@ def measure_available_down(
     """Streams at a ladder of rates up to capacity_bps from serve toward this host, within
     about budget_s: the available bandwidth on the way back. Raises UdpNotRegistered when
     serve cannot send to this host's UDP socket."""
-    start = time.monotonic()
-    if not capacity.ensure_registered(client, sock, start + REGISTER_S):
+    if not capacity.ensure_registered(client, sock, time.monotonic() + REGISTER_S):
         raise UdpNotRegistered("serve could not reach this host's UDP socket (UDP blocked?)")
+    start = time.monotonic()  # the budget is the streams'
     size = udp.udp_payload_size(client.family, mtu)
     wire = udp.wire_bytes(client.family, size)
 
@@ -61,7 +66,12 @@ def measure_available_down(
         rate = share * capacity_bps
         count = stream_packets(rate, length_s, wire)
         deadline = time.monotonic() + count * wire * 8 / rate + rtt_s + ARRIVAL_SLACK_S
-        got = capacity.download_arrivals(client, sock, size, rate, deadline, count, BURST)
+        # A pause between two groups of BURST is no end of the stream: on a slow path (under
+        # ~1 Mbit/s) they come further apart than the usual 0.1 s.
+        quiet_s = max(QUIET_S, 2 * BURST * wire * 8 / rate)
+        got = capacity.download_arrivals(
+            client, sock, size, rate, deadline, count, BURST, quiet_s=quiet_s
+        )
         time.sleep(STREAM_S)  # the queue it built is gone (its last packet is in); others recover
         if got is None:
             return None, count

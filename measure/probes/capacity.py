@@ -335,12 +335,13 @@ def download_arrivals(
     deadline: float,
     count: int,
     burst: int = 1,
+    quiet_s: float = 0.1,
 ) -> tuple[dict[int, int], dict[int, int]] | None:
     """One train from serve, back to back (rate_bps 0) or paced in groups of `burst`:
     (serve's send times, this host's kernel arrival times) by packet index, None when serve
     refused it. Longer than serve's per-train limit, it is asked for as back-to-back
     segments (requests sent together, so serve starts each as soon as the last one is
-    out)."""
+    out). The wait ends quiet_s after the last packet that came."""
     base = int.from_bytes(os.urandom(3), "big") << 4
     sizes = segments(count)
     for k, n in enumerate(sizes):
@@ -358,7 +359,7 @@ def download_arrivals(
             i = (pkt.train - base) * SEGMENT + pkt.seq
             rx.setdefault(i, t)
             tx.setdefault(i, pkt.client_ns)
-            quiet_until = time.monotonic() + 0.1
+            quiet_until = time.monotonic() + quiet_s
     for _ in sizes:
         done = client.recv(timeout=max(0.5, deadline - time.monotonic()) + client.timeout)
         if ErrorReply.of(done) is not None:

@@ -95,11 +95,8 @@ def _verdict(con: Console, r: Report) -> None:
                 )
             )
         else:
-            gives = (
-                "others leave of the path"
-                if v.limiting_factor == "cross-traffic"
-                else ("the path gives")
-            )
+            shared = v.limiting_factor == "cross-traffic"
+            gives = "others leave of the path" if shared else "the path gives"
             con.print(
                 Text("Wizard gap: ", style="bold")
                 + Text(f"none — {_mbps(gap.current_mbps)} once up to speed is what {gives}.")
