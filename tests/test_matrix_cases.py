@@ -454,3 +454,16 @@ def test_a_bucket_on_the_way_back_is_no_traffic_of_others() -> None:
     assert av is not None and av.loaded == 0 and "token bucket" in av.note
     v = diagnose(ev).verdict
     assert v.limiting_factor == "policer" and v.explanation.startswith("down:"), v
+
+
+def test_a_bucket_read_by_the_streams_sent_back_does_not_vouch_for_a_queue_free_way() -> None:
+    """Two TCP flows of others on the way back of a 100 Mbit/s x 50 ms line: the stream
+    sent again lost 23 % after passing whole (their sawtooth's drops), so the streams read a
+    bucket and the way back free; the idle echoes' median stood 2 ms above their minimum, a
+    queue no bucket makes. Read `policer` 0.98 when that reading vouched for the way."""
+    ev = _evidence("lab-two-tcp-flows-on-the-way-back-read-as-a-bucket-100m-50ms")
+    assert ev.path is not None and ev.path.rtt.p50 - ev.path.rtt.min > 1.0
+    av = ev.path.available_down
+    assert av is not None and av.emptied_bucket and av.free_share == 1.0
+    v = diagnose(ev).verdict
+    assert v.limiting_factor == "cross-traffic" and v.host_to_fix is None, v

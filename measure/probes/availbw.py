@@ -85,6 +85,13 @@ class AvailBandwidth:
         return self.estimate_bps / 1e6
 
     @property
+    def emptied_bucket(self) -> bool:
+        """The streams read a token bucket they emptied (bucket_dropped), not a free path:
+        the estimate is then the capacity by that reading alone (the note says so; a report
+        read back keeps only the note)."""
+        return self.note.startswith(BUCKET_NOTE[: BUCKET_NOTE.index("{")])
+
+    @property
     def free_share(self) -> float:
         """Available over capacity (0-1)."""
         if not self.capacity_bps:
