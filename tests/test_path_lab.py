@@ -11,6 +11,7 @@ forwarding (lab/hops.py), the CLI run inside host a.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import textwrap
@@ -66,10 +67,12 @@ FAST = ("--count", "1000", "--interval", "1ms")
 def test_rtt_jump_and_loss_start(lab_factory: LabFactory, method: str, v6: bool) -> None:
     lab = lab_factory(LOSSY)
     extra = ("--port", "5301") if method == "tcp" else ()
-    if method == "tcp":
-        lab.popen("b", [sys.executable, "-m", "tcpwizard", "serve", "--port", "5301"])
     target = lab.addr6_b if v6 else lab.addr_b
-    doc, code = path_json(lab, target, "--method", method, *FAST, *extra, "--no-mtu")
+    # The SYNs' open port: serve, listening before the first probe and gone after this try
+    # (the lab is shared by the tries).
+    port = serving(lab, "b", 5301) if method == "tcp" else contextlib.nullcontext()
+    with port:
+        doc, code = path_json(lab, target, "--method", method, *FAST, *extra, "--no-mtu")
     assert doc["reached"] and len(doc["hops"]) == 5
     assert doc["rtt_jump"]["hop"] == 2
     assert 38 < doc["rtt_jump"]["ms"] < 46

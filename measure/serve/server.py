@@ -714,7 +714,10 @@ def _try_bind(host: str, port: int) -> tuple[socket.socket, socket.socket]:
         tcp.bind(sockaddr)
         # Keep each accepted SYN: its options as they arrived go back in the hello.
         save_syns(tcp)
-        tcp.listen(64)
+        # The kernel's most (net.core.somaxconn): a burst of connections (TCP hop probes
+        # toward this port, `path --method tcp`, or many clients at once) must not find a
+        # full accept queue, whose overflow drops SYNs silently and makes a hop of silence.
+        tcp.listen(socket.SOMAXCONN)
         real_port = tcp.getsockname()[1]
         udp = socket.socket(family, socket.SOCK_DGRAM)
         try:
