@@ -30,7 +30,7 @@ def fell_short(
     """Why the available bandwidth that way is worth measuring now ("" when it is not)."""
     if path is None or transfer is None:
         return ""
-    probed = path.capacity_down if direction == "down" and path.capacity_down else path.capacity
+    probed = path.capacity_for(direction)
     if probed is None:
         return ""
     if path.available_for(direction) is not None:

@@ -73,6 +73,13 @@ class PathEstimate:
     # What cross traffic leaves of the download's capacity (measure/probes/availbw_down.py).
     available_down: AvailBandwidth | None = None
 
+    def capacity_for(self, direction: str) -> CapacityEstimate | None:
+        """The capacity probed that way: the download's own when measured, else the
+        upload's (the probe's estimate for both)."""
+        if direction == "down" and self.capacity_down is not None:
+            return self.capacity_down
+        return self.capacity
+
     def available_for(self, direction: str) -> AvailBandwidth | None:
         """What cross traffic leaves free that way ("up" or "down"), when measured."""
         return self.available if direction == "up" else self.available_down

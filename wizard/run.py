@@ -355,9 +355,7 @@ def _stage_available(run: _Run, stage: StageFn, why: str = "", direction: Way = 
     for (--avail) or because a transfer fell short (advice/shortfall.py); the verdict
     `cross-traffic` needs it."""
     path = run.path
-    cap = path.capacity if path else None
-    if path is not None and direction == "down" and path.capacity_down is not None:
-        cap = path.capacity_down
+    cap = path.capacity_for(direction) if path else None
     if path is None or cap is None or not run.far.abilities.reflector:
         note = "available bandwidth: needs tcpwizard serve and a measured capacity"
         if not why and note not in run.notes:  # asked for: say why not, once

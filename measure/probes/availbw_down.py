@@ -30,10 +30,10 @@ from tcpwizard.measure.wire.control import ControlClient
 # capacity.ensure_registered's 0.3 s.
 REGISTER_S = 1.0
 # What a stream's last packet may take to arrive after serve sent it: the wait for the
-# stream ends this long after its planned length plus a round trip (a queue of a few
-# hundred milliseconds drains in it; a later packet is lost, as a full queue's would be).
+# stream ends this long after its planned length plus a round trip. The upload's streams
+# wait as long for serve's first arrival report (availbw._arrivals' 0.5 s), so both ways
+# count a packet later than that as lost, as a full queue's would be.
 ARRIVAL_SLACK_S = 0.5
-
 
 # A stream has ended when nothing came for this long (download_arrivals' default: a train's
 # packets come back to back or a group every few milliseconds).
